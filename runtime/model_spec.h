@@ -1,0 +1,68 @@
+// ModelSpec: a validated ViT description (what config/models/*.yaml holds). Plain data; the YAML loader
+// (runtime/config.h) and the checkpoint importer (runtime/importer.h) produce it, graph/plan consume it.
+// Field meanings follow timm's VisionTransformer constructor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace edgevit {
+
+enum class GlobalPool { kToken, kAvg };
+enum class WeightNaming { kTimm, kHf };
+enum class Precision { kFp32, kFp16 };
+// Attention path request: kAuto lets the planner choose from the device profile; the others force one.
+enum class AttentionImpl { kAuto, kFused, kExplicit };
+
+const char* to_string(GlobalPool v);    // "token" | "avg"
+const char* to_string(WeightNaming v);  // "timm" | "hf"
+const char* to_string(Precision v);     // "fp32" | "fp16"
+const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"
+
+struct VitArch {
+  int img_size = 224;     // square input, pixels
+  int patch_size = 16;    // square patches; img_size % patch_size == 0
+  int in_chans = 3;
+  int embed_dim = 192;    // E
+  int depth = 12;
+  int num_heads = 3;      // H; embed_dim % num_heads == 0
+  double mlp_ratio = 4.0; // hidden = int(E * mlp_ratio)
+  bool qkv_bias = true;
+  bool class_token = true;
+  int reg_tokens = 0;
+  bool no_embed_class = false;   // pos_embed covers patches only
+  GlobalPool global_pool = GlobalPool::kToken;
+  bool fc_norm = false;          // LayerNorm after pooling instead of before (timm fc_norm)
+  int num_classes = 1000;        // 0 = features only (logits are the pooled features)
+  double layer_norm_eps = 1e-6;
+  // act is always exact (erf) GELU; the loader rejects anything else.
+
+  int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
+  int num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
+  int num_tokens() const { return num_patches() + num_prefix_tokens(); }
+  int head_dim() const { return embed_dim / num_heads; }
+  int mlp_hidden() const { return static_cast<int>(embed_dim * mlp_ratio); }
+  int pos_embed_len() const { return no_embed_class ? num_patches() : num_tokens(); }
+};
+
+struct Preprocess {
+  int resize = 224;                 // the image is resized (bilinear) to resize x resize, then used whole
+  std::vector<double> mean{0.485, 0.456, 0.406};  // one per channel, applied to pixel/255
+  std::vector<double> std{0.229, 0.224, 0.225};
+};
+
+struct ModelSpec {
+  std::string name;               // from the YAML `name`, else the file stem
+  std::string source_path;        // the YAML file this came from ("" when built in memory)
+  VitArch arch;
+  std::string weights_path;       // absolute or relative to the current directory (resolved by the loader)
+  WeightNaming weights_naming = WeightNaming::kTimm;
+  Precision precision = Precision::kFp32;  // requested; a device may override (see plan)
+  AttentionImpl attention = AttentionImpl::kAuto;
+  int max_batch = 1;
+  Preprocess preprocess;
+  std::string labels_path;        // optional; one label per line; resolved like weights_path
+};
+
+}  // namespace edgevit
