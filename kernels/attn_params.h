@@ -1,0 +1,47 @@
+// Attention problem description shared by every attention kernel (CPU fused/explicit/reference, CUDA
+// fused/unfused). Layout-agnostic: Q, K, V and O are addressed through element strides, so timm's packed
+// qkv output (B, S, 3, H, D) and separate (B, S, H, D) or (B, H, S, D) tensors are all served without copies.
+//
+//   element (b, s, h, d) of Q lives at q[b*q.batch + s*q.row + h*q.head + d]   (d is contiguous)
+//
+// Semantics: O[b,s,h,:] = softmax_j( scale * <Q[b,s,h,:], K[b,j,h,:]> + mask ) V[b,j,h,:]
+// The scale is applied exactly once, to Q K^T (TensorRT 10.7 got this wrong). key_mask, when given, is
+// (B, Skv) bytes, 1 = attend, 0 = masked out; a query row whose keys are all masked yields zeros
+// (not NaN, not the mean of V): there is nothing to attend to, so the row contributes nothing.
+#pragma once
+
+#include <cstdint>
+
+namespace edgevit {
+
+struct AttnStrides {
+  int64_t batch = 0;  // elements between consecutive b
+  int64_t row = 0;    // elements between consecutive s
+  int64_t head = 0;   // elements between consecutive h
+};
+
+struct AttnParams {
+  int batch = 0;     // B
+  int heads = 0;     // H
+  int seq_q = 0;     // Sq
+  int seq_kv = 0;    // Skv (may differ from Sq: cross-attention)
+  int head_dim = 0;  // D
+  float scale = 0;   // normally 1/sqrt(D)
+  AttnStrides q, k, v, o;
+  const uint8_t* key_mask = nullptr;  // (B, Skv) or nullptr; host pointer for CPU, device for CUDA
+};
+
+// timm's fused qkv Linear output: (B, S, 3, H, D) row-major; o is (B, S, H, D).
+inline AttnParams attn_params_packed_qkv(int batch, int seq, int heads, int head_dim, float scale) {
+  AttnParams p;
+  p.batch = batch; p.heads = heads; p.seq_q = seq; p.seq_kv = seq; p.head_dim = head_dim; p.scale = scale;
+  const int64_t e = static_cast<int64_t>(heads) * head_dim;
+  p.q = p.k = p.v = AttnStrides{seq * 3 * e, 3 * e, head_dim};
+  p.o = AttnStrides{seq * e, e, head_dim};
+  return p;
+}
+// Offsets (in elements) of K and V inside the packed qkv buffer, relative to Q.
+inline int64_t packed_k_offset(int heads, int head_dim) { return static_cast<int64_t>(heads) * head_dim; }
+inline int64_t packed_v_offset(int heads, int head_dim) { return 2 * static_cast<int64_t>(heads) * head_dim; }
+
+}  // namespace edgevit

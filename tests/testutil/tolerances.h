@@ -1,0 +1,20 @@
+// The one tolerance table (../shared/STYLE.md). Every comparison in the tests uses these; each says why.
+// A tolerance is never loosened to make a test pass.
+#pragma once
+
+namespace edgevit::tol {
+
+// fp32 kernel vs float64 reference: fp32 rounding (2^-24 ~ 6e-8) accumulated over reductions of a few
+// thousand terms stays well under 1e-5 normwise.
+constexpr double kFp32Kernel = 1e-5;
+// fp32 end-to-end logits vs timm (computed in float64): a dozen layers of fp32 GEMMs/LayerNorms.
+constexpr double kFp32EndToEnd = 1e-4;
+// fp16 kernel: at most this multiple of the error the same op shows when the reference computes it with
+// fp16 inputs/outputs (FlashAttention's rule) ...
+constexpr double kFp16KernelVsFp16RefFactor = 2.0;
+// ... and never above this absolute normwise bound (fp16 has 11 significant bits: 4.9e-4 unit roundoff).
+constexpr double kFp16Kernel = 5e-3;
+// fp16 end-to-end logits (and the same top-1).
+constexpr double kFp16EndToEnd = 1e-2;
+
+}  // namespace edgevit::tol
