@@ -1,0 +1,149 @@
+// CPU backend (fp32): walks the plan's op list over one arena. The arena is the only allocation; every
+// tensor is arena base + plan offset. infer() allocates nothing (tests/runtime/engine_test.cpp counts).
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/kernels.h"
+#include "runtime/engine.h"
+#include "runtime/weights.h"
+
+namespace edgevit {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Plan& plan, int threads, const EngineOptions& options)
+      : plan_(plan), threads_(threads), profile_(options.profile_ops), fault_(options.fault) {}
+  ~CpuBackend() override {
+    if (arena_ != nullptr) munmap(arena_, arena_bytes_);
+  }
+
+  Status init(WeightSource& weights) {
+    const Graph& g = plan_.graph;
+    // One anonymous mapping: page aligned (>= the plan's 256-byte alignment), zero-filled, and
+    // returned to the OS whole on destruction.
+    arena_bytes_ = static_cast<size_t>(plan_.arena_bytes);
+    void* p = mmap(nullptr, arena_bytes_ == 0 ? 1 : arena_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return does_not_fit("cannot allocate the " + std::to_string(arena_bytes_) + "-byte arena: " + std::strerror(errno));
+    arena_ = static_cast<uint8_t*>(p);
+    for (const TensorDesc& t : g.tensors) {
+      if (t.kind != TensorKind::kWeight) continue;
+      EV_RETURN_IF_ERROR(weights.read_f32(t.name, f32(t.id), static_cast<size_t>(t.numel())));
+    }
+    if (fault_ == InjectedFault::kCorruptWeightByte) {
+      // Flip the exponent's top bit of one weight of the first block's qkv projection.
+      for (const TensorDesc& t : g.tensors) {
+        if (t.name == "blocks.0.attn.qkv.weight") {
+          reinterpret_cast<uint8_t*>(f32(t.id))[3] ^= 0x40;
+          break;
+        }
+      }
+    }
+    timings_.resize(g.ops.size());
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      timings_[i].name = g.ops[i].name;
+      timings_[i].kernel = g.ops[i].kernel;
+      timings_[i].flops = g.ops[i].flops;
+      timings_[i].bytes = g.ops[i].bytes;
+    }
+    return Status::Ok();
+  }
+
+  Status infer(const float* input, int n) override {
+    const Graph& g = plan_.graph;
+    std::memcpy(f32(g.input), input, sizeof(float) * static_cast<size_t>(g.tensors[g.input].numel() / g.batch * n));
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      run_op(g.ops[i], n);
+      if (profile_)
+        timings_[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return Status::Ok();
+  }
+
+  const float* logits() const override { return f32(plan_.graph.logits); }
+  const float* pre_logits() const override { return f32(plan_.graph.pre_logits); }
+  const std::vector<OpTiming>& op_timings() const override { return timings_; }
+  int64_t device_bytes() const override { return static_cast<int64_t>(arena_bytes_); }
+
+ private:
+  float* f32(int tensor_id) const { return reinterpret_cast<float*>(arena_ + plan_.offsets[tensor_id]); }
+  const float* weight(const Op& o, size_t i) const { return i < o.weights.size() ? f32(o.weights[i]) : nullptr; }
+  const float* weight_named(const Op& o, const char* name) const {
+    for (int id : o.weights)
+      if (plan_.graph.tensors[id].name == name) return f32(id);
+    return nullptr;
+  }
+
+  void run_op(const Op& o, int n) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    // Row counts scale with the batch actually run; the plan was laid out for g.batch.
+    const int rows = static_cast<int>(o.m / g.batch * n);
+    switch (o.kind) {
+      case OpKind::kIm2col:
+        im2col_patches_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.in_chans, a.img_size, a.patch_size);
+        break;
+      case OpKind::kLinear: {
+        const Epilogue ep = o.epilogue == 1 ? Epilogue::kGelu : o.epilogue == 2 ? Epilogue::kResidualAdd : Epilogue::kNone;
+        linear_f32(f32(o.inputs[0]), weight(o, 0), weight(o, 1), f32(o.outputs[0]), rows, static_cast<int>(o.n),
+                   static_cast<int>(o.k), ep);
+        break;
+      }
+      case OpKind::kAssembleTokens:
+        assemble_tokens_f32(f32(o.inputs[0]), weight_named(o, "cls_token"), weight_named(o, "reg_token"),
+                            a.reg_tokens, weight_named(o, "pos_embed"), a.no_embed_class, f32(o.outputs[0]), n,
+                            a.num_patches(), a.embed_dim);
+        break;
+      case OpKind::kLayerNorm:
+        layernorm_f32(f32(o.inputs[0]), weight(o, 0), weight(o, 1), f32(o.outputs[0]), rows, static_cast<int>(o.n),
+                      static_cast<float>(o.eps), threads_);
+        break;
+      case OpKind::kAttention: {
+        float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
+        if (fault_ == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // the TensorRT 10.7 bug, on purpose
+        AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale);
+        const float* qkv = f32(o.inputs[0]);
+        const float* k = qkv + packed_k_offset(a.num_heads, a.head_dim());
+        const float* v = qkv + packed_v_offset(a.num_heads, a.head_dim());
+        if (g.attention == AttentionPath::kFused) {
+          mha_fused_f32(p, qkv, k, v, f32(o.outputs[0]), threads_);
+        } else {
+          // The plan reserved B*H score matrices; use no more threads than that.
+          const int t = std::min(threads_, n * a.num_heads);
+          mha_explicit_f32(p, qkv, k, v, f32(o.outputs[0]), f32(o.scratch), t);
+        }
+        break;
+      }
+      case OpKind::kPool:
+        pool_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.num_tokens(), a.embed_dim, o.avg_pool,
+                 a.num_prefix_tokens());
+        break;
+    }
+  }
+
+  const Plan& plan_;
+  int threads_;
+  bool profile_;
+  InjectedFault fault_;
+  uint8_t* arena_ = nullptr;  // owned: the single allocation
+  size_t arena_bytes_ = 0;
+  std::vector<OpTiming> timings_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const Plan& plan, WeightSource& weights, int threads,
+                                                  const EngineOptions& options) {
+  auto backend = std::make_unique<CpuBackend>(plan, threads, options);
+  EV_RETURN_IF_ERROR(backend->init(weights));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace edgevit

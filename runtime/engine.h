@@ -1,0 +1,88 @@
+// Engine: plan + arena + backend for one model on one device. Everything is planned and allocated in
+// create(); infer() performs no heap allocation and no device allocation (tested).
+//
+//   ModelSpec + DeviceProfile -> make_plan -> arena (one allocation) -> weights read from the mmap'd
+//   checkpoint straight into the arena -> infer(input) walks the op list -> logits()/pre_logits()
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platform/device_profile.h"
+#include "runtime/model_spec.h"
+#include "runtime/plan.h"
+#include "runtime/status.h"
+
+namespace edgevit {
+
+// Test-only fault injection (edgevit-selftest must prove it can fail). Never set in production paths.
+enum class InjectedFault { kNone, kWrongAttentionScale, kCorruptWeightByte };
+
+struct EngineOptions {
+  PlanOptions plan;
+  int threads = 0;  // CPU threads for kernels and OpenBLAS; 0 = all available cores
+  bool profile_ops = false;  // record per-op wall time in infer() (bench --profile)
+  InjectedFault fault = InjectedFault::kNone;
+};
+
+struct OpTiming {
+  std::string name;
+  std::string kernel;
+  double flops = 0;
+  double bytes = 0;
+  double seconds = 0;  // last infer()
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Status infer(const float* input, int n) = 0;
+  virtual const float* logits() const = 0;      // host memory, (n, output_dim)
+  virtual const float* pre_logits() const = 0;  // host memory, (n, embed)
+  virtual const std::vector<OpTiming>& op_timings() const = 0;
+  virtual int64_t device_bytes() const = 0;     // bytes of the single arena allocation
+};
+
+class Engine {
+ public:
+  // Plans, refuses a plan that does not fit the budget (kDoesNotFit, before any allocation), allocates
+  // the arena once and loads the weights into it. The Engine owns the arena; `spec` and `device` are
+  // copied.
+  static Result<std::unique_ptr<Engine>> create(const ModelSpec& spec, const DeviceProfile& device,
+                                                const EngineOptions& options);
+
+  const Plan& plan() const { return plan_; }
+  const ModelSpec& spec() const { return spec_; }
+  int max_batch() const { return plan_.graph.batch; }
+  int64_t input_numel_per_image() const;   // C * H * W
+  int output_dim() const;                  // num_classes, or embed_dim when num_classes == 0
+  int embed_dim() const { return spec_.arch.embed_dim; }
+  int threads() const { return threads_; }
+
+  // input: (n, C, H, W) float32, already normalized; 1 <= n <= max_batch.
+  Status infer(const float* input, int n);
+  const float* logits() const { return backend_->logits(); }          // (n, output_dim)
+  const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
+  const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }
+
+ private:
+  Engine() = default;
+  ModelSpec spec_;
+  Plan plan_;
+  int threads_ = 1;
+  std::unique_ptr<Backend> backend_;
+};
+
+// Backend factories (runtime/backend_cpu.cpp, runtime/backend_cuda.cpp).
+class WeightSource;
+Result<std::unique_ptr<Backend>> make_cpu_backend(const Plan& plan, WeightSource& weights, int threads,
+                                                  const EngineOptions& options);
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Plan& plan, WeightSource& weights,
+                                                   const EngineOptions& options);
+
+// Labels file: one label per line (empty lines kept as ""). Errors name the file.
+Result<std::vector<std::string>> load_labels(const std::string& path);
+
+}  // namespace edgevit

@@ -1,0 +1,213 @@
+#include "runtime/graph.h"
+
+#include <cassert>
+#include <cmath>
+
+namespace edgevit {
+
+const char* to_string(TensorKind k) {
+  switch (k) {
+    case TensorKind::kWeight: return "weight";
+    case TensorKind::kInput: return "input";
+    case TensorKind::kOutput: return "output";
+    case TensorKind::kActivation: return "activation";
+    case TensorKind::kScratch: return "scratch";
+  }
+  return "?";
+}
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::kIm2col: return "im2col";
+    case OpKind::kLinear: return "linear";
+    case OpKind::kAssembleTokens: return "assemble_tokens";
+    case OpKind::kLayerNorm: return "layernorm";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kPool: return "pool";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionPath p) { return p == AttentionPath::kFused ? "fused" : "explicit"; }
+
+int64_t TensorDesc::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+class Builder {
+ public:
+  Builder(Graph& g) : g_(g) {}
+
+  int tensor(const std::string& name, std::vector<int64_t> shape, TensorKind kind, int64_t elem_bytes) {
+    TensorDesc t;
+    t.id = static_cast<int>(g_.tensors.size());
+    t.name = name;
+    t.shape = std::move(shape);
+    t.kind = kind;
+    t.elem_bytes = elem_bytes;
+    g_.tensors.push_back(t);
+    return t.id;
+  }
+  int act(const std::string& name, std::vector<int64_t> shape) {
+    return tensor(name, std::move(shape), TensorKind::kActivation, g_.act_elem_bytes());
+  }
+  int weight(const std::string& name, std::vector<int64_t> shape) {
+    return tensor(name, std::move(shape), TensorKind::kWeight, g_.act_elem_bytes());
+  }
+
+  // Appends an op and extends the lifetimes of everything it touches.
+  Op& op(OpKind kind, const std::string& name, std::vector<int> in, std::vector<int> out,
+         std::vector<int> w = {}) {
+    Op o;
+    o.kind = kind;
+    o.name = name;
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    o.weights = std::move(w);
+    const int idx = static_cast<int>(g_.ops.size());
+    for (int id : o.inputs) touch(id, idx);
+    for (int id : o.outputs) touch(id, idx);
+    g_.ops.push_back(o);
+    return g_.ops.back();
+  }
+  void touch(int id, int op_index) {
+    TensorDesc& t = g_.tensors[id];
+    if (t.first_op < 0) t.first_op = op_index;
+    t.last_op = op_index;
+  }
+  int scratch(Op& o, const std::string& name, int64_t bytes) {
+    const int id = tensor(name, {bytes}, TensorKind::kScratch, 1);
+    const int idx = static_cast<int>(g_.ops.size()) - 1;
+    touch(id, idx);
+    o.scratch = id;
+    return id;
+  }
+
+  Op& linear(const std::string& name, int x, int y, int64_t m, int64_t n, int64_t k, bool bias, int epilogue) {
+    std::vector<int> w{weight(name + ".weight", {n, k})};
+    if (bias) w.push_back(weight(name + ".bias", {n}));
+    std::vector<int> in{x};
+    if (epilogue == 2) in.push_back(y);
+    Op& o = op(OpKind::kLinear, name, in, {y}, w);
+    o.epilogue = epilogue;
+    o.m = m; o.n = n; o.k = k;
+    const double eb = static_cast<double>(g_.act_elem_bytes());
+    o.flops = 2.0 * m * n * k;
+    o.bytes = eb * (m * k + n * k + (bias ? n : 0) + m * n * (epilogue == 2 ? 2 : 1));
+    return o;
+  }
+  Op& layernorm(const std::string& name, int x, int y, int64_t m, int64_t c, double eps) {
+    std::vector<int> w{weight(name + ".weight", {c}), weight(name + ".bias", {c})};
+    Op& o = op(OpKind::kLayerNorm, name, {x}, {y}, w);
+    o.eps = eps;
+    o.m = m; o.n = c;
+    const double eb = static_cast<double>(g_.act_elem_bytes());
+    o.flops = 8.0 * m * c;
+    o.bytes = eb * (2.0 * m * c + 2.0 * c);
+    return o;
+  }
+
+ private:
+  Graph& g_;
+};
+
+}  // namespace
+
+Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
+                      int64_t explicit_scratch_bytes) {
+  Graph g;
+  g.arch = a;
+  g.batch = batch;
+  g.precision = precision;
+  g.attention = attention;
+  Builder b(g);
+
+  const int64_t B = batch, P = a.num_patches(), T = a.num_tokens(), E = a.embed_dim,
+                M = a.mlp_hidden(), H = a.num_heads, D = a.head_dim(), p = a.patch_size,
+                C = a.in_chans, K = C * p * p;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+
+  g.input = b.tensor("input", {B, C, a.img_size, a.img_size}, TensorKind::kInput, g.act_elem_bytes());
+
+  // Patch embedding: im2col + GEMM, then class/register tokens and position embeddings.
+  const int cols = b.act("patch_embed.cols", {B * P, K});
+  {
+    Op& o = b.op(OpKind::kIm2col, "patch_embed.im2col", {g.input}, {cols});
+    o.bytes = eb * 2.0 * B * P * K;
+  }
+  const int patches = b.act("patch_embed.out", {B, P, E});
+  b.linear("patch_embed.proj", cols, patches, B * P, E, K, true, 0);
+  const int x = b.act("x", {B, T, E});
+  {
+    std::vector<int> w;
+    if (a.class_token) w.push_back(b.weight("cls_token", {1, 1, E}));
+    if (a.reg_tokens > 0) w.push_back(b.weight("reg_token", {1, a.reg_tokens, E}));
+    w.push_back(b.weight("pos_embed", {1, a.pos_embed_len(), E}));
+    Op& o = b.op(OpKind::kAssembleTokens, "assemble_tokens", {patches}, {x}, w);
+    o.bytes = eb * (B * P * E + B * T * E + a.pos_embed_len() * E);
+    o.flops = static_cast<double>(B * T * E);
+  }
+
+  const int64_t rows = B * T;
+  for (int i = 0; i < a.depth; ++i) {
+    const std::string blk = "blocks." + std::to_string(i);
+    const int h1 = b.act(blk + ".norm1.out", {B, T, E});
+    b.layernorm(blk + ".norm1", x, h1, rows, E, a.layer_norm_eps);
+    const int qkv = b.act(blk + ".attn.qkv.out", {B, T, 3, H, D});
+    b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * E, E, a.qkv_bias, 0);
+    const int ctx = b.act(blk + ".attn.out", {B, T, H, D});
+    Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
+    at.flops = 4.0 * B * H * T * T * D + 5.0 * B * H * T * T;
+    at.bytes = eb * (3.0 * B * T * E + B * T * E);
+    if (attention == AttentionPath::kExplicit) {
+      b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
+      at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
+    }
+    b.linear(blk + ".attn.proj", ctx, x, rows, E, E, true, 2);
+    const int h2 = b.act(blk + ".norm2.out", {B, T, E});
+    b.layernorm(blk + ".norm2", x, h2, rows, E, a.layer_norm_eps);
+    const int mlp = b.act(blk + ".mlp.hidden", {B, T, M});
+    b.linear(blk + ".mlp.fc1", h2, mlp, rows, M, E, true, 1);
+    b.linear(blk + ".mlp.fc2", mlp, x, rows, E, M, true, 2);
+  }
+
+  const int out_kind_dim = a.num_classes > 0 ? a.num_classes : static_cast<int>(E);
+  g.pre_logits = b.tensor("pre_logits", {B, E}, TensorKind::kOutput, g.act_elem_bytes());
+  if (!a.fc_norm) {
+    const int hn = b.act("norm.out", {B, T, E});
+    b.layernorm("norm", x, hn, rows, E, a.layer_norm_eps);
+    Op& o = b.op(OpKind::kPool, a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token", {hn},
+                 {g.pre_logits});
+    o.avg_pool = a.global_pool == GlobalPool::kAvg;
+    o.bytes = eb * (o.avg_pool ? B * (T - a.num_prefix_tokens()) * E + B * E : 2.0 * B * E);
+  } else {
+    const int pooled = b.act("pool.out", {B, E});
+    Op& o = b.op(OpKind::kPool, a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token", {x}, {pooled});
+    o.avg_pool = a.global_pool == GlobalPool::kAvg;
+    o.bytes = eb * (o.avg_pool ? B * (T - a.num_prefix_tokens()) * E + B * E : 2.0 * B * E);
+    b.layernorm("fc_norm", pooled, g.pre_logits, B, E, a.layer_norm_eps);
+  }
+  if (a.num_classes > 0) {
+    g.logits = b.tensor("logits", {B, out_kind_dim}, TensorKind::kOutput, g.act_elem_bytes());
+    b.linear("head", g.pre_logits, g.logits, B, a.num_classes, E, true, 0);
+  } else {
+    g.logits = g.pre_logits;  // features only: the model's output is the pooled feature vector
+  }
+
+  // Weights, inputs and outputs live for the whole graph.
+  const int last = static_cast<int>(g.ops.size()) - 1;
+  for (TensorDesc& t : g.tensors) {
+    if (t.kind == TensorKind::kWeight || t.kind == TensorKind::kInput || t.kind == TensorKind::kOutput) {
+      t.first_op = 0;
+      t.last_op = last;
+    }
+    assert(t.first_op >= 0);
+  }
+  return g;
+}
+
+}  // namespace edgevit

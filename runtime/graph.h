@@ -1,0 +1,89 @@
+// The ViT as an ordered list of ops over tensor descriptors (runtime/graph: ModelSpec -> Graph).
+// The graph is backend-neutral: the same op list runs on the CPU (fp32) and CUDA (fp16/fp32) backends,
+// and the planner gives every non-weight tensor an arena offset from the lifetimes recorded here.
+//
+// One image's path (B = batch, P = patches, T = tokens, E = embed, M = MLP hidden, C/p = chans/patch):
+//   input (B,C,H,W) -im2col-> cols (B*P, C*p*p) -linear-> patches (B,P,E) -assemble-> x (B,T,E)
+//   per block:  x -ln-> h -linear-> qkv (B,T,3,H,D) -attention-> ctx (B,T,E) -linear(+=)-> x
+//               x -ln-> h -linear+gelu-> mlp (B,T,M) -linear(+=)-> x
+//   head: x -ln-> h -pool-> pre_logits (B,E) -linear-> logits (B,classes)     (fc_norm: pool, then ln)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/model_spec.h"
+
+namespace edgevit {
+
+enum class TensorKind {
+  kWeight,      // persistent, read-only after load; lives in the arena's weight region
+  kInput,       // I/O region: written by the caller before infer()
+  kOutput,      // I/O region: read by the caller after infer()
+  kActivation,  // planned region: reused once dead
+  kScratch,     // planned region, live for exactly one op (workspace)
+};
+const char* to_string(TensorKind k);
+
+struct TensorDesc {
+  int id = -1;
+  std::string name;            // "blocks.3.qkv", or the canonical timm weight name for weights
+  std::vector<int64_t> shape;  // logical shape at max batch (scratch: flat element count)
+  int64_t elem_bytes = 4;      // 4 (fp32) or 2 (fp16); scratch: 1 and shape = bytes
+  TensorKind kind = TensorKind::kActivation;
+  int first_op = -1;           // inclusive lifetime over the op list (weights/IO: whole graph)
+  int last_op = -1;
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * elem_bytes; }
+};
+
+enum class OpKind {
+  kIm2col,          // in: input              out: cols
+  kLinear,          // in: x [, residual]     out: y            weights: w, b
+  kAssembleTokens,  // in: patches            out: x            weights: cls, reg, pos
+  kLayerNorm,       // in: x                  out: y            weights: gamma, beta
+  kAttention,       // in: qkv                out: ctx          scratch: explicit path's S x S
+  kPool,            // in: x                  out: pooled
+};
+const char* to_string(OpKind k);
+
+enum class AttentionPath { kFused, kExplicit };
+const char* to_string(AttentionPath p);
+
+struct Op {
+  OpKind kind;
+  std::string name;              // "blocks.3.attn.qkv"
+  std::vector<int> inputs;       // tensor ids
+  std::vector<int> outputs;      // tensor ids (an in-place op lists the same id in inputs and outputs)
+  std::vector<int> weights;      // tensor ids
+  int scratch = -1;              // tensor id of this op's workspace, or -1
+  // Parameters (meaning depends on kind).
+  int epilogue = 0;              // kLinear: 0 none, 1 gelu, 2 residual add (in place into outputs[0])
+  int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
+  double eps = 0;                // kLayerNorm
+  bool avg_pool = false;         // kPool
+  std::string kernel;            // chosen implementation, e.g. "cpu.mha_fused_f32", "cuda.mha_fused_d64"
+  std::string reason;            // why this kernel
+  // Cost model at max batch (for the roofline estimate and the per-op profile).
+  double flops = 0;
+  double bytes = 0;              // minimum device-memory traffic: each input once, each output once
+};
+
+struct Graph {
+  VitArch arch;
+  int batch = 1;                 // max batch the graph is built for
+  Precision precision = Precision::kFp32;
+  AttentionPath attention = AttentionPath::kFused;
+  std::vector<TensorDesc> tensors;
+  std::vector<Op> ops;
+  int input = -1, pre_logits = -1, logits = -1;  // tensor ids
+  int64_t act_elem_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
+};
+
+// Builds the op list. explicit_scratch_bytes is the explicit attention path's workspace (backend-
+// dependent; 0 for the fused path). Never fails on a validated ModelSpec.
+Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
+                      int64_t explicit_scratch_bytes);
+
+}  // namespace edgevit

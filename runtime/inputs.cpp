@@ -1,0 +1,157 @@
+#include "runtime/inputs.h"
+
+#include <stb_image.h>
+#include <stb_image_resize.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "runtime/safetensors.h"
+
+namespace edgevit {
+
+Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
+                         const ModelSpec& spec, float* dst) {
+  const VitArch& a = spec.arch;
+  const Preprocess& pp = spec.preprocess;
+  if (chans != a.in_chans)
+    return internal_error(display + ": decoded with " + std::to_string(chans) + " channels, model needs " +
+                          std::to_string(a.in_chans));
+  const int resize = pp.resize > 0 ? pp.resize : a.img_size;
+  // Shorter side -> resize, aspect kept; never smaller than the crop.
+  int rw, rh;
+  if (width <= height) {
+    rw = resize;
+    rh = static_cast<int>(std::lround(static_cast<double>(height) * resize / width));
+  } else {
+    rh = resize;
+    rw = static_cast<int>(std::lround(static_cast<double>(width) * resize / height));
+  }
+  if (rw < a.img_size || rh < a.img_size)
+    return config_error(spec.source_path + ": preprocess.resize " + std::to_string(resize) +
+                        " is smaller than img_size " + std::to_string(a.img_size));
+
+  std::vector<float> resized;  // (rh, rw, C) in 0..255
+  const float* src;
+  if (rw == width && rh == height) {
+    resized.assign(pixels, pixels + static_cast<size_t>(width) * height * chans);
+  } else {
+    std::vector<float> in(pixels, pixels + static_cast<size_t>(width) * height * chans);
+    resized.resize(static_cast<size_t>(rw) * rh * chans);
+    if (!stbir_resize_float_generic(in.data(), width, height, 0, resized.data(), rw, rh, 0, chans,
+                                    STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP, STBIR_FILTER_TRIANGLE,
+                                    STBIR_COLORSPACE_LINEAR, nullptr))
+      return input_error(display + ": resize from " + std::to_string(width) + "x" + std::to_string(height) + " failed");
+  }
+  src = resized.data();
+  const int x0 = (rw - a.img_size) / 2, y0 = (rh - a.img_size) / 2;
+  for (int c = 0; c < chans; ++c) {
+    const double mean = pp.mean[c], sd = pp.std[c];
+    float* plane = dst + static_cast<size_t>(c) * a.img_size * a.img_size;
+    for (int y = 0; y < a.img_size; ++y)
+      for (int x = 0; x < a.img_size; ++x) {
+        const double p = src[(static_cast<size_t>(y + y0) * rw + (x + x0)) * chans + c];
+        plane[y * a.img_size + x] = static_cast<float>((p / 255.0 - mean) / sd);
+      }
+  }
+  return Status::Ok();
+}
+
+Status decode_image(const uint8_t* bytes, size_t size, const std::string& display, const ModelSpec& spec,
+                    float* dst, const ImageLimits& limits) {
+  if (size == 0) return input_error(display + ": empty file, not an image");
+  if (static_cast<int64_t>(size) > limits.max_file_bytes)
+    return input_error(display + ": " + std::to_string(size) + " bytes exceeds the image size limit of " +
+                       std::to_string(limits.max_file_bytes));
+  if (spec.arch.in_chans != 1 && spec.arch.in_chans != 3)
+    return input_error(display + ": images can feed models with 1 or 3 input channels; model '" + spec.name +
+                       "' has " + std::to_string(spec.arch.in_chans) + " (give a safetensors input instead)");
+  if (size > static_cast<size_t>(INT32_MAX)) return input_error(display + ": too large");
+  int w = 0, h = 0, c = 0;
+  if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c))
+    return input_error(display + ": not a decodable image (PNG, JPEG, PPM, BMP or TGA expected): " +
+                       (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  if (w <= 0 || h <= 0 || w > limits.max_side || h > limits.max_side ||
+      static_cast<int64_t>(w) * h > limits.max_pixels)
+    return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
+                       " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
+                       std::to_string(limits.max_pixels) + ")");
+  const int want = spec.arch.in_chans;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pix(
+      stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want), stbi_image_free);
+  if (!pix)
+    return input_error(display + ": image data is corrupt or truncated: " +
+                       (stbi_failure_reason() ? stbi_failure_reason() : "decode failed"));
+  return preprocess_pixels(pix.get(), w, h, want, display, spec, dst);
+}
+
+namespace {
+
+Result<std::vector<uint8_t>> read_file(const std::string& path, int64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return not_found(path + ": cannot open input file");
+  const std::streamoff size = in.tellg();
+  if (size < 0) return io_error(path + ": cannot determine file size");
+  if (size > max_bytes)
+    return input_error(path + ": " + std::to_string(size) + " bytes exceeds the input size limit of " +
+                       std::to_string(max_bytes));
+  std::vector<uint8_t> buf(static_cast<size_t>(size));
+  in.seekg(0);
+  if (size > 0 && !in.read(reinterpret_cast<char*>(buf.data()), size)) return io_error(path + ": read failed");
+  return buf;
+}
+
+}  // namespace
+
+Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst, const ImageLimits& limits) {
+  EV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, limits.max_file_bytes));
+  return decode_image(bytes.data(), bytes.size(), path, spec, dst, limits);
+}
+
+Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spec) {
+  const VitArch& a = spec.arch;
+  const int64_t per_image = int64_t{a.in_chans} * a.img_size * a.img_size;
+  {
+    std::ifstream probe(path, std::ios::binary);
+    if (!probe) return not_found(path + ": cannot open input file");
+    std::vector<uint8_t> head(16);
+    probe.read(reinterpret_cast<char*>(head.data()), 16);
+    head.resize(static_cast<size_t>(probe.gcount()));
+    probe.seekg(0, std::ios::end);
+    const int64_t size = probe.tellg();
+    const std::vector<uint8_t>& sniff = head;
+    // safetensors: 8-byte little-endian header length that fits the file, then a JSON object.
+    if (sniff.size() >= 10) {
+      uint64_t n = 0;
+      for (int i = 7; i >= 0; --i) n = (n << 8) | sniff[i];
+      if (n > 0 && static_cast<int64_t>(n) <= size - 8 && sniff[8] == '{') {
+        EV_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+        const TensorInfo* t = file.find("input");
+        if (t == nullptr) return input_error(path + ": safetensors file has no tensor named 'input'");
+        const auto& s = t->shape;
+        if (s.size() != 4 || s[1] != a.in_chans || s[2] != a.img_size || s[3] != a.img_size || s[0] < 1)
+          return input_error(path + ": tensor 'input' has shape " + [&] {
+                   std::string r = "[";
+                   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+                   return r + "]";
+                 }() + ", model '" + spec.name + "' needs [N," + std::to_string(a.in_chans) + "," +
+                 std::to_string(a.img_size) + "," + std::to_string(a.img_size) + "]");
+        InputBatch batch;
+        batch.count = static_cast<int>(s[0]);
+        batch.data.resize(static_cast<size_t>(t->numel));
+        convert_to_f32(*t, file.data(*t), batch.data.data());
+        return batch;
+      }
+    }
+  }
+  InputBatch batch;
+  batch.count = 1;
+  batch.data.resize(static_cast<size_t>(per_image));
+  EV_RETURN_IF_ERROR(load_image_file(path, spec, batch.data.data()));
+  return batch;
+}
+
+}  // namespace edgevit

@@ -1,0 +1,43 @@
+// Model inputs from files: images (PNG/JPEG/PPM/BMP/TGA via stb_image) and safetensors tensors.
+// Image preprocessing (documented in docs/config.md): decode to the model's channel count (1 = grey,
+// 3 = RGB), resize the shorter side to preprocess.resize with a bilinear (triangle) filter keeping the
+// aspect ratio, centre-crop img_size x img_size, then x = (float)((p / 255.0 - mean[c]) / std[c]) with the
+// arithmetic in double. An image already img_size x img_size with resize == img_size passes unresampled.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/model_spec.h"
+#include "runtime/status.h"
+
+namespace edgevit {
+
+struct ImageLimits {
+  int64_t max_file_bytes = 64 << 20;
+  int max_side = 16384;
+  int64_t max_pixels = 64 << 20;
+};
+
+// Decodes an encoded image from memory into dst (C, img_size, img_size). `display` names the source in
+// errors ("cat.png"). kInputError for undecodable, oversized or unsupported images.
+Status decode_image(const uint8_t* bytes, size_t size, const std::string& display, const ModelSpec& spec,
+                    float* dst, const ImageLimits& limits = {});
+Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst,
+                       const ImageLimits& limits = {});
+
+// Raw pixels (H, W, C) uint8 -> dst (C, img_size, img_size), same preprocessing as decode_image.
+Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
+                         const ModelSpec& spec, float* dst);
+
+struct InputBatch {
+  int count = 0;             // N
+  std::vector<float> data;   // (N, C, H, W)
+};
+
+// An image file (one image) or a safetensors file whose tensor `input` is [N, C, H, W] (F32/F16/BF16;
+// other tensors ignored). Chosen by content: safetensors if it parses as one, else an image.
+Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spec);
+
+}  // namespace edgevit

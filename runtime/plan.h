@@ -1,0 +1,79 @@
+// runtime/plan: graph + device profile -> kernel choice (with reasons), tensor offsets, budget verdict,
+// plan hash. Pure function of its inputs: the same ModelSpec, profile and options give the same Plan, byte
+// for byte, on every run and every architecture (no addresses, clocks, thread counts or hash-map order).
+//
+// The arena (one allocation at start-up; every tensor is arena base + offset):
+//
+//   0 ─► ┌───────────────────────┐
+//        │ weights   (persistent) │  written once at load, read-only after
+//        ├───────────────────────┤
+//        │ io: input, pre_logits, │  caller writes input before infer(), reads outputs after
+//        │     logits             │
+//        ├───────────────────────┤
+//        │ activations + scratch  │  planned: buffers whose lifetimes do not intersect share bytes
+//        ├───────────────────────┤
+//        │ workspace (backend)    │  cuBLASLt workspace on CUDA; empty on CPU
+//        └───────────────────────┘  arena_bytes
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/device_profile.h"
+#include "runtime/graph.h"
+#include "runtime/model_spec.h"
+#include "runtime/status.h"
+
+namespace edgevit {
+
+constexpr int64_t kArenaAlignment = 256;
+constexpr int64_t kCudaLtWorkspaceBytes = 4 << 20;  // cuBLASLt workspace, fixed so plans are stable
+
+struct PlanOptions {
+  int batch = 0;                          // 0: the model's max_batch
+  std::optional<Precision> precision;     // unset: fp32 on cpu, fp16 on cuda
+  std::optional<AttentionImpl> attention; // unset: the model config's runtime.attention
+};
+
+struct Plan {
+  std::string model_name;
+  DeviceProfile device;
+  Graph graph;
+  std::vector<int64_t> offsets;  // per tensor id: byte offset from the arena base
+
+  int64_t weights_bytes = 0;     // region sizes (aligned)
+  int64_t io_bytes = 0;
+  int64_t activations_bytes = 0;
+  int64_t workspace_bytes = 0;   // backend workspace region + the planned scratch tensors' peak
+  int64_t arena_bytes = 0;
+  int64_t activations_lower_bound_bytes = 0;
+  int64_t lower_bound_bytes = 0;  // weights + io + activation lower bound + workspace region
+  int64_t context_bytes = 0;      // CUDA context estimate (0 on cpu)
+  int64_t budget_bytes = 0;
+  int64_t total_bytes = 0;        // arena + context
+  bool fits = false;
+
+  std::string attention_kernel;   // e.g. "cpu.mha_fused_f32", "cuda.mha_fused_d64_q64"
+  std::string attention_reason;
+  bool attention_fallback = false;  // true when the fused kernel was wanted but cannot serve
+  std::vector<std::string> notes;   // other decisions worth telling the user
+
+  uint64_t hash = 0;
+  std::string hash_hex() const;   // 16 lowercase hex digits
+};
+
+// Builds the plan. Errors: kUnsupported (e.g. fp16 on a cpu device), kInvalidArgument (batch out of
+// range). A plan that does not fit is still returned (fits == false): the caller decides.
+Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const PlanOptions& options);
+
+// Human report: tensor table, arena chart over the op sequence, totals vs budget, verdict.
+std::string format_plan_text(const Plan& plan, bool verbose);
+// One JSON object (see docs/plan.md): arena_bytes, lower_bound_bytes, weights_bytes, budget_bytes, fits,
+// plan_hash, attention_kernel, attention_reason, ...
+std::string format_plan_json(const Plan& plan);
+// "needs N bytes, budget M bytes" + the suggestion of a smaller batch or precision.
+std::string does_not_fit_message(const Plan& plan);
+
+}  // namespace edgevit

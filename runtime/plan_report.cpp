@@ -1,0 +1,197 @@
+// Text and JSON renderings of a Plan (edgevit plan). Deterministic: no clocks, addresses or locale.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "runtime/plan.h"
+
+namespace edgevit {
+
+namespace {
+
+std::string human_bytes(int64_t b) {
+  char buf[64];
+  const double v = static_cast<double>(b);
+  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1 << 20));
+  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", v / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Roofline estimate for one op on a CUDA profile: max(FLOPs / tensor rate, bytes / DRAM bandwidth).
+struct Predicted {
+  double us = 0;
+  bool memory_bound = false;
+};
+Predicted predict(const Op& o, const DeviceProfile& d) {
+  Predicted p;
+  const double compute_us = d.fp16_dense_tflops > 0 ? o.flops / (d.fp16_dense_tflops * 1e12) * 1e6 : 0;
+  const double memory_us = d.dram_bandwidth_gbps > 0 ? o.bytes / (d.dram_bandwidth_gbps * 1e9) * 1e6 : 0;
+  p.memory_bound = memory_us >= compute_us;
+  p.us = std::max(compute_us, memory_us);
+  return p;
+}
+
+bool is_planned(const TensorDesc& t) {
+  return t.kind == TensorKind::kActivation || t.kind == TensorKind::kScratch;
+}
+
+}  // namespace
+
+std::string format_plan_text(const Plan& p, bool verbose) {
+  const Graph& g = p.graph;
+  std::ostringstream os;
+  char line[512];
+  os << "plan: model " << p.model_name << " on " << p.device.name << " (" << to_string(p.device.kind)
+     << "), batch " << g.batch << ", " << to_string(g.precision) << ", plan hash " << p.hash_hex() << "\n";
+  os << "attention: " << p.attention_kernel << " -- " << p.attention_reason << "\n";
+  for (const std::string& n : p.notes) os << "note: " << n << "\n";
+  os << "\n";
+
+  os << "tensors (non-weight; offsets from the arena base):\n";
+  std::snprintf(line, sizeof line, "  %-26s %-10s %-20s %12s %12s %5s %5s\n", "name", "kind", "shape", "offset",
+                "bytes", "first", "last");
+  os << line;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind == TensorKind::kWeight) continue;
+    if (!verbose && is_planned(t) && t.name.rfind("blocks.", 0) == 0 && t.name.rfind("blocks.0.", 0) != 0) continue;
+    std::snprintf(line, sizeof line, "  %-26s %-10s %-20s %12lld %12lld %5d %5d\n", t.name.c_str(),
+                  to_string(t.kind), shape_str(t.shape).c_str(), static_cast<long long>(p.offsets[t.id]),
+                  static_cast<long long>(t.bytes()), t.first_op, t.last_op);
+    os << line;
+  }
+  if (!verbose && g.arch.depth > 1) os << "  (blocks 1.." << g.arch.depth - 1 << " repeat block 0's pattern; --verbose lists all)\n";
+  int weight_count = 0;
+  for (const TensorDesc& t : g.tensors) weight_count += t.kind == TensorKind::kWeight;
+  os << "  weights: " << weight_count << " tensors, " << p.weights_bytes << " bytes at offset 0\n\n";
+
+  // Arena occupancy chart of the planned region: one row per op, 64 columns over the region.
+  const int64_t base = p.weights_bytes + p.io_bytes;
+  const int64_t region = std::max<int64_t>(p.activations_bytes, 1);
+  const int kCols = 64;
+  os << "activation arena over the op sequence (" << human_bytes(p.activations_bytes)
+     << ", each column " << human_bytes((region + kCols - 1) / kCols) << "; # live, . free):\n";
+  const int depth_rows_limit = verbose ? 1 << 30 : 1;  // non-verbose: stem, block 0, head
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& o = g.ops[i];
+    const bool in_later_block = o.name.rfind("blocks.", 0) == 0 && o.name.rfind("blocks.0.", 0) != 0;
+    if (!verbose && in_later_block && depth_rows_limit == 1) continue;
+    std::string bar(kCols, '.');
+    int64_t live = 0;
+    for (const TensorDesc& t : g.tensors) {
+      if (!is_planned(t) || static_cast<int>(i) < t.first_op || static_cast<int>(i) > t.last_op) continue;
+      live += t.bytes();
+      const int64_t lo = p.offsets[t.id] - base, hi = lo + t.bytes();
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t c_lo = region * c / kCols, c_hi = region * (c + 1) / kCols;
+        if (lo < c_hi && hi > c_lo) bar[c] = '#';
+      }
+    }
+    std::snprintf(line, sizeof line, "  %3zu %-26s |%s| %s\n", i, o.name.c_str(), bar.c_str(), human_bytes(live).c_str());
+    os << line;
+  }
+  os << "\n";
+
+  if (p.device.kind == DeviceKind::kCuda) {
+    double total_us = 0;
+    std::ostringstream ops;
+    for (const Op& o : g.ops) {
+      const Predicted pr = predict(o, p.device);
+      total_us += pr.us;
+      if (!verbose && o.name.rfind("blocks.", 0) == 0 && o.name.rfind("blocks.0.", 0) != 0) continue;
+      std::snprintf(line, sizeof line, "  %-26s %-28s %10.1f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
+                    o.kernel.c_str(), o.flops / 1e9, o.bytes / 1e6, pr.us, pr.memory_bound ? "memory" : "compute");
+      ops << line;
+    }
+    std::snprintf(line, sizeof line, "%.3f ms", total_us / 1e3);
+    os << "predicted (roofline from the profile: " << p.device.fp16_dense_tflops << " TFLOP/s fp16, "
+       << p.device.dram_bandwidth_gbps << " GB/s; a floor, not a measurement): total " << line << "\n"
+       << ops.str() << "\n";
+  }
+
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "weights", static_cast<long long>(p.weights_bytes), human_bytes(p.weights_bytes).c_str());
+  os << "memory:\n" << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "io (input + outputs)", static_cast<long long>(p.io_bytes), human_bytes(p.io_bytes).c_str());
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s; lower bound %lld)\n", "activations (planned)",
+                static_cast<long long>(p.activations_bytes), human_bytes(p.activations_bytes).c_str(),
+                static_cast<long long>(p.activations_lower_bound_bytes));
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "workspace", static_cast<long long>(p.workspace_bytes), human_bytes(p.workspace_bytes).c_str());
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s; lower bound %lld)\n", "arena total",
+                static_cast<long long>(p.arena_bytes), human_bytes(p.arena_bytes).c_str(), static_cast<long long>(p.lower_bound_bytes));
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "CUDA context (estimate)", static_cast<long long>(p.context_bytes), human_bytes(p.context_bytes).c_str());
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "total", static_cast<long long>(p.total_bytes), human_bytes(p.total_bytes).c_str());
+  os << line;
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "budget", static_cast<long long>(p.budget_bytes), human_bytes(p.budget_bytes).c_str());
+  os << line;
+  if (p.fits) {
+    os << "verdict: FITS (" << p.budget_bytes - p.total_bytes << " bytes to spare)\n";
+  } else {
+    os << "verdict: DOES NOT FIT (" << does_not_fit_message(p) << ")\n";
+  }
+  return os.str();
+}
+
+std::string format_plan_json(const Plan& p) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  const Graph& g = p.graph;
+  j["model"] = p.model_name;
+  j["device"] = p.device.name;
+  j["device_kind"] = to_string(p.device.kind);
+  j["batch"] = g.batch;
+  j["precision"] = to_string(g.precision);
+  j["plan_hash"] = p.hash_hex();
+  j["arena_bytes"] = p.arena_bytes;
+  j["lower_bound_bytes"] = p.lower_bound_bytes;
+  j["weights_bytes"] = p.weights_bytes;
+  j["io_bytes"] = p.io_bytes;
+  j["activations_bytes"] = p.activations_bytes;
+  j["activations_lower_bound_bytes"] = p.activations_lower_bound_bytes;
+  j["workspace_bytes"] = p.workspace_bytes;
+  j["context_bytes"] = p.context_bytes;
+  j["total_bytes"] = p.total_bytes;
+  j["budget_bytes"] = p.budget_bytes;
+  j["fits"] = p.fits;
+  j["attention_kernel"] = p.attention_kernel;
+  j["attention_reason"] = p.attention_reason;
+  j["attention_fallback"] = p.attention_fallback;
+  j["notes"] = p.notes;
+  ordered_json tensors = ordered_json::array();
+  for (const TensorDesc& t : g.tensors) {
+    tensors.push_back({{"name", t.name}, {"kind", to_string(t.kind)}, {"shape", t.shape},
+                       {"offset", p.offsets[t.id]}, {"bytes", t.bytes()}, {"first_op", t.first_op},
+                       {"last_op", t.last_op}});
+  }
+  j["tensors"] = tensors;
+  ordered_json ops = ordered_json::array();
+  double total_us = 0;
+  for (const Op& o : g.ops) {
+    ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"kernel", o.kernel}, {"reason", o.reason},
+                    {"flops", o.flops}, {"bytes", o.bytes}};
+    if (p.device.kind == DeviceKind::kCuda) {
+      const Predicted pr = predict(o, p.device);
+      jo["predicted_us"] = pr.us;
+      total_us += pr.us;
+    }
+    ops.push_back(jo);
+  }
+  j["ops"] = ops;
+  if (p.device.kind == DeviceKind::kCuda) j["predicted_total_us"] = total_us;
+  return j.dump(1);
+}
+
+}  // namespace edgevit
