@@ -1,0 +1,290 @@
+#include "runtime/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "runtime/yaml_guard.h"
+
+namespace edgevit {
+
+namespace fs = std::filesystem;
+
+const char* to_string(GlobalPool v) { return v == GlobalPool::kToken ? "token" : "avg"; }
+const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
+const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
+const char* to_string(AttentionImpl v) {
+  switch (v) {
+    case AttentionImpl::kAuto: return "auto";
+    case AttentionImpl::kFused: return "fused";
+    case AttentionImpl::kExplicit: return "explicit";
+  }
+  return "auto";
+}
+
+namespace {
+
+// Ranges of the schema (docs/config.md). Upper bounds keep every derived size (tokens, hidden width,
+// arena offsets) far from int overflow; none of them is close to a real ViT.
+constexpr int kMaxImgSize = 4096;
+constexpr int kMaxInChans = 16;
+constexpr int kMaxEmbedDim = 16384;
+constexpr int kMaxDepth = 256;
+constexpr int kMaxHeads = 1024;
+constexpr double kMaxMlpRatio = 64.0;
+constexpr int kMaxRegTokens = 64;
+constexpr int kMaxClasses = 1 << 20;
+constexpr int kMaxTokens = 1 << 16;  // attention scores are S*S per head
+constexpr int kMaxBatch = 4096;
+constexpr double kMaxMeanStd = 1e3;  // mean/std apply to pixel/255 in [0, 1]
+
+const std::vector<std::pair<const char*, GlobalPool>> kPools = {{"token", GlobalPool::kToken},
+                                                                 {"avg", GlobalPool::kAvg}};
+const std::vector<std::pair<const char*, WeightNaming>> kNamings = {{"timm", WeightNaming::kTimm},
+                                                                     {"hf", WeightNaming::kHf}};
+const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Precision::kFp32},
+                                                                     {"fp16", Precision::kFp16}};
+const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
+    {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
+enum class Activation { kGelu };
+const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu}};
+
+std::string resolve_path(const std::string& base_dir, const std::string& p) {
+  const fs::path q(p);
+  if (q.is_absolute() || base_dir.empty()) return q.lexically_normal().string();
+  return (fs::path(base_dir) / q).lexically_normal().string();
+}
+
+std::string relative_path(const std::string& base_dir, const std::string& p) {
+  if (base_dir.empty() || p.empty()) return p;
+  const fs::path q(p);
+  const fs::path base(base_dir);
+  if (q.is_absolute() != base.is_absolute()) return p;
+  const fs::path rel = q.lexically_normal().lexically_relative(base.lexically_normal());
+  return rel.empty() ? p : rel.string();
+}
+
+Status read_architecture(ConfigMap& m, VitArch* a) {
+  EV_RETURN_IF_ERROR(m.get_int("img_size", true, 1, kMaxImgSize, &a->img_size));
+  EV_RETURN_IF_ERROR(m.get_int("patch_size", true, 1, kMaxImgSize, &a->patch_size));
+  if (a->img_size % a->patch_size != 0) {
+    return m.error("patch_size", "img_size " + std::to_string(a->img_size) + " is not divisible by patch_size " +
+                                     std::to_string(a->patch_size));
+  }
+  EV_RETURN_IF_ERROR(m.get_int("in_chans", false, 1, kMaxInChans, &a->in_chans));
+  EV_RETURN_IF_ERROR(m.get_int("embed_dim", true, 1, kMaxEmbedDim, &a->embed_dim));
+  EV_RETURN_IF_ERROR(m.get_int("depth", true, 1, kMaxDepth, &a->depth));
+  EV_RETURN_IF_ERROR(m.get_int("num_heads", true, 1, kMaxHeads, &a->num_heads));
+  if (a->embed_dim % a->num_heads != 0) {
+    return m.error("num_heads", "embed_dim " + std::to_string(a->embed_dim) + " is not divisible by num_heads " +
+                                    std::to_string(a->num_heads));
+  }
+  EV_RETURN_IF_ERROR(m.get_double("mlp_ratio", false, 0.0, kMaxMlpRatio, &a->mlp_ratio, /*lo_open=*/true));
+  if (a->mlp_hidden() < 1) {
+    return m.error("mlp_ratio", "embed_dim * mlp_ratio must be at least 1 (hidden width is int(E * mlp_ratio))");
+  }
+  EV_RETURN_IF_ERROR(m.get_bool("qkv_bias", false, &a->qkv_bias));
+  EV_RETURN_IF_ERROR(m.get_bool("class_token", false, &a->class_token));
+  EV_RETURN_IF_ERROR(m.get_int("reg_tokens", false, 0, kMaxRegTokens, &a->reg_tokens));
+  EV_RETURN_IF_ERROR(m.get_bool("no_embed_class", false, &a->no_embed_class));
+  a->global_pool = a->class_token ? GlobalPool::kToken : GlobalPool::kAvg;
+  EV_RETURN_IF_ERROR(m.get_enum("global_pool", false, kPools, &a->global_pool));
+  if (a->global_pool == GlobalPool::kToken && !a->class_token) {
+    return m.error(m.has("global_pool") ? "global_pool" : "class_token",
+                   "global_pool 'token' needs class_token: true (timm asserts the same)");
+  }
+  a->fc_norm = a->global_pool == GlobalPool::kAvg;
+  EV_RETURN_IF_ERROR(m.get_bool("fc_norm", false, &a->fc_norm));
+  EV_RETURN_IF_ERROR(m.get_int("num_classes", true, 0, kMaxClasses, &a->num_classes));
+  EV_RETURN_IF_ERROR(m.get_double("layer_norm_eps", false, 0.0, 1.0, &a->layer_norm_eps, /*lo_open=*/true));
+  Activation act = Activation::kGelu;
+  EV_RETURN_IF_ERROR(m.get_enum("act", false, kActivations, &act));
+  if (a->num_tokens() > kMaxTokens) {
+    return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
+                                   std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
+  }
+  return m.finish();
+}
+
+Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
+  p->resize = arch.img_size;
+  EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &p->resize));
+  if (p->resize != arch.img_size) {
+    return m.error("resize", "must equal architecture.img_size " + std::to_string(arch.img_size) +
+                                 " (the resized image is used whole; there is no crop step)");
+  }
+  EV_RETURN_IF_ERROR(m.get_double_list("mean", false, -kMaxMeanStd, kMaxMeanStd, false, &p->mean));
+  EV_RETURN_IF_ERROR(m.get_double_list("std", false, 0.0, kMaxMeanStd, /*lo_open=*/true, &p->std));
+  const size_t chans = static_cast<size_t>(arch.in_chans);
+  for (const char* key : {"mean", "std"}) {
+    const auto& values = std::string(key) == "mean" ? p->mean : p->std;
+    if (values.size() == chans) continue;
+    if (!m.has(key)) {
+      return m.error(key, "required when architecture.in_chans is " + std::to_string(chans) +
+                              " (the default has 3 values)");
+    }
+    return m.error(key, "has " + std::to_string(values.size()) + " values, expected in_chans = " +
+                            std::to_string(chans));
+  }
+  return m.finish();
+}
+
+Status parse_into(const YAML::Node& root, const std::string& display_name, const std::string& base_dir,
+                  ModelSpec* spec) {
+  ConfigMap top(root, display_name, "");
+  spec->name = fs::path(display_name).stem().string();
+  EV_RETURN_IF_ERROR(top.get_string("name", false, &spec->name));
+
+  ConfigMap arch;
+  EV_RETURN_IF_ERROR(top.get_map("architecture", true, &arch));
+  EV_RETURN_IF_ERROR(read_architecture(arch, &spec->arch));
+
+  ConfigMap weights;
+  EV_RETURN_IF_ERROR(top.get_map("weights", true, &weights));
+  std::string weights_path;
+  EV_RETURN_IF_ERROR(weights.get_string("path", true, &weights_path));
+  spec->weights_path = resolve_path(base_dir, weights_path);
+  EV_RETURN_IF_ERROR(weights.get_enum("naming", false, kNamings, &spec->weights_naming));
+  EV_RETURN_IF_ERROR(weights.finish());
+
+  ConfigMap runtime;
+  EV_RETURN_IF_ERROR(top.get_map("runtime", false, &runtime));
+  EV_RETURN_IF_ERROR(runtime.get_enum("precision", false, kPrecisions, &spec->precision));
+  EV_RETURN_IF_ERROR(runtime.get_int("max_batch", false, 1, kMaxBatch, &spec->max_batch));
+  EV_RETURN_IF_ERROR(runtime.get_enum("attention", false, kAttention, &spec->attention));
+  EV_RETURN_IF_ERROR(runtime.finish());
+
+  ConfigMap preprocess;
+  EV_RETURN_IF_ERROR(top.get_map("preprocess", false, &preprocess));
+  EV_RETURN_IF_ERROR(read_preprocess(preprocess, spec->arch, &spec->preprocess));
+
+  std::string labels;
+  EV_RETURN_IF_ERROR(top.get_string("labels", false, &labels));
+  spec->labels_path = labels.empty() ? "" : resolve_path(base_dir, labels);
+  return top.finish();
+}
+
+}  // namespace
+
+Result<ModelSpec> parse_model_spec(const std::string& yaml_text, const std::string& display_name,
+                                   const std::string& base_dir) {
+  EV_ASSIGN_OR_RETURN(YAML::Node root, parse_yaml_mapping(yaml_text, display_name));
+  ModelSpec spec;
+  try {
+    EV_RETURN_IF_ERROR(parse_into(root, display_name, base_dir, &spec));
+  } catch (const YAML::Exception& e) {
+    return yaml_error(display_name, e.mark, "", std::string("YAML error: ") + e.msg);
+  }
+  return spec;
+}
+
+Result<ModelSpec> load_model_spec(const std::string& path) {
+  EV_ASSIGN_OR_RETURN(std::string text, read_config_file(path));
+  std::error_code ec;
+  const fs::path abs = fs::absolute(fs::path(path), ec);
+  if (ec) return io_error(path + ": cannot make the path absolute: " + ec.message());
+  EV_ASSIGN_OR_RETURN(ModelSpec spec, parse_model_spec(text, path, abs.parent_path().string()));
+  spec.source_path = path;
+  return spec;
+}
+
+Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string& base_dir) {
+  const VitArch& a = spec.arch;
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << spec.name;
+  e << YAML::Key << "architecture" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "img_size" << YAML::Value << a.img_size;
+  e << YAML::Key << "patch_size" << YAML::Value << a.patch_size;
+  e << YAML::Key << "in_chans" << YAML::Value << a.in_chans;
+  e << YAML::Key << "embed_dim" << YAML::Value << a.embed_dim;
+  e << YAML::Key << "depth" << YAML::Value << a.depth;
+  e << YAML::Key << "num_heads" << YAML::Value << a.num_heads;
+  e << YAML::Key << "mlp_ratio" << YAML::Value << format_double_exact(a.mlp_ratio);
+  e << YAML::Key << "qkv_bias" << YAML::Value << a.qkv_bias;
+  e << YAML::Key << "class_token" << YAML::Value << a.class_token;
+  e << YAML::Key << "reg_tokens" << YAML::Value << a.reg_tokens;
+  e << YAML::Key << "no_embed_class" << YAML::Value << a.no_embed_class;
+  e << YAML::Key << "global_pool" << YAML::Value << to_string(a.global_pool);
+  e << YAML::Key << "fc_norm" << YAML::Value << a.fc_norm;
+  e << YAML::Key << "num_classes" << YAML::Value << a.num_classes;
+  e << YAML::Key << "layer_norm_eps" << YAML::Value << format_double_exact(a.layer_norm_eps);
+  e << YAML::Key << "act" << YAML::Value << "gelu";
+  e << YAML::EndMap;
+  e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
+  e << YAML::Key << "naming" << YAML::Value << to_string(spec.weights_naming);
+  e << YAML::EndMap;
+  e << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "precision" << YAML::Value << to_string(spec.precision);
+  e << YAML::Key << "max_batch" << YAML::Value << spec.max_batch;
+  e << YAML::Key << "attention" << YAML::Value << to_string(spec.attention);
+  e << YAML::EndMap;
+  e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "resize" << YAML::Value << spec.preprocess.resize;
+  for (const char* key : {"mean", "std"}) {
+    const auto& values = std::string(key) == "mean" ? spec.preprocess.mean : spec.preprocess.std;
+    e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double v : values) e << format_double_exact(v);
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndMap;
+  if (!spec.labels_path.empty()) {
+    e << YAML::Key << "labels" << YAML::Value << relative_path(base_dir, spec.labels_path);
+  }
+  e << YAML::EndMap;
+  if (!e.good()) return internal_error("model spec '" + spec.name + "': YAML emitter failed: " + e.GetLastError());
+  return "# edgevit model config (schema: docs/config.md)\n" + std::string(e.c_str()) + "\n";
+}
+
+Status validate_model_spec(const ModelSpec& spec, const std::string& origin) {
+  if (spec.weights_path.empty()) return config_error(origin + ": weights.path: must not be empty");
+  // One set of rules: the spec is written as YAML and read back by the loader. Positions in a message
+  // refer to that emitted text, the key path to the field.
+  EV_ASSIGN_OR_RETURN(std::string text, model_spec_to_yaml(spec, ""));
+  auto parsed = parse_model_spec(text, origin, "");
+  if (!parsed.ok()) return parsed.status();
+  return Status::Ok();
+}
+
+Status save_model_spec(const ModelSpec& spec, const std::string& path) {
+  EV_RETURN_IF_ERROR(validate_model_spec(spec, "model spec '" + spec.name + "'"));
+  std::error_code ec;
+  const fs::path abs = fs::absolute(fs::path(path), ec);
+  if (ec) return io_error(path + ": cannot make the path absolute: " + ec.message());
+  ModelSpec absolute_spec = spec;
+  absolute_spec.weights_path = fs::absolute(fs::path(spec.weights_path), ec).lexically_normal().string();
+  if (!spec.labels_path.empty()) {
+    absolute_spec.labels_path = fs::absolute(fs::path(spec.labels_path), ec).lexically_normal().string();
+  }
+  EV_ASSIGN_OR_RETURN(std::string text, model_spec_to_yaml(absolute_spec, abs.parent_path().string()));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return io_error(path + ": cannot open for writing");
+  out << text;
+  out.close();
+  if (!out) return io_error(path + ": write failed");
+  return Status::Ok();
+}
+
+bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
+  const VitArch& a = x.arch;
+  const VitArch& b = y.arch;
+  const bool arch_equal = a.img_size == b.img_size && a.patch_size == b.patch_size && a.in_chans == b.in_chans &&
+                          a.embed_dim == b.embed_dim && a.depth == b.depth && a.num_heads == b.num_heads &&
+                          a.mlp_ratio == b.mlp_ratio && a.qkv_bias == b.qkv_bias &&
+                          a.class_token == b.class_token && a.reg_tokens == b.reg_tokens &&
+                          a.no_embed_class == b.no_embed_class && a.global_pool == b.global_pool &&
+                          a.fc_norm == b.fc_norm && a.num_classes == b.num_classes &&
+                          a.layer_norm_eps == b.layer_norm_eps;
+  return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
+         x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
+         x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&
+         x.preprocess.mean == y.preprocess.mean && x.preprocess.std == y.preprocess.std &&
+         x.labels_path == y.labels_path;
+}
+
+}  // namespace edgevit
