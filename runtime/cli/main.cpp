@@ -1,0 +1,458 @@
+// edgevit: the command-line tool. Subcommands: run, plan, bench, devices, import.
+// Every failure prints "edgevit: error: <message>" on stderr and exits with the documented code of its
+// status kind (docs/exit-codes.md); usage errors exit 2.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <stb_image.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+
+#include "platform/detect.h"
+#include "platform/device_registry.h"
+#include "runtime/config.h"
+#include "runtime/engine.h"
+#include "runtime/importer.h"
+#include "runtime/inputs.h"
+#include "runtime/safetensors.h"
+
+namespace ev = edgevit;
+
+namespace {
+
+int fail(const ev::Status& s) {
+  std::fprintf(stderr, "edgevit: error: %s\n", s.message().c_str());
+  return ev::exit_code_for(s.code());
+}
+
+struct DeviceChoice {
+  ev::DeviceProfile profile;
+  std::string how;  // "detected from /proc/device-tree/model" / "profile config/devices/x.yaml"
+};
+
+ev::Result<DeviceChoice> resolve_device(const std::string& name, const std::vector<std::string>& dirs) {
+  DeviceChoice c;
+  if (name.empty() || name == "auto") {
+    EV_ASSIGN_OR_RETURN(ev::Detection d, ev::detect_device(dirs));
+    c.profile = d.profile;
+    c.how = "auto-detected: " + d.source + (d.details.empty() ? "" : " (" + d.details + ")");
+    return c;
+  }
+  EV_ASSIGN_OR_RETURN(c.profile, ev::find_device_profile(name, dirs));
+  c.how = "profile " + c.profile.source;
+  return c;
+}
+
+ev::Result<ev::Precision> parse_precision(const std::string& s) {
+  if (s == "fp32") return ev::Precision::kFp32;
+  if (s == "fp16") return ev::Precision::kFp16;
+  return ev::invalid_argument("--precision must be fp32 or fp16, got '" + s + "'");
+}
+
+ev::Result<ev::AttentionImpl> parse_attention(const std::string& s) {
+  if (s == "auto") return ev::AttentionImpl::kAuto;
+  if (s == "fused") return ev::AttentionImpl::kFused;
+  if (s == "explicit" || s == "unfused") return ev::AttentionImpl::kExplicit;
+  return ev::invalid_argument("--attention must be auto, fused or explicit, got '" + s + "'");
+}
+
+struct CommonOpts {
+  std::string model;
+  std::string device = "auto";
+  int batch = 0;
+  std::string precision;
+  std::string attention;
+  int threads = 0;
+  bool verbose = false;
+};
+
+ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
+  ev::PlanOptions p;
+  p.batch = o.batch;
+  if (!o.precision.empty()) { EV_ASSIGN_OR_RETURN(ev::Precision pr, parse_precision(o.precision)); p.precision = pr; }
+  if (!o.attention.empty()) { EV_ASSIGN_OR_RETURN(ev::AttentionImpl a, parse_attention(o.attention)); p.attention = a; }
+  return p;
+}
+
+// Loud fallbacks: whatever prints the plan or runs it says when attention is not fused, and why.
+void announce_plan(const ev::Plan& plan, bool verbose) {
+  if (plan.attention_fallback) spdlog::warn("attention fallback: {} ({})", plan.attention_kernel, plan.attention_reason);
+  if (verbose) {
+    std::fprintf(stderr, "plan %s: arena %lld bytes (weights %lld, activations %lld, workspace %lld), attention %s: %s\n",
+                 plan.hash_hex().c_str(), static_cast<long long>(plan.arena_bytes),
+                 static_cast<long long>(plan.weights_bytes), static_cast<long long>(plan.activations_bytes),
+                 static_cast<long long>(plan.workspace_bytes), plan.attention_kernel.c_str(),
+                 plan.attention_reason.c_str());
+  }
+}
+
+std::vector<float> softmax_row(const float* x, int n) {
+  std::vector<float> p(n);
+  const float m = *std::max_element(x, x + n);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i]) - m);
+  for (int i = 0; i < n; ++i) p[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - m) / s);
+  return p;
+}
+
+// Grey text art of an image file, at most max_cols characters wide (2 characters per pixel column when
+// small, since terminal cells are about twice as tall as wide). Empty when the file is not an image.
+std::vector<std::string> text_art(const std::string& path, int max_cols) {
+  int w = 0, h = 0, c = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pix(stbi_load(path.c_str(), &w, &h, &c, 1), stbi_image_free);
+  std::vector<std::string> rows;
+  if (!pix || w <= 0 || h <= 0) return rows;
+  const char* ramp = " .:-=+*#%@";
+  const int cols = std::min(w, max_cols / 2);
+  const int nrows = std::max(1, h * cols / w);
+  for (int r = 0; r < nrows; ++r) {
+    std::string line;
+    for (int col = 0; col < cols; ++col) {
+      const int y = r * h / nrows, x = col * w / cols;
+      const int v = pix.get()[y * w + x];
+      const char ch = ramp[v * 9 / 255];
+      line += ch;
+      line += ch;
+    }
+    rows.push_back(line);
+  }
+  return rows;
+}
+
+int cmd_devices(const std::vector<std::string>& dirs, bool json) {
+  std::vector<ev::Status> errors;
+  const auto profiles = ev::list_device_profiles(dirs, &errors);
+  if (json) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& p : profiles)
+      arr.push_back({{"name", p.name}, {"kind", ev::to_string(p.kind)}, {"description", p.description},
+                     {"compute_capability", p.compute_capability}, {"sm_count", p.sm_count},
+                     {"smem_per_block_optin_bytes", p.smem_per_block_optin_bytes},
+                     {"memory_total_bytes", p.memory_total_bytes}, {"memory_budget_bytes", p.memory_budget_bytes},
+                     {"unified_memory", p.unified_memory}, {"dram_bandwidth_gbps", p.dram_bandwidth_gbps},
+                     {"fp16_dense_tflops", p.fp16_dense_tflops}, {"cpu_cores", p.cpu_cores}, {"source", p.source}});
+    std::cout << arr.dump(1) << "\n";
+  } else {
+    std::printf("%-16s %-5s %-5s %4s %9s %10s %10s %9s %7s  %s\n", "name", "kind", "sm", "SMs", "smem/blk",
+                "memory", "budget", "DRAM GB/s", "TFLOPS", "description");
+    for (const auto& p : profiles) {
+      const std::string sm = p.kind == ev::DeviceKind::kCuda ? std::to_string(p.compute_capability) : "-";
+      std::printf("%-16s %-5s %-5s %4d %8lldK %9.1fG %9.1fG %9.1f %7.1f  %s\n", p.name.c_str(), ev::to_string(p.kind),
+                  sm.c_str(), p.sm_count, static_cast<long long>(p.smem_per_block_optin_bytes / 1024),
+                  p.memory_total_bytes / 1e9, p.memory_budget_bytes / 1e9, p.dram_bandwidth_gbps,
+                  p.fp16_dense_tflops, p.description.c_str());
+    }
+  }
+  for (const auto& e : errors) spdlog::warn("skipped profile: {}", e.message());
+  if (profiles.empty()) return fail(ev::not_found("no device profiles found (searched the config directories)"));
+  return 0;
+}
+
+int cmd_plan(const CommonOpts& o, const std::vector<std::string>& dirs, bool json) {
+  auto spec = ev::load_model_spec(o.model);
+  if (!spec.ok()) return fail(spec.status());
+  auto dev = resolve_device(o.device, dirs);
+  if (!dev.ok()) return fail(dev.status());
+  auto popts = plan_options(o);
+  if (!popts.ok()) return fail(popts.status());
+  auto plan = ev::make_plan(*spec, dev->profile, *popts);
+  if (!plan.ok()) return fail(plan.status());
+  if (plan->attention_fallback) spdlog::warn("attention fallback: {} ({})", plan->attention_kernel, plan->attention_reason);
+  if (json) {
+    std::cout << ev::format_plan_json(*plan) << "\n";
+  } else {
+    std::cout << "device: " << dev->profile.name << " (" << dev->how << ")\n" << ev::format_plan_text(*plan, o.verbose);
+  }
+  // A plan that does not fit is an answer, not an error: exit 6 so scripts can branch on it.
+  return plan->fits ? 0 : ev::exit_code_for(ev::StatusCode::kDoesNotFit);
+}
+
+struct RunOpts {
+  std::string input;
+  std::string output;
+  int topk = 5;
+  bool show = false;
+};
+
+int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string>& dirs) {
+  auto spec = ev::load_model_spec(o.model);
+  if (!spec.ok()) return fail(spec.status());
+  auto dev = resolve_device(o.device, dirs);
+  if (!dev.ok()) return fail(dev.status());
+  auto popts = plan_options(o);
+  if (!popts.ok()) return fail(popts.status());
+
+  if (r.input.empty()) return fail(ev::invalid_argument("run needs --input FILE (an image or a safetensors file with tensor 'input')"));
+  auto batch = ev::load_input_file(r.input, *spec);
+  if (!batch.ok()) return fail(batch.status());
+
+  ev::EngineOptions eo;
+  eo.plan = *popts;
+  eo.threads = o.threads;
+  if (eo.plan.batch == 0) eo.plan.batch = std::min(batch->count, spec->max_batch);
+  auto engine = ev::Engine::create(*spec, dev->profile, eo);
+  if (!engine.ok()) return fail(engine.status());
+  ev::Engine& e = **engine;
+  announce_plan(e.plan(), o.verbose);
+  if (o.verbose) std::fprintf(stderr, "device %s (%s), threads %d\n", dev->profile.name.c_str(), dev->how.c_str(), e.threads());
+
+  std::vector<std::string> labels;
+  if (!spec->labels_path.empty()) {
+    auto l = ev::load_labels(spec->labels_path);
+    if (!l.ok()) return fail(l.status());
+    labels = std::move(*l);
+  }
+
+  const int n = batch->count, out_dim = e.output_dim(), embed = e.embed_dim();
+  const int64_t per = e.input_numel_per_image();
+  std::vector<float> logits(static_cast<size_t>(n) * out_dim), pre(static_cast<size_t>(n) * embed);
+  double seconds = 0;
+  for (int start = 0; start < n; start += e.max_batch()) {
+    const int count = std::min(e.max_batch(), n - start);
+    const auto t0 = std::chrono::steady_clock::now();
+    const ev::Status s = e.infer(batch->data.data() + per * start, count);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) return fail(s);
+    std::copy(e.logits(), e.logits() + static_cast<size_t>(count) * out_dim, logits.begin() + static_cast<size_t>(start) * out_dim);
+    std::copy(e.pre_logits(), e.pre_logits() + static_cast<size_t>(count) * embed, pre.begin() + static_cast<size_t>(start) * embed);
+  }
+
+  std::printf("model %s on %s: %d image%s, %s, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
+              n == 1 ? "" : "s", ev::to_string(e.plan().graph.precision), e.plan().attention_kernel.c_str());
+  if (spec->arch.num_classes > 0) {
+    const int k = std::max(1, std::min(r.topk, out_dim));
+    for (int i = 0; i < n; ++i) {
+      const float* row = logits.data() + static_cast<size_t>(i) * out_dim;
+      const std::vector<float> prob = softmax_row(row, out_dim);
+      std::vector<int> idx(out_dim);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      });
+      std::vector<std::string> lines;
+      if (n > 1) lines.push_back("image " + std::to_string(i) + ":");
+      for (int j = 0; j < k; ++j) {
+        const int c = idx[j];
+        const std::string label = c < static_cast<int>(labels.size()) ? labels[c] : "class " + std::to_string(c);
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s%d. %-20s p=%.4f  logit=%.4f  [%d]", j == 0 ? "" : "", j + 1, label.c_str(),
+                      prob[c], row[c], c);
+        lines.push_back(buf);
+      }
+      if (i == 0 && n == 1) {
+        const std::string top = idx[0] < static_cast<int>(labels.size()) ? labels[idx[0]] : "class " + std::to_string(idx[0]);
+        std::printf("prediction: %s (p=%.4f)\n", top.c_str(), prob[idx[0]]);
+      }
+      std::vector<std::string> art = (r.show && n == 1) ? text_art(r.input, 40) : std::vector<std::string>{};
+      const size_t rows = std::max(lines.size(), art.size());
+      size_t art_w = 0;
+      for (const auto& a : art) art_w = std::max(art_w, a.size());
+      for (size_t j = 0; j < rows; ++j) {
+        std::string left = j < art.size() ? art[j] : std::string(art_w, ' ');
+        if (!art.empty()) left = "|" + left + "|   ";
+        std::printf("  %s%s\n", left.c_str(), j < lines.size() ? lines[j].c_str() : "");
+      }
+      if (i >= 31 && n > 32) {
+        std::printf("  ... (%d more images; use --output to get every row)\n", n - 32);
+        break;
+      }
+    }
+  } else {
+    std::printf("features only (num_classes 0): %d x %d pooled features\n", n, embed);
+  }
+  std::printf("latency: %.3f ms for %d image%s (%.3f ms/image, %d thread%s)\n", seconds * 1e3, n, n == 1 ? "" : "s",
+              seconds * 1e3 / n, e.threads(), e.threads() == 1 ? "" : "s");
+
+  if (!r.output.empty()) {
+    std::vector<ev::NamedTensorView> out{{"logits", {n, out_dim}, logits.data()}, {"pre_logits", {n, embed}, pre.data()}};
+    const ev::Status s = ev::write_safetensors(r.output, out, {{"model", spec->name}, {"plan_hash", e.plan().hash_hex()}});
+    if (!s.ok()) return fail(s);
+    std::printf("wrote %s (logits [%d,%d], pre_logits [%d,%d])\n", r.output.c_str(), n, out_dim, n, embed);
+  }
+  return 0;
+}
+
+struct BenchOpts {
+  int iters = 50;
+  int warmup = 5;
+  bool profile = false;
+  bool json = false;
+};
+
+int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::string>& dirs) {
+  auto spec = ev::load_model_spec(o.model);
+  if (!spec.ok()) return fail(spec.status());
+  auto dev = resolve_device(o.device, dirs);
+  if (!dev.ok()) return fail(dev.status());
+  auto popts = plan_options(o);
+  if (!popts.ok()) return fail(popts.status());
+  if (b.iters < 1) return fail(ev::invalid_argument("--iters must be >= 1"));
+  ev::EngineOptions eo;
+  eo.plan = *popts;
+  eo.threads = o.threads;
+  eo.profile_ops = b.profile;
+  auto engine = ev::Engine::create(*spec, dev->profile, eo);
+  if (!engine.ok()) return fail(engine.status());
+  ev::Engine& e = **engine;
+  announce_plan(e.plan(), o.verbose);
+  const int n = e.max_batch();
+  // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically).
+  std::vector<float> input(static_cast<size_t>(e.input_numel_per_image()) * n);
+  uint32_t s = 12345;
+  for (float& v : input) { s = s * 1664525u + 1013904223u; v = static_cast<float>(s >> 8) / 8388608.0f - 1.0f; }
+  for (int i = 0; i < b.warmup; ++i) {
+    const ev::Status st = e.infer(input.data(), n);
+    if (!st.ok()) return fail(st);
+  }
+  std::vector<double> ms;
+  std::vector<double> op_sum(e.op_timings().size(), 0.0);
+  for (int i = 0; i < b.iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const ev::Status st = e.infer(input.data(), n);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!st.ok()) return fail(st);
+    if (b.profile)
+      for (size_t j = 0; j < op_sum.size(); ++j) op_sum[j] += e.op_timings()[j].seconds;
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  auto pct = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * (sorted.size() - 1) + 0.5))]; };
+  const double p50 = pct(0.5), p90 = pct(0.9), p99 = pct(0.99);
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
+  const double ips = n / (mean / 1e3);
+  if (b.json) {
+    nlohmann::ordered_json j{{"model", spec->name}, {"device", dev->profile.name}, {"batch", n},
+                             {"precision", ev::to_string(e.plan().graph.precision)}, {"threads", e.threads()},
+                             {"iters", b.iters}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99}, {"mean_ms", mean},
+                             {"images_per_s", ips}, {"attention_kernel", e.plan().attention_kernel}};
+    if (b.profile) {
+      nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+      for (size_t k = 0; k < op_sum.size(); ++k)
+        ops.push_back({{"name", e.op_timings()[k].name}, {"kernel", e.op_timings()[k].kernel}, {"ms", op_sum[k] / b.iters * 1e3}});
+      j["ops"] = ops;
+    }
+    std::cout << j.dump(1) << "\n";
+    return 0;
+  }
+  std::printf("bench %s on %s: batch %d, %s, %d threads, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
+              ev::to_string(e.plan().graph.precision), e.threads(), e.plan().attention_kernel.c_str());
+  std::printf("latency over %d iterations (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
+              b.iters, b.warmup, p50, p90, p99, mean);
+  std::printf("throughput: %.1f images/s\n", ips);
+  if (b.profile) {
+    double total = 0;
+    for (double v : op_sum) total += v;
+    std::printf("\nper-op profile (mean over iterations; wall time per op):\n");
+    std::printf("  %-26s %-30s %9s %7s %9s %9s\n", "op", "kernel", "ms", "share", "GB/s", "GFLOP/s");
+    for (size_t k = 0; k < op_sum.size(); ++k) {
+      const auto& t = e.op_timings()[k];
+      const double sec = op_sum[k] / b.iters;
+      const double scale = static_cast<double>(n) / e.max_batch();
+      std::printf("  %-26s %-30s %9.4f %6.1f%% %9.2f %9.2f\n", t.name.c_str(), t.kernel.c_str(), sec * 1e3,
+                  total > 0 ? 100.0 * op_sum[k] / total : 0.0, sec > 0 ? t.bytes * scale / sec / 1e9 : 0.0,
+                  sec > 0 ? t.flops * scale / sec / 1e9 : 0.0);
+    }
+  }
+  return 0;
+}
+
+int cmd_import(const std::string& from, const std::string& checkpoint, const ev::ImportOptions& io, const std::string& out) {
+  ev::Result<ev::ModelSpec> spec = from == "timm" ? ev::infer_model_spec_timm(checkpoint, io)
+                                                  : ev::infer_model_spec_hf(checkpoint, io);
+  if (!spec.ok()) return fail(spec.status());
+  const ev::Status s = ev::save_imported_spec(*spec, out);
+  if (!s.ok()) return fail(s);
+  const ev::VitArch& a = spec->arch;
+  std::printf("wrote %s: img %d, patch %d, chans %d, embed %d, depth %d, heads %d, classes %d, tokens %d (%s pool%s)\n",
+              out.c_str(), a.img_size, a.patch_size, a.in_chans, a.embed_dim, a.depth, a.num_heads, a.num_classes,
+              a.num_tokens(), ev::to_string(a.global_pool), a.fc_norm ? ", fc_norm" : "");
+  return 0;
+}
+
+void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
+  sub->add_option("model", o.model, "model config (config/models/NAME.yaml)")->required();
+  sub->add_option("--device,-d", o.device, "device profile name or YAML path, or 'auto' (default)");
+  if (batch) sub->add_option("--batch,-b", o.batch, "batch size (default: the model's max_batch)");
+  sub->add_option("--precision", o.precision, "fp32 | fp16 (default: fp32 on cpu, fp16 on cuda)");
+  sub->add_option("--attention", o.attention, "auto | fused | explicit (default: the model config's)");
+  sub->add_flag("--verbose,-v", o.verbose, "say more (plan summary, device, fallbacks)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("edgevit: %l: %v");
+  CLI::App app{"edgevit: static-allocation ViT inference for Jetson-class devices"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "edgevit 0.1.0");
+  std::string config_dir;
+  app.add_option("--config-dir", config_dir, "extra base config directory (holds devices/ and models/)");
+
+  CommonOpts run_o, plan_o, bench_o;
+  RunOpts run_r;
+  BenchOpts bench_b;
+  bool plan_json = false, devices_json = false;
+
+  CLI::App* run = app.add_subcommand("run", "run a model on an image or a safetensors input");
+  add_common(run, run_o, false);
+  run->add_option("--input,-i", run_r.input, "image (PNG/JPEG/PPM) or safetensors with tensor 'input' [N,C,H,W]");
+  run->add_option("--output,-o", run_r.output, "write logits and pre_logits (float32) to this safetensors file");
+  run->add_option("--topk,-k", run_r.topk, "classes to print")->check(CLI::Range(1, 100000));
+  run->add_option("--threads,-t", run_o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
+  run->add_flag("--show", run_r.show, "draw the input image as text art beside the answer");
+
+  CLI::App* plan = app.add_subcommand("plan", "show the memory plan and whether the model fits a device");
+  add_common(plan, plan_o, true);
+  plan->add_flag("--json", plan_json, "one JSON object");
+
+  CLI::App* bench = app.add_subcommand("bench", "latency percentiles and throughput");
+  add_common(bench, bench_o, true);
+  bench->add_option("--iters,-n", bench_b.iters, "timed iterations")->check(CLI::Range(1, 1000000));
+  bench->add_option("--warmup", bench_b.warmup, "warm-up iterations")->check(CLI::Range(0, 1000000));
+  bench->add_option("--threads,-t", bench_o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
+  bench->add_flag("--profile", bench_b.profile, "per-op time table");
+  bench->add_flag("--json", bench_b.json, "one JSON object");
+
+  CLI::App* devices = app.add_subcommand("devices", "list device profiles");
+  devices->add_flag("--json", devices_json, "JSON array");
+
+  std::string import_from, import_ckpt, import_out, import_pool;
+  int import_heads = 0;
+  double import_eps = 0;
+  CLI::App* imp = app.add_subcommand("import", "write a model config inferred from a checkpoint");
+  imp->add_option("--from", import_from, "timm | hf")->required()->check(CLI::IsMember({"timm", "hf"}));
+  imp->add_option("checkpoint", import_ckpt, "timm .safetensors file, or Hugging Face model directory")->required();
+  imp->add_option("--heads", import_heads, "attention heads (timm checkpoints do not record it)")->check(CLI::Range(1, 4096));
+  imp->add_option("--pool", import_pool, "token | avg")->check(CLI::IsMember({"token", "avg"}));
+  imp->add_option("--eps", import_eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
+  imp->add_option("-o,--output", import_out, "model YAML to write")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  std::vector<std::string> bases = ev::default_config_dirs(argv[0]);
+  if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
+  const std::vector<std::string> dev_dirs = ev::config_subdirs(bases, "devices");
+
+  if (*run) return cmd_run(run_o, run_r, dev_dirs);
+  if (*plan) return cmd_plan(plan_o, dev_dirs, plan_json);
+  if (*bench) return cmd_bench(bench_o, bench_b, dev_dirs);
+  if (*devices) return cmd_devices(dev_dirs, devices_json);
+  if (*imp) {
+    ev::ImportOptions io;
+    if (import_heads > 0) io.heads = import_heads;
+    if (!import_pool.empty()) io.pool = import_pool == "avg" ? ev::GlobalPool::kAvg : ev::GlobalPool::kToken;
+    if (import_eps > 0) io.eps = import_eps;
+    return cmd_import(import_from, import_ckpt, io, import_out);
+  }
+  return 2;
+}
