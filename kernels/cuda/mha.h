@@ -1,0 +1,41 @@
+// CUDA multi-head attention launchers (fp16 in/out, fp32 accumulation and softmax statistics).
+// Host-compilable: includers need only the CUDA runtime API header; __half is forward-declared.
+//
+//   mha_fused_f16    FlashAttention-2 style kernel (kernels/cuda/mha_fused.cu), head_dim in
+//                    {32, 64, 80, 96, 128}; variant chosen from kernels/mha_variants.h for the current device.
+//   mha_unfused_f16  cuBLASLt GEMM (S = scale Q K^T, fp32) + fp32-statistics softmax (P, fp16) + cuBLASLt
+//                    GEMM (O = P V) (kernels/cuda/mha_unfused.cu); any head_dim; S x S scratch in workspace.
+//
+// Both take the layouts of AttnParams (kernels/attn_params.h): strided Q/K/V/O, packed qkv, Sq != Skv, and an
+// optional key mask (device pointer, (B, Skv) bytes; a query row with no valid key yields zeros).
+// Pointers are device pointers; the caller keeps ownership of every buffer and handle. Both only enqueue
+// work on `stream` and are safe to capture in a CUDA graph once each has run once outside capture.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "kernels/attn_params.h"
+
+struct __half;
+typedef struct cublasLtContext* cublasLtHandle_t;
+
+namespace edgevit {
+
+// Fused attention. Requires 16-byte aligned q/k/v/o and strides that are multiples of 8 elements
+// (cudaErrorInvalidValue otherwise), and a head_dim the table covers (cudaErrorNotSupported otherwise:
+// use mha_unfused_f16). variant_index >= 0 forces a row of kMhaVariants (tests, benchmarks); -1 chooses.
+cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
+                          cudaStream_t stream);
+cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __half* k, const __half* v,
+                                  __half* o, int variant_index, cudaStream_t stream);
+
+// Unfused attention: workspace holds mha_unfused_workspace_bytes(p) bytes (device memory; the planner
+// reserves it). Processes one batch element per pair of GEMMs; the scratch is H x Sq x Skv (fp32 S, fp16 P).
+size_t mha_unfused_workspace_bytes(const AttnParams& p);
+cudaError_t mha_unfused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
+                            void* workspace, size_t workspace_bytes, cublasLtHandle_t handle,
+                            cudaStream_t stream);
+
+}  // namespace edgevit

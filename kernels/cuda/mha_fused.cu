@@ -1,0 +1,370 @@
+// Fused multi-head attention, fp16 in/out, FlashAttention-2 style, SM80-class instructions only
+// (mma.sync m16n8k16, ldmatrix, cp.async; valid for CUDA 11.4+, SASS for sm_87 Orin and sm_90 H100/H200).
+//
+// One block per (q tile, head, batch). Each warp owns 16 query rows: its Q fragments stay in registers,
+// K/V tiles of kv_tile keys stream through shared memory (cp.async, double-buffered when stages == 2),
+// S = Q K^T and O += P V run on the tensor cores with fp32 accumulators, and the softmax is online in fp32
+// registers (running max and sum; exp2f on scores pre-multiplied once by scale * log2 e). Keys past Skv
+// or masked out are -inf before the max; a row with no valid key ends with sum 0 and is written as zeros.
+// Rows past Sq / Skv are zero-filled by cp.async (src-size 0), so inputs need no padding; a K/V tile's
+// trailing 16-key groups that hold no valid key are skipped, and warps whose rows all lie past Sq skip
+// the arithmetic.
+//
+// Variants: the rows of kMhaVariants (kernels/mha_variants.h), instantiated here in table order:
+//   flash_fwd_f16_d{D}_q128_kv64_s2  8 warps, double-buffered K/V
+//   flash_fwd_f16_d{D}_q64_kv64_s2   4 warps, double-buffered K/V (<= 99 KB: SM86/89)
+//   flash_fwd_f16_d{D}_q64_kv{64|32}_s1  4 warps, single buffer (<= 48 KB default)
+// Measurements: docs/benchmarks.md (MHA section) and docs/notes/mha.md.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+
+#include "kernels/cuda/mha.h"
+#include "kernels/cuda/mma_sm80.cuh"
+#include "kernels/mha_variants.h"
+
+namespace edgevit {
+namespace {
+
+using cuda::cp_async_16;
+using cuda::cp_async_commit;
+using cuda::cp_async_wait;
+using cuda::ldmatrix_x4;
+using cuda::ldmatrix_x4_trans;
+using cuda::mma_16816;
+using cuda::pack_half2;
+
+// Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
+template <int kHeadDim_, int kQTile_, int kKvTile_, int kStages_>
+struct FlashFwdTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kQTile = kQTile_;
+  static constexpr int kKvTile = kKvTile_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kWarps = kQTile / 16;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kSmemRow = kHeadDim + 8;  // halves; +16 B keeps ldmatrix rows in distinct banks
+  static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks per row
+  static constexpr int kQSmem = kQTile * kSmemRow;
+  static constexpr int kKvSmem = kKvTile * kSmemRow;
+  static constexpr int64_t kSmemBytes = static_cast<int64_t>(kQSmem + 2 * kStages * kKvSmem) * 2;
+  static constexpr int kDSteps = kHeadDim / 16;  // k steps of S = Q K^T
+  static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per warp
+  static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per warp
+
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head_dim: multiple of 16, at most 256");
+  static_assert(kQTile % 16 == 0 && kKvTile % 16 == 0, "tiles: multiples of 16 rows");
+  static_assert(kStages == 1 || kStages == 2, "one or two K/V buffers");
+  static_assert(kThreads <= 256, "at most 8 warps");
+  static_assert(kSmemBytes == mha_fused_smem_bytes(kHeadDim, kQTile, kKvTile, kStages),
+                "traits and kernels/mha_variants.h disagree on shared memory");
+  static_assert(kSmemBytes <= 163 * 1024, "above SM87's 163 KB per-block opt-in");
+};
+
+struct FusedArgs {
+  const __half* q;  // element (b, s, h, d) at q[b*qs.batch + s*qs.row + h*qs.head + d]
+  const __half* k;  // likewise with ks, seq_kv rows
+  const __half* v;  // likewise with vs, seq_kv rows
+  __half* o;        // likewise with os, seq_q rows
+  AttnStrides qs, ks, vs, os;
+  const uint8_t* key_mask;  // (B, Skv) or nullptr
+  int seq_q;
+  int seq_kv;
+  float scale_log2;  // scale * log2(e)
+};
+
+// Copies rows [row0, row0 + rows) of a (seq, D) matrix with row stride `stride` into smem rows of
+// kSmemRow halves; rows at or past `seq` are zero-filled.
+template <class T, int kRows>
+__device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int64_t stride, int row0, int seq,
+                                          int tid) {
+#pragma unroll
+  for (int c = tid; c < kRows * T::kChunks; c += T::kThreads) {
+    const int r = c / T::kChunks;
+    const int ch = c % T::kChunks;
+    const bool valid = row0 + r < seq;
+    const __half* src = gmem + (valid ? static_cast<int64_t>(row0 + r) * stride : 0) + ch * 8;
+    cp_async_16(smem + r * T::kSmemRow + ch * 8, src, valid);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* s_q = reinterpret_cast<__half*>(smem_raw);  // (kQTile, kSmemRow); reused to stage O
+  __half* s_k = s_q + T::kQSmem;                      // (kStages, kKvTile, kSmemRow)
+  __half* s_v = s_k + T::kStages * T::kKvSmem;        // (kStages, kKvTile, kSmemRow)
+
+  const int q0 = blockIdx.x * T::kQTile;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;  // accumulator row within the warp's 8-row half
+  const int t = lane % 4;  // accumulator column pair
+
+  const __half* qg = a.q + b * a.qs.batch + h * a.qs.head;
+  const __half* kg = a.k + b * a.ks.batch + h * a.ks.head;
+  const __half* vg = a.v + b * a.vs.batch + h * a.vs.head;
+  __half* og = a.o + b * a.os.batch + h * a.os.head;
+  const uint8_t* mask = a.key_mask != nullptr ? a.key_mask + static_cast<int64_t>(b) * a.seq_kv : nullptr;
+
+  const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
+  const bool warp_active = q0 + warp * 16 < a.seq_q;
+
+  load_tile<T, T::kQTile>(s_q, qg, a.qs.row, q0, a.seq_q, tid);
+  if (n_kv > 0) {
+    load_tile<T, T::kKvTile>(s_k, kg, a.ks.row, 0, a.seq_kv, tid);
+    load_tile<T, T::kKvTile>(s_v, vg, a.vs.row, 0, a.seq_kv, tid);
+  }
+  cp_async_commit();
+
+  float o_acc[T::kOTiles][4];
+#pragma unroll
+  for (int i = 0; i < T::kOTiles; ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.f, 0.f};  // per-thread partial sums; reduced over the quad at the end
+  uint32_t q_frag[T::kDSteps][4];
+
+  for (int it = 0; it < n_kv; ++it) {
+    const int stage = T::kStages == 1 ? 0 : it % T::kStages;
+    const int kv0 = it * T::kKvTile;
+    if (T::kStages > 1 && it + 1 < n_kv) {
+      const int next = (it + 1) % T::kStages;
+      load_tile<T, T::kKvTile>(s_k + next * T::kKvSmem, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      load_tile<T, T::kKvTile>(s_v + next * T::kKvSmem, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    if (warp_active) {
+      if (it == 0) {
+#pragma unroll
+        for (int ds = 0; ds < T::kDSteps; ++ds)
+          ldmatrix_x4(q_frag[ds], s_q + (warp * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
+      }
+      const __half* sk = s_k + stage * T::kKvSmem;
+      const __half* sv = s_v + stage * T::kKvSmem;
+      const int kv_valid = min(T::kKvTile, a.seq_kv - kv0);
+      const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
+
+      // S = Q K^T (16 x kKvTile per warp), fp32.
+      float s[T::kSTiles][4];
+#pragma unroll
+      for (int i = 0; i < T::kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+      for (int ds = 0; ds < T::kDSteps; ++ds) {
+#pragma unroll
+        for (int np = 0; np < T::kSTiles / 2; ++np) {
+          if (np < n_pairs) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, sk + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ds * 16 +
+                                ((lane >> 3) & 1) * 8);
+            mma_16816(s[2 * np], q_frag[ds], kb[0], kb[1]);
+            mma_16816(s[2 * np + 1], q_frag[ds], kb[2], kb[3]);
+          }
+        }
+      }
+
+      // Scale into log2 units; keys past Skv or masked out become -inf.
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < T::kSTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = nt * 8 + 2 * t + e;
+          bool ok = col < kv_valid;
+          if (ok && mask != nullptr) ok = mask[kv0 + col] != 0;
+          s[nt][e] = ok ? s[nt][e] * a.scale_log2 : -INFINITY;
+          s[nt][e + 2] = ok ? s[nt][e + 2] * a.scale_log2 : -INFINITY;
+          tile_max[0] = fmaxf(tile_max[0], s[nt][e]);
+          tile_max[1] = fmaxf(tile_max[1], s[nt][e + 2]);
+        }
+      }
+      float m_use[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(row_max[r], tile_max[r]);
+        m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep exp2 away from -inf - -inf
+        const float alpha = exp2f(row_max[r] - m_use[r]);
+        row_max[r] = m_new;
+        row_sum[r] *= alpha;
+#pragma unroll
+        for (int i = 0; i < T::kOTiles; ++i) {
+          o_acc[i][2 * r] *= alpha;
+          o_acc[i][2 * r + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < T::kSTiles; ++nt) {
+        s[nt][0] = exp2f(s[nt][0] - m_use[0]);
+        s[nt][1] = exp2f(s[nt][1] - m_use[0]);
+        s[nt][2] = exp2f(s[nt][2] - m_use[1]);
+        s[nt][3] = exp2f(s[nt][3] - m_use[1]);
+        row_sum[0] += s[nt][0] + s[nt][1];
+        row_sum[1] += s[nt][2] + s[nt][3];
+      }
+
+      // O += P V: P's accumulator layout is the A-fragment layout of m16n8k16, 16 keys at a time.
+#pragma unroll
+      for (int kp = 0; kp < T::kSTiles / 2; ++kp) {
+        if (kp < n_pairs) {
+          const uint32_t pa[4] = {pack_half2(s[2 * kp][0], s[2 * kp][1]), pack_half2(s[2 * kp][2], s[2 * kp][3]),
+                                  pack_half2(s[2 * kp + 1][0], s[2 * kp + 1][1]),
+                                  pack_half2(s[2 * kp + 1][2], s[2 * kp + 1][3])};
+#pragma unroll
+          for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, sv + (kp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow +
+                                      dp * 16 + ((lane >> 4) << 3));
+            mma_16816(o_acc[2 * dp], pa, vb[0], vb[1]);
+            mma_16816(o_acc[2 * dp + 1], pa, vb[2], vb[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (T::kStages == 1 && it + 1 < n_kv) {
+      load_tile<T, T::kKvTile>(s_k, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      load_tile<T, T::kKvTile>(s_v, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      cp_async_commit();
+    }
+  }
+  cp_async_wait<0>();  // the Q copy is still in flight when Skv == 0
+  if (!warp_active) return;
+
+  // Normalise, stage the warp's 16 rows in its own part of s_q, then write 16-byte chunks.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
+  }
+  __half* so = s_q + warp * 16 * T::kSmemRow;
+#pragma unroll
+  for (int i = 0; i < T::kOTiles; ++i) {
+    const int col = i * 8 + 2 * t;
+    *reinterpret_cast<__half2*>(so + g * T::kSmemRow + col) =
+        __floats2half2_rn(o_acc[i][0] * inv[0], o_acc[i][1] * inv[0]);
+    *reinterpret_cast<__half2*>(so + (g + 8) * T::kSmemRow + col) =
+        __floats2half2_rn(o_acc[i][2] * inv[1], o_acc[i][3] * inv[1]);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < 16 * T::kChunks; c += 32) {
+    const int r = c / T::kChunks;
+    const int ch = c % T::kChunks;
+    const int row = q0 + warp * 16 + r;
+    if (row < a.seq_q)
+      *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+          *reinterpret_cast<const uint4*>(so + r * T::kSmemRow + ch * 8);
+  }
+}
+
+template <size_t kRow>
+cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
+  constexpr MhaVariant row = kMhaVariants[kRow];
+  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.kv_tile, row.stages>;
+  static_assert(T::kThreads == row.threads, "traits and kernels/mha_variants.h disagree on threads");
+  // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
+  static const cudaError_t attr_status =
+      T::kSmemBytes > kMhaDefaultSmemBytes
+          ? cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(T::kSmemBytes))
+          : cudaSuccess;
+  if (attr_status != cudaSuccess) return attr_status;
+  const dim3 grid((args.seq_q + T::kQTile - 1) / T::kQTile, heads, batch);
+  flash_fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+using LaunchFn = cudaError_t (*)(const FusedArgs&, int, int, cudaStream_t);
+template <size_t... kRows>
+constexpr std::array<LaunchFn, sizeof...(kRows)> make_launch_table(std::index_sequence<kRows...>) {
+  return {&launch_row<kRows>...};
+}
+constexpr std::array<LaunchFn, kNumMhaVariants> kLaunch =
+    make_launch_table(std::make_index_sequence<kNumMhaVariants>{});
+
+// Device capabilities, queried once per device.
+struct DeviceCaps {
+  int sm = 0;
+  int64_t smem_optin = 0;
+  cudaError_t status = cudaSuccess;
+};
+DeviceCaps device_caps(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static DeviceCaps caps[kMaxDevices];
+  static bool known[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return DeviceCaps{0, 0, cudaErrorInvalidDevice};
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known[device]) {
+    int major = 0, minor = 0, optin = 0;
+    DeviceCaps c;
+    c.status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (c.status == cudaSuccess)
+      c.status = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (c.status == cudaSuccess)
+      c.status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    c.sm = major * 10 + minor;
+    c.smem_optin = optin;
+    caps[device] = c;
+    known[device] = true;
+  }
+  return caps[device];
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool strides_ok(const AttnStrides& s) { return s.batch % 8 == 0 && s.row % 8 == 0 && s.head % 8 == 0; }
+
+}  // namespace
+
+cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __half* k, const __half* v,
+                                  __half* o, int variant_index, cudaStream_t stream) {
+  if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.batch > 65535 || p.heads > 65535)
+    return cudaErrorInvalidValue;
+  if (p.batch == 0 || p.heads == 0 || p.seq_q == 0) return cudaSuccess;
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o) || !strides_ok(p.q) ||
+      !strides_ok(p.k) || !strides_ok(p.v) || !strides_ok(p.o))
+    return cudaErrorInvalidValue;
+  size_t row = 0;
+  if (variant_index >= 0) {
+    if (static_cast<size_t>(variant_index) >= kNumMhaVariants ||
+        kMhaVariants[variant_index].head_dim != p.head_dim)
+      return cudaErrorInvalidValue;
+    row = static_cast<size_t>(variant_index);
+  } else {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const DeviceCaps caps = device_caps(device);
+    if (caps.status != cudaSuccess) return caps.status;
+    const MhaChoice choice = choose_mha(caps.sm, caps.smem_optin, p.head_dim, true, false);
+    if (!choice.fused) return cudaErrorNotSupported;
+    row = static_cast<size_t>(choice.variant - kMhaVariants);
+  }
+  FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
+                 p.scale * 1.4426950408889634f};
+  return kLaunch[row](args, p.batch, p.heads, stream);
+}
+
+cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
+                          cudaStream_t stream) {
+  return mha_fused_f16_variant(p, q, k, v, o, -1, stream);
+}
+
+}  // namespace edgevit
