@@ -21,6 +21,7 @@ struct DeviceProfile {
   int sm_count = 0;
   int gpu_clock_mhz = 0;
   int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;               // resident blocks per SM (16 on CC 8.7); occupancy
   int64_t smem_per_sm_bytes = 0;
   int64_t smem_per_block_bytes = 0;        // default (48 KB)
   int64_t smem_per_block_optin_bytes = 0;  // opt-in (163 KB on CC 8.7)
