@@ -1,0 +1,101 @@
+// Checkpoint tensors under canonical (timm) names, whatever the checkpoint's own naming.
+//
+// Canonical names (timm VisionTransformer state_dict):
+//   patch_embed.proj.{weight (E,C,p,p), bias (E)}   cls_token (1,1,E)   reg_token (1,R,E)   pos_embed (1,L,E)
+//   blocks.N.norm1.{weight,bias} (E)                blocks.N.attn.qkv.{weight (3E,E), bias (3E)}
+//   blocks.N.attn.proj.{weight (E,E), bias (E)}     blocks.N.norm2.{weight,bias} (E)
+//   blocks.N.mlp.fc1.{weight (M,E), bias (M)}       blocks.N.mlp.fc2.{weight (E,M), bias (E)}
+//   norm.{weight,bias} (E) unless fc_norm           fc_norm.{weight,bias} (E) when fc_norm
+//   head.{weight (C,E), bias (C)} unless num_classes == 0
+// qkv rows are ordered q, k, v, with heads contiguous inside each.
+//
+// Hugging Face ViTForImageClassification checkpoints are read in both naming conventions (detected from
+// the names; a file mixing them is rejected):
+//   transformers 4.x                                   transformers 5.x
+//   vit.encoder.layer.N.layernorm_before               vit.layers.N.layernorm_before          -> norm1
+//   vit.encoder.layer.N.attention.attention.query|key|value
+//                                                      vit.layers.N.attention.q_proj|k_proj|v_proj -> attn.qkv
+//   vit.encoder.layer.N.attention.output.dense         vit.layers.N.attention.o_proj          -> attn.proj
+//   vit.encoder.layer.N.layernorm_after                vit.layers.N.layernorm_after           -> norm2
+//   vit.encoder.layer.N.intermediate.dense             vit.layers.N.mlp.fc1                   -> mlp.fc1
+//   vit.encoder.layer.N.output.dense                   vit.layers.N.mlp.fc2                   -> mlp.fc2
+//   shared: vit.embeddings.cls_token -> cls_token, vit.embeddings.position_embeddings -> pos_embed,
+//   vit.embeddings.patch_embeddings.projection -> patch_embed.proj, vit.layernorm -> norm,
+//   classifier -> head.
+// HF's separate q/k/v tensors are packed into qkv at read time by concatenating along dim 0. No HF tensor
+// is ignored: vit.pooler.* (ViTModel's add_pooling_layer, a dense+tanh that classification never uses but
+// that timm has no counterpart for) and vit.embeddings.mask_token (masked image modeling) are reported as
+// extra tensors by check().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/model_spec.h"
+#include "runtime/safetensors.h"
+#include "runtime/status.h"
+
+namespace edgevit {
+
+enum class HfConvention { kNone, kTransformers4, kTransformers5 };
+
+// Canonical names a model with this architecture needs, in a stable order (embeddings, blocks, norms, head).
+std::vector<std::string> expected_names(const VitArch& arch);
+// Shape of a canonical tensor for this architecture; empty when `name` is not in expected_names(arch).
+std::vector<int64_t> expected_shape(const VitArch& arch, const std::string& name);
+
+class WeightSource {
+ public:
+  // Opens and validates the safetensors file and maps every tensor to a canonical name. Fails when the
+  // names do not follow `naming` (for kHf: neither or both HF conventions).
+  static Result<WeightSource> open(const std::string& path, WeightNaming naming);
+
+  WeightNaming naming() const { return naming_; }
+  HfConvention hf_convention() const { return hf_convention_; }
+  const SafetensorsFile& file() const { return file_; }
+
+  // Canonical names present in the checkpoint (sorted).
+  std::vector<std::string> canonical_names() const;
+  bool has(const std::string& canonical) const { return tensors_.count(canonical) != 0; }
+  // Shape of a canonical tensor (q/k/v packed); not_found if absent.
+  Result<std::vector<int64_t>> shape(const std::string& canonical) const;
+  // Source tensor names with no canonical counterpart (always errors in check()).
+  const std::vector<std::string>& unmapped() const { return unmapped_; }
+
+  // Every expected tensor present with the expected shape, no extra tensors. The error lists all missing,
+  // extra and mismatched tensors (the first kMaxListed of each).
+  Status check(const VitArch& arch) const;
+  static constexpr size_t kMaxListed = 20;
+
+  // Converts a canonical tensor straight from the mapping into dst (count elements; must equal the
+  // tensor's element count). No intermediate copies.
+  Status read_f32(const std::string& canonical, float* dst, size_t count) const;
+  Status read_f16(const std::string& canonical, uint16_t* dst, size_t count) const;
+
+ private:
+  struct Canonical {
+    std::vector<const TensorInfo*> parts;  // concatenated along dim 0 (q, k, v for HF qkv)
+    std::vector<std::string> part_names;   // source names, for messages
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+  };
+
+  explicit WeightSource(SafetensorsFile file) : file_(std::move(file)) {}
+  Status build_timm();
+  Status build_hf();
+  Status add(const std::string& canonical, size_t part, size_t num_parts, const TensorInfo& info);
+  Status finish();
+  Result<const Canonical*> lookup(const std::string& canonical, size_t count) const;
+
+  SafetensorsFile file_;  // owns the mapping every Canonical points into
+  WeightNaming naming_ = WeightNaming::kTimm;
+  HfConvention hf_convention_ = HfConvention::kNone;
+  std::map<std::string, Canonical> tensors_;
+  std::vector<std::string> unmapped_;
+  std::vector<std::string> incomplete_;  // messages for q/k/v groups with a part missing
+};
+
+}  // namespace edgevit
