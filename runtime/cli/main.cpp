@@ -441,6 +441,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> bases = ev::default_config_dirs(argv[0]);
   if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
+#ifdef EDGEVIT_SOURCE_CONFIG_DIR
+  if (bases.empty()) bases.push_back(EDGEVIT_SOURCE_CONFIG_DIR);
+#endif
   const std::vector<std::string> dev_dirs = ev::config_subdirs(bases, "devices");
 
   if (*run) return cmd_run(run_o, run_r, dev_dirs);
