@@ -1,0 +1,304 @@
+#include "runtime/importer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/config.h"
+#include "runtime/weights.h"
+
+namespace edgevit {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr double kTimmLayerNormEps = 1e-6;
+constexpr int64_t kMaxDim = 1 << 24;  // far above any ViT dimension; keeps int arithmetic safe
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return path;
+  p = p.lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" and "." name the directory itself
+  return p.string();
+}
+
+// Integer square root when n is a positive perfect square, else 0.
+int64_t exact_sqrt(int64_t n) {
+  if (n <= 0) return 0;
+  int64_t r = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+  return r * r == n ? r : 0;
+}
+
+// The smallest double r with int(embed * r) == hidden (VitArch::mlp_hidden), or an error.
+Result<double> mlp_ratio_for(int embed, int64_t hidden, const std::string& where) {
+  double r = static_cast<double>(hidden) / embed;
+  for (int i = 0; i < 4 && static_cast<int64_t>(embed * r) != hidden; ++i) r = std::nextafter(r, INFINITY);
+  if (static_cast<int64_t>(embed * r) != hidden)
+    return checkpoint_error(where + ": MLP width " + std::to_string(hidden) + " is not expressible as " +
+                            std::to_string(embed) + " x mlp_ratio");
+  return r;
+}
+
+Result<std::vector<int64_t>> need_shape(const WeightSource& w, const std::string& name, size_t rank) {
+  auto shape = w.shape(name);
+  if (!shape.ok())
+    return checkpoint_error(w.file().path() + ": cannot infer the architecture: tensor '" + name + "' is missing");
+  if (shape->size() != rank)
+    return checkpoint_error(w.file().path() + ": tensor '" + name + "' has rank " + std::to_string(shape->size()) +
+                            ", expected " + std::to_string(rank));
+  for (int64_t d : *shape)
+    if (d <= 0 || d > kMaxDim)
+      return checkpoint_error(w.file().path() + ": tensor '" + name + "' has an implausible dimension " +
+                              std::to_string(d));
+  return shape;
+}
+
+Status finish_spec(ModelSpec& spec, const WeightSource& weights) {
+  EV_RETURN_IF_ERROR(weights.check(spec.arch));
+  spec.preprocess.resize = spec.arch.img_size;
+  return validate_model_spec(spec, spec.weights_path);
+}
+
+// Default normalization for non-RGB inputs: one value per channel, the average of the RGB defaults (edit
+// the YAML if the model was trained with other statistics).
+void fit_default_normalization(Preprocess* pre, int in_chans) {
+  for (std::vector<double>* v : {&pre->mean, &pre->std}) {
+    if (static_cast<int>(v->size()) == in_chans) continue;
+    double sum = 0;
+    for (double x : *v) sum += x;
+    v->assign(static_cast<size_t>(in_chans), sum / static_cast<double>(v->size()));
+  }
+}
+
+// ---- config.json -----------------------------------------------------------------------------------------
+
+Result<json> read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    json j = json::parse(text.str());
+    if (!j.is_object()) return config_error(path + ": expected a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    return config_error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+Result<int> positive_int(const json& cfg, const std::string& file, const char* key, int fallback) {
+  if (!cfg.contains(key)) return fallback;
+  const json& v = cfg[key];
+  if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > static_cast<uint64_t>(kMaxDim))
+    return config_error(file + ": key '" + key + "': expected a positive integer, got " + v.dump());
+  return static_cast<int>(v.get<uint64_t>());
+}
+
+// image_size / patch_size: an int or a square [h, w].
+Result<int> square_size(const json& cfg, const std::string& file, const char* key, int fallback) {
+  if (cfg.contains(key) && cfg[key].is_array()) {
+    const json& v = cfg[key];
+    if (v.size() != 2 || v[0] != v[1])
+      return unsupported(file + ": key '" + key + "': only square sizes are supported, got " + v.dump());
+    json single = {{key, v[0]}};
+    return positive_int(single, file, key, fallback);
+  }
+  return positive_int(cfg, file, key, fallback);
+}
+
+Status read_preprocessor(const std::string& path, Preprocess* pre) {
+  if (!fs::exists(path)) return Status::Ok();
+  EV_ASSIGN_OR_RETURN(json cfg, read_json_file(path));
+  for (auto [key, dst] : {std::pair<const char*, std::vector<double>*>{"image_mean", &pre->mean},
+                          std::pair<const char*, std::vector<double>*>{"image_std", &pre->std}}) {
+    if (!cfg.contains(key)) continue;
+    const json& v = cfg[key];
+    if (!v.is_array() || v.empty()) return config_error(path + ": key '" + key + "': expected a list of numbers");
+    std::vector<double> values;
+    for (const json& x : v) {
+      if (!x.is_number()) return config_error(path + ": key '" + key + "': expected a list of numbers");
+      values.push_back(x.get<double>());
+    }
+    *dst = values;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const ImportOptions& options) {
+  EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(checkpoint, WeightNaming::kTimm));
+  const std::string& path = w.file().path();
+  VitArch a;
+
+  EV_ASSIGN_OR_RETURN(auto patch, need_shape(w, "patch_embed.proj.weight", 4));
+  if (patch[2] != patch[3])
+    return unsupported(path + ": patch_embed.proj.weight " + std::to_string(patch[2]) + "x" +
+                       std::to_string(patch[3]) + ": only square patches are supported");
+  a.embed_dim = static_cast<int>(patch[0]);
+  a.in_chans = static_cast<int>(patch[1]);
+  a.patch_size = static_cast<int>(patch[2]);
+
+  std::set<int> blocks;
+  for (const std::string& name : w.canonical_names()) {
+    if (name.compare(0, 7, "blocks.") != 0) continue;
+    const size_t dot = name.find('.', 7);
+    const std::string index = name.substr(7, dot == std::string::npos ? std::string::npos : dot - 7);
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) continue;
+    blocks.insert(std::stoi(index));
+  }
+  if (blocks.empty()) return checkpoint_error(path + ": cannot infer the architecture: no blocks.N.* tensors");
+  a.depth = *blocks.rbegin() + 1;  // gaps are reported as missing tensors by check()
+  const std::string first_block = "blocks." + std::to_string(*blocks.begin()) + ".";
+
+  a.class_token = w.has("cls_token");
+  if (w.has("reg_token")) {
+    EV_ASSIGN_OR_RETURN(auto reg, need_shape(w, "reg_token", 3));
+    a.reg_tokens = static_cast<int>(reg[1]);
+  } else {
+    a.reg_tokens = 0;
+  }
+  EV_ASSIGN_OR_RETURN(auto pos, need_shape(w, "pos_embed", 3));
+  const int64_t prefix = a.num_prefix_tokens();
+  const int64_t grid_with_prefix = exact_sqrt(pos[1] - prefix);  // pos_embed covers the prefix tokens
+  const int64_t grid_patches_only = prefix > 0 ? exact_sqrt(pos[1]) : 0;  // timm no_embed_class
+  if (grid_with_prefix && grid_patches_only)
+    return checkpoint_error(path + ": pos_embed length " + std::to_string(pos[1]) + " fits both a " +
+                            std::to_string(grid_with_prefix) + "x" + std::to_string(grid_with_prefix) +
+                            " grid plus " + std::to_string(prefix) + " prefix tokens and a " +
+                            std::to_string(grid_patches_only) + "x" + std::to_string(grid_patches_only) +
+                            " grid alone (no_embed_class); write the config by hand");
+  if (!grid_with_prefix && !grid_patches_only)
+    return checkpoint_error(path + ": pos_embed length " + std::to_string(pos[1]) + " is not a square patch grid " +
+                            (prefix ? "with or without " + std::to_string(prefix) + " prefix token(s)" : ""));
+  a.no_embed_class = grid_with_prefix == 0;
+  a.img_size = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a.patch_size);
+
+  a.qkv_bias = w.has(first_block + "attn.qkv.bias");
+  a.fc_norm = w.has("fc_norm.weight") || w.has("fc_norm.bias");
+  if (w.has("head.weight")) {
+    EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
+    a.num_classes = static_cast<int>(head[0]);
+  } else {
+    a.num_classes = 0;
+  }
+  EV_ASSIGN_OR_RETURN(auto fc1, need_shape(w, first_block + "mlp.fc1.weight", 2));
+  EV_ASSIGN_OR_RETURN(a.mlp_ratio, mlp_ratio_for(a.embed_dim, fc1[0], path));
+
+  if (!options.heads)
+    return invalid_argument(path + ": num_heads cannot be inferred from a timm checkpoint; pass --heads N");
+  if (*options.heads <= 0 || a.embed_dim % *options.heads != 0)
+    return invalid_argument(path + ": --heads " + std::to_string(*options.heads) + " does not divide embed_dim " +
+                            std::to_string(a.embed_dim));
+  a.num_heads = *options.heads;
+  // timm's defaults: fc_norm exists only with average-style pooling; 'token' needs a class token.
+  a.global_pool = options.pool ? *options.pool
+                               : (a.class_token && !a.fc_norm ? GlobalPool::kToken : GlobalPool::kAvg);
+  if (a.global_pool == GlobalPool::kToken && !a.class_token)
+    return invalid_argument(path + ": --pool token needs a class token and this checkpoint has no cls_token");
+  a.layer_norm_eps = options.eps ? *options.eps : kTimmLayerNormEps;
+  if (!(a.layer_norm_eps > 0)) return invalid_argument(path + ": --eps must be positive");
+
+  ModelSpec spec;
+  spec.name = fs::path(checkpoint).stem().string();
+  spec.weights_path = absolute_path(checkpoint);
+  spec.weights_naming = WeightNaming::kTimm;
+  spec.arch = a;
+  fit_default_normalization(&spec.preprocess, a.in_chans);
+  EV_RETURN_IF_ERROR(finish_spec(spec, w));
+  return spec;
+}
+
+Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOptions& options) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
+  EV_ASSIGN_OR_RETURN(json cfg, read_json_file(config_path));
+
+  if (cfg.contains("model_type") && cfg["model_type"] != "vit")
+    return unsupported(config_path + ": key 'model_type': " + cfg["model_type"].dump() +
+                       " is not supported (expected \"vit\")");
+  const std::string act = cfg.contains("hidden_act") && cfg["hidden_act"].is_string()
+                              ? cfg["hidden_act"].get<std::string>()
+                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump() : "gelu");
+  if (act != "gelu")
+    return unsupported(config_path + ": key 'hidden_act': '" + act + "' is not supported (only exact \"gelu\")");
+
+  // Defaults are ViTConfig's, for keys a config.json may omit.
+  VitArch a;
+  EV_ASSIGN_OR_RETURN(a.embed_dim, positive_int(cfg, config_path, "hidden_size", 768));
+  EV_ASSIGN_OR_RETURN(a.depth, positive_int(cfg, config_path, "num_hidden_layers", 12));
+  EV_ASSIGN_OR_RETURN(a.num_heads, positive_int(cfg, config_path, "num_attention_heads", 12));
+  EV_ASSIGN_OR_RETURN(int intermediate, positive_int(cfg, config_path, "intermediate_size", 3072));
+  EV_ASSIGN_OR_RETURN(a.img_size, square_size(cfg, config_path, "image_size", 224));
+  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", 16));
+  EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
+  a.qkv_bias = true;
+  if (cfg.contains("qkv_bias")) {
+    if (!cfg["qkv_bias"].is_boolean()) return config_error(config_path + ": key 'qkv_bias': expected true or false");
+    a.qkv_bias = cfg["qkv_bias"].get<bool>();
+  }
+  a.layer_norm_eps = 1e-12;
+  if (cfg.contains("layer_norm_eps")) {
+    if (!cfg["layer_norm_eps"].is_number() || !(cfg["layer_norm_eps"].get<double>() > 0))
+      return config_error(config_path + ": key 'layer_norm_eps': expected a positive number");
+    a.layer_norm_eps = cfg["layer_norm_eps"].get<double>();
+  }
+  if (a.embed_dim % a.num_heads != 0)
+    return config_error(config_path + ": hidden_size " + std::to_string(a.embed_dim) +
+                        " is not divisible by num_attention_heads " + std::to_string(a.num_heads));
+  if (options.heads && *options.heads != a.num_heads)
+    return invalid_argument(config_path + ": --heads " + std::to_string(*options.heads) +
+                            " contradicts num_attention_heads " + std::to_string(a.num_heads));
+  if (options.eps && *options.eps != a.layer_norm_eps)
+    return invalid_argument(config_path + ": --eps contradicts layer_norm_eps " + cfg["layer_norm_eps"].dump());
+  if (options.pool && *options.pool != GlobalPool::kToken)
+    return invalid_argument(config_path + ": ViTForImageClassification classifies the class token; only --pool "
+                            "token matches it");
+  EV_ASSIGN_OR_RETURN(a.mlp_ratio, mlp_ratio_for(a.embed_dim, intermediate, config_path));
+  // HF ViT: class token, position embeddings covering it, CLS pooling, final LayerNorm before the head.
+  a.class_token = true;
+  a.reg_tokens = 0;
+  a.no_embed_class = false;
+  a.global_pool = GlobalPool::kToken;
+  a.fc_norm = false;
+
+  EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(weights_path, WeightNaming::kHf));
+  a.num_classes = 0;
+  if (w.has("head.weight")) {
+    EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
+    a.num_classes = static_cast<int>(head[0]);
+  }
+  if (cfg.contains("id2label") && cfg["id2label"].is_object() &&
+      cfg["id2label"].size() != static_cast<size_t>(a.num_classes))
+    return checkpoint_error(config_path + ": id2label has " + std::to_string(cfg["id2label"].size()) +
+                            " labels but " + weights_path + " classifies into " + std::to_string(a.num_classes));
+
+  ModelSpec spec;
+  spec.name = fs::path(absolute_path(dir)).filename().string();
+  spec.weights_path = absolute_path(weights_path);
+  spec.weights_naming = WeightNaming::kHf;
+  spec.arch = a;
+  fit_default_normalization(&spec.preprocess, a.in_chans);
+  EV_RETURN_IF_ERROR(read_preprocessor((fs::path(dir) / "preprocessor_config.json").string(), &spec.preprocess));
+  EV_RETURN_IF_ERROR(finish_spec(spec, w));
+  return spec;
+}
+
+Result<ModelSpec> infer_model_spec(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return infer_model_spec_hf(path, options);
+  return infer_model_spec_timm(path, options);
+}
+
+Status save_imported_spec(const ModelSpec& spec, const std::string& yaml_path) {
+  return save_model_spec(spec, absolute_path(yaml_path));
+}
+
+}  // namespace edgevit

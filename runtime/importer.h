@@ -1,0 +1,45 @@
+// `edgevit import`: infer a ModelSpec from a checkpoint, so a model config never has to be written by hand.
+//
+// timm (one .safetensors file): everything but num_heads comes from the tensors:
+//   patch_embed.proj.weight (E,C,p,p) -> embed_dim, in_chans, patch_size
+//   blocks.N.*                         -> depth
+//   cls_token / reg_token (1,R,E)      -> class_token, reg_tokens
+//   pos_embed (1,L,E)                  -> img_size (L = patches + prefix tokens, or = patches: no_embed_class)
+//   blocks.N.attn.qkv.bias present     -> qkv_bias (N: the first block)
+//   fc_norm.* vs norm.*                -> fc_norm
+//   head.weight (C,E)                  -> num_classes (0 when absent)
+//   blocks.N.mlp.fc1.weight (M,E)      -> mlp_ratio = M / E
+//   num_heads must be given (--heads); global_pool defaults to timm's: 'token' with a class token and no
+//   fc_norm, else 'avg'; LayerNorm eps defaults to timm's 1e-6.
+// Hugging Face (a directory with config.json + model.safetensors, ViTForImageClassification): the
+// architecture comes from config.json and is cross-checked against every tensor shape.
+// In both cases the result has passed WeightSource::check() and validate_model_spec().
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "runtime/model_spec.h"
+#include "runtime/status.h"
+
+namespace edgevit {
+
+struct ImportOptions {
+  std::optional<int> heads;        // required for timm; must agree with config.json for HF
+  std::optional<GlobalPool> pool;  // overrides the default (HF classifies the class token: token only)
+  std::optional<double> eps;       // timm: overrides 1e-6; HF: must agree with config.json
+};
+
+// weights_path in the result is absolute; name is the checkpoint's file stem.
+Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const ImportOptions& options);
+// Reads DIR/config.json, DIR/model.safetensors and, when present, DIR/preprocessor_config.json
+// (image_mean / image_std). name is the directory's name.
+Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOptions& options);
+// A directory is read as Hugging Face, a file as timm.
+Result<ModelSpec> infer_model_spec(const std::string& path, const ImportOptions& options);
+
+// save_model_spec() with the YAML path made absolute first, so the weights path is written relative to
+// the YAML's directory.
+Status save_imported_spec(const ModelSpec& spec, const std::string& yaml_path);
+
+}  // namespace edgevit
