@@ -196,7 +196,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   const VitArch& a = spec.arch;
   YAML::Emitter e;
   e << YAML::BeginMap;
-  e << YAML::Key << "name" << YAML::Value << spec.name;
+  if (!spec.name.empty()) e << YAML::Key << "name" << YAML::Value << spec.name;  // else the file stem
   e << YAML::Key << "architecture" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "img_size" << YAML::Value << a.img_size;
   e << YAML::Key << "patch_size" << YAML::Value << a.patch_size;

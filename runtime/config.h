@@ -23,7 +23,8 @@ Result<ModelSpec> parse_model_spec(const std::string& yaml_text, const std::stri
 // in memory, e.g. by the importer; `origin` names it in messages. kConfigError on failure.
 Status validate_model_spec(const ModelSpec& spec, const std::string& origin);
 
-// The YAML text of `spec` in schema order, every key written (defaults included). Paths are written
+// The YAML text of `spec` in schema order, every key written (defaults included; `name` only when not
+// empty, so that the file stem names it). Paths are written
 // relative to `base_dir` when both are absolute or both relative, else as given.
 Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string& base_dir);
 

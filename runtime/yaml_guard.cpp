@@ -447,11 +447,12 @@ Status ConfigMap::get_int(const std::string& key, bool required, int64_t lo, int
   if (!is_plain(*find(key))) return error(key, "expected an integer, got the string " + shown_text(s));
   int64_t v = 0;
   if (!parse_int64(s, &v)) {
+    if (looks_numeric(s) && s.find_first_not_of("+-0123456789") == std::string::npos) {
+      return error(key, "integer " + shown_text(s) + " is out of range [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "]");
+    }
     double d = 0;
     if (parse_double(s, &d)) return error(key, "expected an integer, got the number " + s);
-    if (looks_numeric(s) && s.find_first_not_of("+-0123456789") == std::string::npos) {
-      return error(key, "integer " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
     return error(key, "expected an integer, got " + shown_text(s));
   }
   if (v < lo || v > hi) {

@@ -92,9 +92,13 @@ TEST_P(MalformedFileTest, GivesConfigErrorNamingFileKeyAndLine) {
   const std::string& m = spec.status().message();
   EXPECT_EQ(spec.status().code(), StatusCode::kConfigError) << m;
   EXPECT_NE(m.find(path), std::string::npos) << m;
-  if (*c.key_path != '\0') EXPECT_NE(m.find(std::string(": ") + c.key_path + ": "), std::string::npos) << m;
+  if (*c.key_path != '\0') {
+    EXPECT_NE(m.find(std::string(": ") + c.key_path + ": "), std::string::npos) << m;
+  }
   EXPECT_NE(m.find(c.reason), std::string::npos) << m;
-  if (c.line > 0) EXPECT_NE(m.find(path + ":" + std::to_string(c.line) + ":"), std::string::npos) << m;
+  if (c.line > 0) {
+    EXPECT_NE(m.find(path + ":" + std::to_string(c.line) + ":"), std::string::npos) << m;
+  }
   EXPECT_LT(ms, kMaxMsPerFile) << c.file;
 }
 
@@ -131,6 +135,13 @@ std::string indentation_nest(int depth) {
   return out;
 }
 
+// "-" entries, each indented one more than the last: a sequence nested `depth` deep.
+std::string sequence_nest(int depth) {
+  std::string out;
+  for (int i = 0; i < depth; ++i) out += std::string(static_cast<size_t>(i), ' ') + "-\n";
+  return out;
+}
+
 // The classic "billion laughs": 9 levels of 9 aliases, about 300 bytes, 9^9 nodes if expanded.
 std::string billion_laughs() {
   std::string out = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
@@ -159,7 +170,9 @@ const std::vector<TextCase>& text_cases() {
       {"deep_flow_maps", [] { return "a: " + repeat("{b: ", 20000) + "1" + repeat("}", 20000) + "\n"; },
        "nesting deeper than 64 levels", 1},
       {"deep_unclosed_brackets", [] { return repeat("[", 20000); }, "nesting deeper than 64 levels", 1},
-      {"deep_indentation", [] { return indentation_nest(20000); }, "nesting deeper than 64 levels", 65},
+      // Indentation nests grow quadratically: 1400 levels is the deepest that fits in 1 MiB.
+      {"deep_indentation", [] { return indentation_nest(1400); }, "nesting deeper than 64 levels", 65},
+      {"deep_sequence_lines", [] { return "a:\n" + sequence_nest(1400); }, "nesting deeper than 64 levels", 0},
       {"deep_block_sequences", [] { return "a:\n" + repeat("- ", 20000) + "x\n"; },
        "nesting deeper than 64 levels", 2},
       {"deep_quoted_keys", [] { return repeat("[\"x\", ", 20000) + "\n"; }, "nesting deeper than 64 levels", 1},
@@ -210,7 +223,9 @@ TEST(MalformedText, HostileInputsAreRejectedQuicklyAndCheaply) {
     EXPECT_EQ(spec.status().code(), StatusCode::kConfigError) << m;
     EXPECT_EQ(m.rfind(display + ":", 0), 0u) << m;
     EXPECT_NE(m.find(c.reason), std::string::npos) << m;
-    if (c.line > 0) EXPECT_NE(m.find(display + ":" + std::to_string(c.line) + ":"), std::string::npos) << m;
+    if (c.line > 0) {
+      EXPECT_NE(m.find(display + ":" + std::to_string(c.line) + ":"), std::string::npos) << m;
+    }
     EXPECT_LT(ms, kMaxMsHostile) << m;
     EXPECT_LT(rss_growth_kib, 8 * 1024) << "peak memory grew by " << rss_growth_kib << " KiB";
   }
