@@ -39,7 +39,7 @@ TEST(DeviceProfiles, ShippedBoardsCarryTheDocumentedFacts) {
     int64_t total_gib;
     double bandwidth;
     int64_t l2_mib;
-    double fp16;
+    double fp16;  // NVIDIA's approximate dense fp16 TFLOP/s
     int cores;
   };
   const Fact facts[] = {
@@ -67,12 +67,12 @@ TEST(DeviceProfiles, ShippedBoardsCarryTheDocumentedFacts) {
     EXPECT_GT(p.cuda_context_bytes, 100 << 20);
     EXPECT_LT(p.cuda_context_bytes, 1 << 30);
     EXPECT_DOUBLE_EQ(p.dram_bandwidth_gbps, f.bandwidth);
-    EXPECT_DOUBLE_EQ(p.fp16_dense_tflops, f.fp16);
-    EXPECT_DOUBLE_EQ(p.int8_dense_tops, 2 * f.fp16);
+    // NVIDIA's rounded figure (the "~" column), and exactly the documented derivation, to 2 decimals.
+    EXPECT_NEAR(p.fp16_dense_tflops, f.fp16, 0.03 * f.fp16);
+    EXPECT_NEAR(p.fp16_dense_tflops, estimate_fp16_dense_tflops(87, f.sms, f.clock_mhz), 0.005);
+    EXPECT_NEAR(p.int8_dense_tops, 2 * p.fp16_dense_tflops, 0.005);
     EXPECT_EQ(p.cpu_cores, f.cores);
     EXPECT_EQ(p.cpu_model, "Cortex-A78AE");
-    // The fp16 figure agrees with the per-architecture estimate used for queried GPUs (within 2%).
-    EXPECT_NEAR(estimate_fp16_dense_tflops(87, f.sms, f.clock_mhz), f.fp16, 0.02 * f.fp16);
     EXPECT_NE(p.source.find("orin"), std::string::npos);
   }
 }
