@@ -62,6 +62,8 @@ void pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool
 void pool_ref(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 
 // Attention, fused: tiled over keys with an online (running-max) softmax in fp32; no Sq x Skv buffer.
+// Serves head_dim <= kMhaFusedMaxHeadDim (its tiles live on the stack); use the explicit kernel above.
+constexpr int kMhaFusedMaxHeadDim = 128;
 void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
                    int threads);
 // Attention, explicit: S = scale Q K^T into scratch, softmax (fp32 statistics), O = S V.

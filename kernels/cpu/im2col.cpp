@@ -1,0 +1,30 @@
+// im2col_patches_f32: non-overlapping patches (stride == kernel) copied row by row (p contiguous floats
+// at a time) into the patch-embedding GEMM operand. Pure data movement: memory bound, ~0.1 ms for
+// 224x224x3 on this machine (BM_Im2col in kernels_bench).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/kernels.h"
+
+namespace edgevit {
+
+void im2col_patches_f32(const float* img,  // (B, C, Hi, Wi), Hi = Wi = img_size
+                        float* cols,       // (B * P, C * p * p)
+                        int batch, int chans, int img_size, int patch) {
+  const int grid = img_size / patch;
+  const int64_t plane = static_cast<int64_t>(img_size) * img_size;
+  const int64_t row_len = static_cast<int64_t>(chans) * patch * patch;
+  for (int b = 0; b < batch; ++b)
+    for (int py = 0; py < grid; ++py)
+      for (int px = 0; px < grid; ++px) {
+        float* dst = cols + (static_cast<int64_t>(b) * grid * grid + py * grid + px) * row_len;
+        for (int c = 0; c < chans; ++c) {
+          const float* src = img + (static_cast<int64_t>(b) * chans + c) * plane +
+                             static_cast<int64_t>(py) * patch * img_size + static_cast<int64_t>(px) * patch;
+          for (int ky = 0; ky < patch; ++ky, dst += patch)
+            std::memcpy(dst, src + static_cast<int64_t>(ky) * img_size, sizeof(float) * patch);
+        }
+      }
+}
+
+}  // namespace edgevit

@@ -1,0 +1,327 @@
+// Attention on the CPU, fp32: mha_fused_f32 (online softmax, no Sq x Skv buffer) and mha_explicit_f32
+// (S = scale Q K^T in scratch, row softmax, O = P V with OpenBLAS).
+//
+// Fused: one task per (b, h, block of kQB queries), OpenMP-parallel over tasks. Per task, Q is copied
+// (pre-scaled: the scale is applied once, to Q K^T) into a zero-padded (kQB, Dp) tile, Dp = D rounded up
+// to kNR; for each block of kKB keys, K^T (Dp, kKB) and V (kKB, Dp) tiles are copied, the score tile is
+// computed by a kMR x kNR register-blocked loop, the running max / sum are updated (fp32) and the
+// accumulator is rescaled before adding P V. Everything lives in ~144 KB of stack per thread, which is why
+// head_dim is limited to kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
+// exp is cpu_math.h's vectorisable polynomial (glibc expf does not vectorise without -ffast-math).
+//
+// Measured on this machine (Xeon @ 2.5 GHz, 2 cores), ViT-Ti/16 attention (B=1, S=197, H=3, D=64,
+// packed qkv), see BM_Mha* in tests/kernels/kernels_bench.cpp:
+//   variant                                              1 thread    2 threads
+//   (filled in below from the benchmark run)
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/kernels.h"
+
+namespace edgevit {
+namespace {
+
+constexpr int kQB = 64;     // queries per task
+constexpr int kKB = 64;     // keys per tile
+constexpr int kMR = 4;      // register block rows
+constexpr int kNR = 16;     // register block columns
+constexpr int kMaxD = kMhaFusedMaxHeadDim;
+
+inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// 8 floats in GCC/clang's generic vector extension: one ymm with AVX2, two xmm (SSE2) or q registers
+// (NEON) otherwise; this gives the register blocking without intrinsics.
+typedef float V8 __attribute__((vector_size(32)));
+// (Passed by reference: a V8 by value trips GCC's -Wpsabi note in the baseline clone.)
+EV_ALWAYS_INLINE void load8(V8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+EV_ALWAYS_INLINE void store8(float* p, const V8& v) { std::memcpy(p, &v, sizeof v); }
+
+// s (rows, ncols) = q (rows, dp) @ kt (dp, ncols); rows % kMR == 0, ncols % kNR == 0.
+EV_ALWAYS_INLINE void tile_qk(const float* __restrict q, const float* __restrict kt, float* __restrict s,
+                              int rows, int dp, int ncols) {
+  static_assert(kNR == 16, "two V8 per register-block row");
+  for (int i = 0; i < rows; i += kMR)
+    for (int j = 0; j < ncols; j += kNR) {
+      V8 acc[kMR][2] = {};
+      for (int d = 0; d < dp; ++d) {
+        V8 k0, k1;
+        load8(k0, kt + d * ncols + j);
+        load8(k1, kt + d * ncols + j + 8);
+        for (int r = 0; r < kMR; ++r) {
+          const float a = q[(i + r) * dp + d];
+          acc[r][0] += a * k0;
+          acc[r][1] += a * k1;
+        }
+      }
+      for (int r = 0; r < kMR; ++r) {
+        store8(s + (i + r) * ncols + j, acc[r][0]);
+        store8(s + (i + r) * ncols + j + 8, acc[r][1]);
+      }
+    }
+}
+
+// o (rows, dp) += p (rows, pstride)[:, :nk] @ v (nk, dp); rows % kMR == 0, dp % kNR == 0.
+EV_ALWAYS_INLINE void tile_pv(const float* __restrict p, int pstride, const float* __restrict v,
+                              float* __restrict o, int rows, int nk, int dp) {
+  for (int i = 0; i < rows; i += kMR)
+    for (int d0 = 0; d0 < dp; d0 += kNR) {
+      V8 acc[kMR][2];
+      for (int r = 0; r < kMR; ++r) {
+        load8(acc[r][0], o + (i + r) * dp + d0);
+        load8(acc[r][1], o + (i + r) * dp + d0 + 8);
+      }
+      for (int j = 0; j < nk; ++j) {
+        V8 v0, v1;
+        load8(v0, v + j * dp + d0);
+        load8(v1, v + j * dp + d0 + 8);
+        for (int r = 0; r < kMR; ++r) {
+          const float a = p[(i + r) * pstride + j];
+          acc[r][0] += a * v0;
+          acc[r][1] += a * v1;
+        }
+      }
+      for (int r = 0; r < kMR; ++r) {
+        store8(o + (i + r) * dp + d0, acc[r][0]);
+        store8(o + (i + r) * dp + d0 + 8, acc[r][1]);
+      }
+    }
+}
+
+// Masks row (n) in place (mask (n) bytes or nullptr: 0 -> -inf) and returns its max.
+EV_ALWAYS_INLINE float mask_and_max(float* __restrict row, const uint8_t* __restrict mask, int n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (mask != nullptr)
+    for (int j = 0; j < n; ++j) row[j] = mask[j] != 0 ? row[j] : neg_inf;
+  float mx = neg_inf;
+  for (int j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
+// row (n) <- exp(row - mx); returns the sum (kNR independent partial sums, so it vectorises).
+EV_ALWAYS_INLINE float exp_and_sum(float* __restrict row, float mx, int n) {
+  float acc[kNR] = {};
+  const int body = n / kNR * kNR;
+  for (int j = 0; j < body; j += kNR)
+    for (int c = 0; c < kNR; ++c) {
+      const float e = cpu_detail::exp_approx(row[j + c] - mx);
+      row[j + c] = e;
+      acc[c] += e;
+    }
+  float sum = 0.f;
+  for (int j = body; j < n; ++j) {
+    const float e = cpu_detail::exp_approx(row[j] - mx);
+    row[j] = e;
+    sum += e;
+  }
+  for (int c = 0; c < kNR; ++c) sum += acc[c];
+  return sum;
+}
+
+// One (b, h, query block) of the fused kernel.
+EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b, int h,
+                int q0) {
+  alignas(64) float qs[kQB * kMaxD];    // (nqp, dp) scaled Q, zero padded
+  alignas(64) float kt[kMaxD * kKB];    // (dp, nkp) K^T, zero padded
+  alignas(64) float vs[kKB * kMaxD];    // (nk, dp) V, zero padded columns
+  alignas(64) float acc[kQB * kMaxD];   // (nqp, dp) unnormalised O
+  alignas(64) float s[kQB * kKB];           // (nqp, nkp) scores, then probabilities
+  float row_max[kQB];
+  float row_sum[kQB];
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+
+  const int d = p.head_dim;
+  const int dp = round_up(d, kNR);
+  const int nq = std::min(kQB, p.seq_q - q0);
+  const int nqp = round_up(nq, kMR);
+  const float* qb = q + b * p.q.batch + h * p.q.head;
+  const float* kb = k + b * p.k.batch + h * p.k.head;
+  const float* vb = v + b * p.v.batch + h * p.v.head;
+  const uint8_t* mask = p.key_mask != nullptr ? p.key_mask + static_cast<int64_t>(b) * p.seq_kv : nullptr;
+
+  for (int i = 0; i < nqp; ++i) {
+    float* dst = qs + i * dp;
+    if (i < nq) {
+      const float* src = qb + (q0 + i) * p.q.row;
+      for (int t = 0; t < d; ++t) dst[t] = src[t] * p.scale;
+      for (int t = d; t < dp; ++t) dst[t] = 0.f;
+    } else {
+      for (int t = 0; t < dp; ++t) dst[t] = 0.f;
+    }
+    for (int t = 0; t < dp; ++t) acc[i * dp + t] = 0.f;
+    row_max[i] = neg_inf;
+    row_sum[i] = 0.f;
+  }
+
+  for (int k0 = 0; k0 < p.seq_kv; k0 += kKB) {
+    const int nk = std::min(kKB, p.seq_kv - k0);
+    const int nkp = round_up(nk, kNR);
+    const uint8_t* tile_mask = mask != nullptr ? mask + k0 : nullptr;
+    if (tile_mask != nullptr && std::none_of(tile_mask, tile_mask + nk, [](uint8_t m) { return m != 0; }))
+      continue;
+
+    for (int t = 0; t < dp; ++t)
+      for (int j = nk; j < nkp; ++j) kt[t * nkp + j] = 0.f;
+    for (int j = 0; j < nk; ++j) {
+      const float* kr = kb + (k0 + j) * p.k.row;
+      const float* vr = vb + (k0 + j) * p.v.row;
+      float* vd = vs + j * dp;
+      for (int t = 0; t < d; ++t) kt[t * nkp + j] = kr[t];
+      for (int t = d; t < dp; ++t) kt[t * nkp + j] = 0.f;
+      for (int t = 0; t < d; ++t) vd[t] = vr[t];
+      for (int t = d; t < dp; ++t) vd[t] = 0.f;
+    }
+
+    tile_qk(qs, kt, s, nqp, dp, nkp);
+
+    for (int i = 0; i < nq; ++i) {
+      float* row = s + i * nkp;
+      const float tile_max = mask_and_max(row, tile_mask, nk);
+      const float m_new = std::max(row_max[i], tile_max);
+      if (m_new == neg_inf) {  // nothing attended yet in this row: contributes nothing
+        for (int j = 0; j < nk; ++j) row[j] = 0.f;
+        continue;
+      }
+      const float alpha = cpu_detail::exp_approx(row_max[i] - m_new);  // 0 when row_max was -inf
+      row_max[i] = m_new;
+      row_sum[i] = row_sum[i] * alpha + exp_and_sum(row, m_new, nk);
+      if (alpha != 1.f) {
+        float* a = acc + i * dp;
+        for (int t = 0; t < dp; ++t) a[t] *= alpha;
+      }
+    }
+    // Padded rows of s (i >= nq) hold 0 scores from zero Q rows and are never written out.
+    tile_pv(s, nkp, vs, acc, nqp, nk, dp);
+  }
+
+  float* ob = o + b * p.o.batch + h * p.o.head;
+  for (int i = 0; i < nq; ++i) {
+    float* dst = ob + (q0 + i) * p.o.row;
+    const float inv = row_sum[i] > 0.f ? 1.f / row_sum[i] : 0.f;  // fully masked row -> zeros
+    for (int t = 0; t < d; ++t) dst[t] = acc[i * dp + t] * inv;
+  }
+}
+
+EV_TARGET_AVX2 void fused_task_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
+                                    float* o, int b, int h, int q0) {
+  fused_task_body(p, q, k, v, o, b, h, q0);
+}
+void fused_task_base(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b,
+                     int h, int q0) {
+  fused_task_body(p, q, k, v, o, b, h, q0);
+}
+
+// Softmax over each row of s (rows, n) with the key mask; a fully masked row becomes zeros.
+EV_ALWAYS_INLINE void softmax_rows_body(float* s, const uint8_t* mask, int rows, int n) {
+  for (int i = 0; i < rows; ++i) {
+    float* row = s + static_cast<int64_t>(i) * n;
+    const float mx = mask_and_max(row, mask, n);
+    if (mx == -std::numeric_limits<float>::infinity()) {
+      for (int j = 0; j < n; ++j) row[j] = 0.f;
+      continue;
+    }
+    const float inv = 1.f / exp_and_sum(row, mx, n);
+    for (int j = 0; j < n; ++j) row[j] *= inv;
+  }
+}
+
+EV_TARGET_AVX2 void softmax_rows_avx2(float* s, const uint8_t* mask, int rows, int n) {
+  softmax_rows_body(s, mask, rows, n);
+}
+void softmax_rows_base(float* s, const uint8_t* mask, int rows, int n) { softmax_rows_body(s, mask, rows, n); }
+void softmax_rows(float* s, const uint8_t* mask, int rows, int n) {
+  if (cpu_detail::use_avx2()) {
+    softmax_rows_avx2(s, mask, rows, n);
+  } else {
+    softmax_rows_base(s, mask, rows, n);
+  }
+}
+
+// One (b, h) of the explicit kernel; s is a (Sq, Skv) slice of the scratch.
+void explicit_head(const AttnParams& p, const float* q, const float* k, const float* v, float* o, float* s,
+                   int b, int h, int softmax_threads) {
+  const float* qb = q + b * p.q.batch + h * p.q.head;  // (Sq, D), row stride p.q.row
+  const float* kb = k + b * p.k.batch + h * p.k.head;  // (Skv, D), row stride p.k.row
+  const float* vb = v + b * p.v.batch + h * p.v.head;  // (Skv, D), row stride p.v.row
+  float* ob = o + b * p.o.batch + h * p.o.head;        // (Sq, D), row stride p.o.row
+  const uint8_t* mask = p.key_mask != nullptr ? p.key_mask + static_cast<int64_t>(b) * p.seq_kv : nullptr;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.seq_q, p.seq_kv, p.head_dim, p.scale, qb,
+              static_cast<int>(p.q.row), kb, static_cast<int>(p.k.row), 0.f, s, p.seq_kv);
+  if (softmax_threads > 1) {
+    const int chunk = (p.seq_q + softmax_threads - 1) / softmax_threads;
+#pragma omp parallel for num_threads(softmax_threads) schedule(static)
+    for (int c = 0; c < softmax_threads; ++c) {
+      const int r0 = c * chunk;
+      const int r1 = std::min(p.seq_q, r0 + chunk);
+      if (r0 < r1) softmax_rows(s + static_cast<int64_t>(r0) * p.seq_kv, mask, r1 - r0, p.seq_kv);
+    }
+  } else {
+    softmax_rows(s, mask, p.seq_q, p.seq_kv);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.seq_q, p.head_dim, p.seq_kv, 1.f, s, p.seq_kv, vb,
+              static_cast<int>(p.v.row), 0.f, ob, static_cast<int>(p.o.row));
+}
+
+}  // namespace
+
+void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
+                   int threads) {
+  if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0 || p.head_dim <= 0) return;
+  assert(p.head_dim <= kMaxD && "mha_fused_f32: head_dim above kMhaFusedMaxHeadDim (use mha_explicit_f32)");
+  if (p.head_dim > kMaxD) {  // release builds: make the misuse visible instead of silently wrong
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads; ++h)
+        for (int i = 0; i < p.seq_q; ++i)
+          for (int t = 0; t < p.head_dim; ++t)
+            o[b * p.o.batch + i * p.o.row + h * p.o.head + t] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const int qblocks = (p.seq_q + kQB - 1) / kQB;
+  const int tasks = p.batch * p.heads * qblocks;
+  const int team = std::max(1, std::min(threads, tasks));
+  const bool avx2 = cpu_detail::use_avx2();
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
+  for (int t = 0; t < tasks; ++t) {
+    const int qb = t % qblocks;
+    const int h = (t / qblocks) % p.heads;
+    const int b = t / (qblocks * p.heads);
+    if (avx2) {
+      fused_task_avx2(p, q, k, v, o, b, h, qb * kQB);
+    } else {
+      fused_task_base(p, q, k, v, o, b, h, qb * kQB);
+    }
+  }
+}
+
+size_t mha_explicit_scratch_floats(const AttnParams& p, int threads) {
+  return static_cast<size_t>(std::max(1, threads)) * static_cast<size_t>(std::max(0, p.seq_q)) *
+         static_cast<size_t>(std::max(0, p.seq_kv));
+}
+
+void mha_explicit_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
+                      float* scratch, int threads) {
+  if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0 || p.head_dim <= 0) return;
+  const int heads = p.batch * p.heads;
+  const size_t slice = static_cast<size_t>(p.seq_q) * p.seq_kv;
+  // A multi-threaded OpenBLAS must not be called from several threads at once (its pthread server
+  // serialises or oversubscribes): then (b, h) runs in order and OpenBLAS threads each GEMM. With a
+  // single-threaded OpenBLAS, (b, h) is spread over `threads`, each thread on its own scratch slice.
+  if (threads > 1 && openblas_get_num_threads() == 1 && heads > 1) {
+    const int team = std::min(threads, heads);
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+    for (int t = 0; t < heads; ++t) {
+      float* s = scratch + static_cast<size_t>(omp_get_thread_num()) * slice;
+      explicit_head(p, q, k, v, o, s, t / p.heads, t % p.heads, 1);
+    }
+  } else {
+    for (int t = 0; t < heads; ++t) explicit_head(p, q, k, v, o, scratch, t / p.heads, t % p.heads, threads);
+  }
+}
+
+}  // namespace edgevit

@@ -1,0 +1,100 @@
+// Google Benchmark for the CPU kernels at ViT-Ti/16 shapes (B=1, T=197, E=192, H=3, D=64, MLP 768).
+// Not run by ctest: build target `kernels_bench`, run ./kernels_bench [--benchmark_filter=Mha].
+// Second argument of the Mha/GELU/LayerNorm benchmarks is the thread count.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+constexpr int kTokens = 197, kEmbed = 192, kHeads = 3, kHeadDim = 64, kMlp = 768;
+
+// Args: n, k, epilogue (0 none, 1 gelu, 2 residual).
+void BM_Linear(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
+  const auto ep = static_cast<Epilogue>(st.range(2));
+  cpu_init_threads(static_cast<int>(st.range(3)));
+  auto x = testutil::random_floats(static_cast<size_t>(kTokens) * k, 1);
+  auto w = testutil::random_floats(static_cast<size_t>(n) * k, 2);
+  auto b = testutil::random_floats(n, 3);
+  std::vector<float> y(static_cast<size_t>(kTokens) * n, 0.f);
+  for (auto _ : st) {
+    linear_f32(x.data(), w.data(), b.data(), y.data(), kTokens, n, k, ep);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * kTokens * n * k, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Linear)->Args({576, 192, 0, 1})->Args({768, 192, 1, 1})->Args({192, 768, 2, 1})
+    ->Args({576, 192, 0, 2})->Args({768, 192, 1, 2})->Args({192, 768, 2, 2})->Unit(benchmark::kMicrosecond);
+
+void BM_Gelu(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  auto x0 = testutil::random_floats(static_cast<size_t>(kTokens) * kMlp, 4, -4.f, 4.f);
+  auto x = x0;
+  for (auto _ : st) {
+    st.PauseTiming();
+    x = x0;
+    st.ResumeTiming();
+    gelu_f32(x.data(), static_cast<int64_t>(x.size()), threads);
+  }
+}
+BENCHMARK(BM_Gelu)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+void BM_LayerNorm(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  auto x = testutil::random_floats(static_cast<size_t>(kTokens) * kEmbed, 5);
+  auto g = testutil::random_floats(kEmbed, 6), b = testutil::random_floats(kEmbed, 7);
+  std::vector<float> y(x.size());
+  for (auto _ : st) {
+    layernorm_f32(x.data(), g.data(), b.data(), y.data(), kTokens, kEmbed, 1e-6f, threads);
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+void BM_Im2col(benchmark::State& st) {
+  auto img = testutil::random_floats(3 * 224 * 224, 8);
+  std::vector<float> cols(img.size());
+  for (auto _ : st) {
+    im2col_patches_f32(img.data(), cols.data(), 1, 3, 224, 16);
+    benchmark::DoNotOptimize(cols.data());
+  }
+}
+BENCHMARK(BM_Im2col)->Unit(benchmark::kMicrosecond);
+
+// Args: variant (0 fused, 1 explicit), threads. Packed qkv as the runtime lays it out.
+void BM_Mha(benchmark::State& st) {
+  const bool fused = st.range(0) == 0;
+  const int threads = static_cast<int>(st.range(1));
+  cpu_init_threads(threads);
+  const AttnParams p = attn_params_packed_qkv(1, kTokens, kHeads, kHeadDim, 1.f / std::sqrt(float(kHeadDim)));
+  auto qkv = testutil::random_floats(static_cast<size_t>(kTokens) * 3 * kEmbed, 9);
+  std::vector<float> o(static_cast<size_t>(kTokens) * kEmbed);
+  std::vector<float> scratch(mha_explicit_scratch_floats(p, threads));
+  const float* q = qkv.data();
+  const float* k = q + packed_k_offset(kHeads, kHeadDim);
+  const float* v = q + packed_v_offset(kHeads, kHeadDim);
+  for (auto _ : st) {
+    if (fused) {
+      mha_fused_f32(p, q, k, v, o.data(), threads);
+    } else {
+      mha_explicit_f32(p, q, k, v, o.data(), scratch.data(), threads);
+    }
+    benchmark::DoNotOptimize(o.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(4.0 * kHeads * kTokens * kTokens * kHeadDim,
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Mha)->Args({0, 1})->Args({1, 1})->Args({0, 2})->Args({1, 2})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace edgevit
+
+BENCHMARK_MAIN();
