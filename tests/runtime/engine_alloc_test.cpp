@@ -1,0 +1,123 @@
+// infer() performs zero heap allocations (malloc/calloc/realloc/new, counted by interposing the C
+// allocator in this binary, which catches OpenBLAS, libgomp and libstdc++ too) over 100 inferences after
+// warm-up, and its outputs are bit-identical run to run.
+#include <gtest/gtest.h>
+
+#include <execinfo.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "platform/device_registry.h"
+#include "runtime/config.h"
+#include "runtime/engine.h"
+#include "tests/testutil/testutil.h"
+
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void __libc_free(void*);
+}
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocs{0};
+// The first few offending call stacks, printed on failure (backtrace() does not allocate once warmed).
+constexpr int kMaxTraces = 4, kDepth = 12;
+void* g_traces[kMaxTraces][kDepth];
+int g_trace_len[kMaxTraces];
+std::atomic<int> g_trace_count{0};
+void note_alloc() {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  const int i = g_trace_count.fetch_add(1);
+  if (i < kMaxTraces) g_trace_len[i] = backtrace(g_traces[i], kDepth);
+}
+}  // namespace
+
+extern "C" {
+void* malloc(size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  return __libc_malloc(n);
+}
+void* calloc(size_t a, size_t b) {
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  return __libc_calloc(a, b);
+}
+void* realloc(void* p, size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  return __libc_realloc(p, n);
+}
+int posix_memalign(void** out, size_t align, size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  void* p = __libc_memalign(align, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void* aligned_alloc(size_t align, size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  return __libc_memalign(align, n);
+}
+void free(void* p) { __libc_free(p); }
+}
+
+namespace edgevit {
+namespace {
+
+void run_case(const char* config, AttentionImpl attention, int threads) {
+  auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + config));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  EngineOptions o;
+  o.plan.batch = 2;
+  o.plan.attention = attention;
+  o.threads = threads;
+  auto engine = Engine::create(*spec, *dev, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  const auto input = testutil::random_floats(2 * e.input_numel_per_image(), 7);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e.infer(input.data(), 2).ok());
+  const std::vector<float> first(e.logits(), e.logits() + 2 * e.output_dim());
+
+  {
+    void* warm[2];
+    backtrace(warm, 2);
+  }
+  g_allocs = 0;
+  g_trace_count = 0;
+  g_counting = true;
+  bool ok = true, identical = true;
+  for (int i = 0; i < 100; ++i) {
+    ok = ok && e.infer(input.data(), 2).ok();
+    identical = identical && std::memcmp(first.data(), e.logits(), first.size() * sizeof(float)) == 0;
+  }
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(identical) << "outputs differ between runs";
+  EXPECT_EQ(g_allocs.load(), 0) << config << ": heap allocations inside infer()";
+  for (int i = 0; i < std::min<int>(g_trace_count.load(), kMaxTraces); ++i) {
+    std::fprintf(stderr, "allocation %d:\n", i);
+    backtrace_symbols_fd(g_traces[i], g_trace_len[i], 2);
+  }
+}
+
+TEST(EngineAlloc, CountingWorks) {
+  g_allocs = 0;
+  g_counting = true;
+  void* volatile p = std::malloc(16);
+  auto* q = new std::vector<int>(10);
+  g_counting = false;
+  std::free(p);
+  delete q;
+  EXPECT_GE(g_allocs.load(), 2) << "the interposed allocator is not seeing allocations";
+}
+
+TEST(EngineAlloc, ZeroAllocationsAndBitIdenticalFusedOneThread) { run_case("vit-micro.yaml", AttentionImpl::kFused, 1); }
+TEST(EngineAlloc, ZeroAllocationsAndBitIdenticalFusedTwoThreads) { run_case("vit-avgpool.yaml", AttentionImpl::kFused, 2); }
+TEST(EngineAlloc, ZeroAllocationsAndBitIdenticalExplicit) { run_case("vit-micro.yaml", AttentionImpl::kExplicit, 2); }
+
+}  // namespace
+}  // namespace edgevit

@@ -1,0 +1,158 @@
+// The edgevit command line as a user drives it: import + run against timm's golden outputs, and every
+// documented exit code for bad input (docs/exit-codes.md). Runs the real binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/safetensors.h"
+#include "runtime/status.h"
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+struct Ran {
+  int code;
+  std::string out;  // stdout + stderr
+};
+
+Ran run(const std::string& args) {
+  const std::string cmd = testutil::binary_path("bin/edgevit") + " " + args + " 2>&1";
+  Ran r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "edgevit_cli_" + name; }
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<float> tensor(const std::string& file, const std::string& name) {
+  auto f = SafetensorsFile::open(file);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  if (!f.ok()) return {};
+  const TensorInfo* t = f->find(name);
+  EXPECT_NE(t, nullptr);
+  if (!t) return {};
+  std::vector<float> v(static_cast<size_t>(t->numel));
+  convert_to_f32(*t, f->data(*t), v.data());
+  return v;
+}
+
+TEST(Cli, ImportThenRunMatchesTimm) {
+  struct M { const char* name; const char* heads; };
+  for (M m : {M{"vit-micro", "4"}, M{"vit-avgpool", "3"}, M{"vit-tiny-patch16-224", "3"}}) {
+    SCOPED_TRACE(m.name);
+    const std::string yaml = tmp(std::string(m.name) + ".yaml");
+    Ran imp = run("import --from timm " + testutil::golden_path(std::string(m.name) + ".safetensors") + " --heads " +
+                  m.heads + " -o " + yaml);
+    ASSERT_EQ(imp.code, 0) << imp.out;
+    // The golden inputs are already normalized: an imported config's preprocessing is irrelevant for
+    // safetensors inputs, which bypass it.
+    const std::string out = tmp(std::string(m.name) + ".out.safetensors");
+    const std::string golden = testutil::golden_path(std::string(m.name) + ".golden.safetensors");
+    Ran r = run("run " + yaml + " --device host-cpu --threads 2 --input " + golden + " --output " + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("latency"), std::string::npos) << r.out;
+    for (const char* t : {"logits", "pre_logits"}) {
+      const auto got = tensor(out, t), want = tensor(golden, t);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd) << t;
+    }
+  }
+}
+
+TEST(Cli, ImportWithoutHeadsSaysWhatIsMissing) {
+  Ran r = run("import --from timm " + testutil::golden_path("vit-micro.safetensors") + " -o " + tmp("noheads.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--heads"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanJsonHasTheDocumentedKeysAndIsStable) {
+  const std::string model = testutil::source_path("config/models/vit-base-patch16-224.yaml");
+  Ran a = run("plan " + model + " --device orin-nx-16gb --batch 8 --json");
+  Ran b = run("plan " + model + " --device orin-nx-16gb --batch 8 --json");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  for (const char* key : {"\"arena_bytes\"", "\"lower_bound_bytes\"", "\"weights_bytes\"", "\"budget_bytes\"",
+                          "\"fits\"", "\"plan_hash\"", "\"attention_kernel\"", "\"attention_reason\""})
+    EXPECT_NE(a.out.find(key), std::string::npos) << key;
+  Ran t = run("plan " + model + " --device orin-nx-16gb");
+  EXPECT_NE(t.out.find("FITS"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("predicted"), std::string::npos) << t.out;
+}
+
+TEST(Cli, ExitCodesForBadInput) {
+  const std::string micro = testutil::source_path("config/models/vit-micro.yaml");
+  const std::string golden_in = testutil::golden_path("vit-micro.golden.safetensors");
+
+  Ran usage = run("");
+  EXPECT_EQ(usage.code, 2) << usage.out;
+
+  Ran missing_model = run("run " + tmp("nope.yaml") + " --device host-cpu --input " + golden_in);
+  EXPECT_EQ(missing_model.code, exit_code_for(StatusCode::kNotFound)) << missing_model.out;
+  EXPECT_NE(missing_model.out.find("nope.yaml"), std::string::npos);
+
+  const std::string bad_cfg = tmp("bad.yaml");
+  write_file(bad_cfg, read_file(micro) + "\nsurprise: 1\n");
+  Ran cfg = run("plan " + bad_cfg + " --device host-cpu");
+  EXPECT_EQ(cfg.code, exit_code_for(StatusCode::kConfigError)) << cfg.out;
+  EXPECT_NE(cfg.out.find("surprise"), std::string::npos) << cfg.out;
+
+  // A truncated checkpoint referenced by an otherwise valid config.
+  const std::string ck = read_file(testutil::golden_path("vit-micro.safetensors"));
+  const std::string trunc = tmp("trunc.safetensors");
+  write_file(trunc, ck.substr(0, ck.size() / 2));
+  std::string cfg_text = read_file(micro);
+  const std::string from = "../../../shared/testdata/golden/vit-micro.safetensors";
+  cfg_text.replace(cfg_text.find(from), from.size(), trunc);
+  const std::string trunc_cfg = tmp("trunc.yaml");
+  write_file(trunc_cfg, cfg_text);
+  Ran ckr = run("run " + trunc_cfg + " --device host-cpu --input " + golden_in);
+  EXPECT_EQ(ckr.code, exit_code_for(StatusCode::kCheckpointError)) << ckr.out;
+  EXPECT_NE(ckr.out.find("trunc.safetensors"), std::string::npos) << ckr.out;
+
+  const std::string bad_img = tmp("bad.png");
+  write_file(bad_img, "\x89PNG\r\n\x1a\nthis is not really a png");
+  Ran img = run("run " + micro + " --device host-cpu --input " + bad_img);
+  EXPECT_EQ(img.code, exit_code_for(StatusCode::kInputError)) << img.out;
+  EXPECT_NE(img.out.find("bad.png"), std::string::npos) << img.out;
+
+  Ran fit = run("plan " + testutil::source_path("config/models/vit-base-patch16-224.yaml") +
+                " --device orin-nano-4gb --batch 4096 --precision fp32");
+  EXPECT_EQ(fit.code, exit_code_for(StatusCode::kDoesNotFit)) << fit.out;
+  EXPECT_NE(fit.out.find("DOES NOT FIT"), std::string::npos) << fit.out;
+
+  Ran dev = run("plan " + micro + " --device no-such-board");
+  EXPECT_EQ(dev.code, exit_code_for(StatusCode::kNotFound)) << dev.out;
+
+  Ran fp16 = run("plan " + micro + " --device host-cpu --precision fp16");
+  EXPECT_EQ(fp16.code, exit_code_for(StatusCode::kUnsupported)) << fp16.out;
+
+#ifndef EDGEVIT_HAVE_CUDA
+  Ran cuda = run("run " + micro + " --device orin-nx-16gb --input " + golden_in);
+  EXPECT_EQ(cuda.code, exit_code_for(StatusCode::kUnsupported)) << cuda.out;
+  EXPECT_NE(cuda.out.find("without CUDA"), std::string::npos) << cuda.out;
+#endif
+}
+
+}  // namespace
+}  // namespace edgevit
