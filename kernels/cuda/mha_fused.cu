@@ -241,7 +241,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
       cp_async_commit();
     }
   }
-  cp_async_wait<0>();  // the Q copy is still in flight when Skv == 0
+  // When Skv == 0 the Q copies (issued by all threads, into every warp's rows) may still be in flight.
+  cp_async_wait<0>();
+  __syncthreads();
   if (!warp_active) return;
 
   // Normalise, stage the warp's 16 rows in its own part of s_q, then write 16-byte chunks.
