@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine, from the repository root, with .bundle/ carried (tools/gpu/make_bundle.sh):
 #   1. the CUDA attention tests (.bundle/mha_cuda_test)
-#   2. compute-sanitizer memcheck and racecheck on a reduced set of the same tests
-#   3. tools/gpu/bench_mha.py: fused / unfused vs torch SDPA backends
+#   2. tools/gpu/bench_mha.py: fused / unfused vs torch SDPA backends
+#   3. compute-sanitizer memcheck and racecheck on a reduced set of the same tests (200 s cap each)
 # Logs go to $OUT (gpu.txt, mha_cuda_test.log, memcheck.log, racecheck.log, bench.log, bench.json); a summary is
 # printed last.   usage: tools/gpu/run_on_gpu.sh [tests|bench|all]   (default all)
 set -uo pipefail
@@ -20,20 +20,22 @@ if [ "$what" != bench ]; then
   .bundle/mha_cuda_test --gtest_brief=1 >"$out/mha_cuda_test.log" 2>&1
   summary+=("mha_cuda_test: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/mha_cuda_test.log" | paste -sd' ')")
   grep -E 'Failure|error|FAILED' "$out/mha_cuda_test.log" | head -40
-  mem_filter='*Sq7_*:*Sq197_Skv577_D64*:*Sq64_Skv7_D128*:*masked*:*large*:*Launcher*'
-  compute-sanitizer --tool memcheck --error-exitcode 99 .bundle/mha_cuda_test --gtest_brief=1 --gtest_filter="$mem_filter" \
-    >"$out/memcheck.log" 2>&1
-  summary+=("memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)")
-  race_filter='*Sq197_Skv577_D64_separate:*Sq64_Skv7_D128_separate:*B2_H2_Sq70_Skv131_D80_separate_masked'
-  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 .bundle/mha_cuda_test --gtest_brief=1 \
-    --gtest_filter="$race_filter" >"$out/racecheck.log" 2>&1
-  summary+=("racecheck: rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)")
 fi
 if [ "$what" != tests ]; then
   PYTHONUNBUFFERED=1 python3 tools/gpu/bench_mha.py --lib .bundle/libedgevit_mha_bench.so --json "$out/bench.json" \
     >"$out/bench.log" 2>&1
   summary+=("bench: rc=$?")
   cat "$out/bench.log"
+fi
+if [ "$what" != bench ]; then
+  mem_filter='*Sq7_*:*Sq197_Skv577_D64*:*Sq64_Skv7_D128*:*masked*:*large*:*Launcher*'
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 .bundle/mha_cuda_test --gtest_brief=1 --gtest_filter="$mem_filter" \
+    >"$out/memcheck.log" 2>&1
+  summary+=("memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)")
+  race_filter='*Sq197_Skv577_D64_separate:*Sq64_Skv7_D128_separate:*B2_H2_Sq70_Skv131_D80_separate_masked'
+  timeout 200 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 .bundle/mha_cuda_test --gtest_brief=1 \
+    --gtest_filter="$race_filter" >"$out/racecheck.log" 2>&1
+  summary+=("racecheck: rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)")
 fi
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
