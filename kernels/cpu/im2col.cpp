@@ -1,6 +1,6 @@
 // im2col_patches_f32: non-overlapping patches (stride == kernel) copied row by row (p contiguous floats
-// at a time) into the patch-embedding GEMM operand. Pure data movement: memory bound, ~0.1 ms for
-// 224x224x3 on this machine (BM_Im2col in kernels_bench).
+// at a time) into the patch-embedding GEMM operand. Pure data movement: 0.05 ms for 3x224x224, p = 16
+// (BM_Im2col, this machine under load).
 #include <cstdint>
 #include <cstring>
 
