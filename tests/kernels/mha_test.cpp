@@ -189,6 +189,19 @@ TEST(Mha, LargeLogits) {
       }
 }
 
+// With a single-threaded OpenBLAS the explicit kernel spreads (b, h) over `threads`, one scratch slice
+// each (with a threaded OpenBLAS, the cases above, it runs (b, h) in order).
+TEST(Mha, ExplicitPerThreadSlices) {
+  cpu_init_threads(1);
+  uint32_t seed = 6000;
+  for (int d : {32, 64})
+    for (int s : {7, 197}) {
+      check_case({2, 3, s, s, d, Layout::kPacked, true, false}, 2, seed += 10);
+      check_case({3, 2, s, s + 9, d, Layout::kSeparate, false, false}, 2, seed += 10);
+    }
+  cpu_init_threads(2);
+}
+
 TEST(Mha, ExplicitScratchDependsOnlyOnShapeAndThreads) {
   AttnParams p = attn_params_packed_qkv(2, 197, 3, 64, 0.125f);
   EXPECT_EQ(mha_explicit_scratch_floats(p, 1), size_t{197} * 197);
