@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs edgevit's build dependencies from the distribution (Debian 12 / Ubuntu 22.04+), only those
+# missing. Called by tools/demo.sh and tools/test.sh; safe to run again. Never downloads anything else.
+# The CUDA toolkit is not installed here: with nvcc on PATH (or in /usr/local/cuda) the CUDA backend is
+# built too (EDGEVIT_CUDA=AUTO).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libopenblas-dev
+      nlohmann-json3-dev libcli11-dev libstb-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libxxhash-dev libgpiod-dev libsystemd-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "edgevit: installing missing packages: ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
