@@ -8,7 +8,9 @@ namespace edgevit {
 
 void cpu_init_threads(int threads) {
   const int n = threads < 1 ? 1 : threads;
-  openblas_set_num_threads(n);
+  // OpenBLAS itself stays single-threaded: edgevit parallelises GEMMs over OpenMP tiles (linear.cpp), so
+  // no OpenBLAS thread pool exists to spin under qemu or to allocate per call.
+  openblas_set_num_threads(1);
   omp_set_num_threads(n);
 }
 
