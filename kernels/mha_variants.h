@@ -28,7 +28,7 @@ struct MhaVariant {
   int min_sm;          // compute capability * 10 + minor (80 = SM80)
   int max_sm;          // inclusive; 0 = no upper bound
   int64_t smem_bytes;  // dynamic shared memory per block
-  int threads;         // per block: 32 per warp, each warp owns 16 query rows
+  int threads;         // per block: 32 per warp; each warp owns q_tile / warps rows (16 or 32)
   int q_tile;          // query rows per block
   int kv_tile;         // keys per streamed K/V tile
   int stages;          // K/V buffers in shared memory (2 = cp.async double buffering)
@@ -37,19 +37,22 @@ struct MhaVariant {
 // Default (opt-in) shared memory a block may use without cudaFuncSetAttribute.
 constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 
-#define EDGEVIT_MHA_ROW(D, QT, KT, ST)                                                              \
-  MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_kv" #KT "_s" #ST, D, MhaDtype::kF16, 80, 0,           \
-             mha_fused_smem_bytes(D, QT, KT, ST), (QT / 16) * 32, QT, KT, ST}
+#define EDGEVIT_MHA_ROW(D, QT, W, KT, ST)                                                          \
+  MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST, D, MhaDtype::kF16, 80, 0,    \
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST}
 
-// Per head dim: 128-row tiles (8 warps; halves K/V shared-memory traffic per query; D = 128 needs the
-// 163 KB opt-in of SM80/87/90), 64-row double-buffered tiles (<= 99 KB: SM86/89), and a single-buffer
-// 64-row tile within the 48 KB default (32-key tiles for D = 128, whose padded rows would not fit).
+// Rows: (head_dim, q_tile, warps, kv_tile, stages). A warp owns q_tile / warps query rows (16 or 32: two
+// m16 tiles share every K/V fragment, halving shared-memory reads per MMA, at the price of registers, so
+// only for D <= 64). The last row of each head dim is a single-buffer 64-row tile within the 48 KB default
+// (32-key tiles for D = 128, whose padded rows would not fit); the others need the opt-in (<= 99 KB,
+// so SM86/89 take them too, except D = 128 with 128-row tiles).
 inline constexpr MhaVariant kMhaVariants[] = {
-    EDGEVIT_MHA_ROW(32, 128, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 64, 1),
-    EDGEVIT_MHA_ROW(64, 128, 64, 2),  EDGEVIT_MHA_ROW(64, 64, 64, 2),  EDGEVIT_MHA_ROW(64, 64, 64, 1),
-    EDGEVIT_MHA_ROW(80, 128, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 64, 1),
-    EDGEVIT_MHA_ROW(96, 128, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 64, 1),
-    EDGEVIT_MHA_ROW(128, 128, 64, 2), EDGEVIT_MHA_ROW(128, 64, 64, 2), EDGEVIT_MHA_ROW(128, 64, 32, 1),
+    EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
+    EDGEVIT_MHA_ROW(64, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), EDGEVIT_MHA_ROW(64, 64, 2, 64, 2),
+    EDGEVIT_MHA_ROW(64, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(64, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(64, 64, 4, 64, 1),
+    EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
+    EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
+    EDGEVIT_MHA_ROW(128, 128, 8, 64, 2), EDGEVIT_MHA_ROW(128, 64, 4, 64, 2),  EDGEVIT_MHA_ROW(128, 64, 4, 32, 1),
 };
 #undef EDGEVIT_MHA_ROW
 

@@ -23,7 +23,7 @@ typedef struct cublasLtContext* cublasLtHandle_t;
 
 namespace edgevit {
 
-// Fused attention. Requires 16-byte aligned q/k/v/o and strides that are multiples of 8 elements
+// Fused attention. Requires scale > 0, 16-byte aligned q/k/v/o and strides that are multiples of 8 elements
 // (cudaErrorInvalidValue otherwise), and a head_dim the table covers (cudaErrorNotSupported otherwise:
 // use mha_unfused_f16). variant_index >= 0 forces a row of kMhaVariants (tests, benchmarks); -1 chooses.
 cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,

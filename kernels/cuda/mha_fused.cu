@@ -1,20 +1,20 @@
 // Fused multi-head attention, fp16 in/out, FlashAttention-2 style, SM80-class instructions only
 // (mma.sync m16n8k16, ldmatrix, cp.async; valid for CUDA 11.4+, SASS for sm_87 Orin and sm_90 H100/H200).
 //
-// One block per (q tile, head, batch). Each warp owns 16 query rows: its Q fragments stay in registers,
-// K/V tiles of kv_tile keys stream through shared memory (cp.async, double-buffered when stages == 2),
-// S = Q K^T and O += P V run on the tensor cores with fp32 accumulators, and the softmax is online in fp32
-// registers (running max and sum; exp2f on scores pre-multiplied once by scale * log2 e). Keys past Skv
-// or masked out are -inf before the max; a row with no valid key ends with sum 0 and is written as zeros.
-// Rows past Sq / Skv are zero-filled by cp.async (src-size 0), so inputs need no padding; a K/V tile's
-// trailing 16-key groups that hold no valid key are skipped, and warps whose rows all lie past Sq skip
-// the arithmetic.
+// One block per (q tile, head, batch). Each warp owns 16 or 32 query rows (one or two m16 tiles sharing
+// every K/V fragment): its Q fragments stay in registers, K/V tiles of kv_tile keys stream through shared
+// memory (cp.async, double-buffered when stages == 2), S = Q K^T and O += P V run on the tensor cores with
+// fp32 accumulators, and the softmax is online in fp32 registers (running max and sum in log2 units;
+// p = ex2(s * scale * log2 e - max): the scale is applied once, in the same FFMA). Keys past Skv or masked
+// out are -inf before the max (only tiles holding such keys pay for the test); a row with no valid key
+// ends with sum 0 and is written as zeros. Rows past Sq / Skv are zero-filled by cp.async (src-size 0), so
+// inputs need no padding; a K/V tile's trailing 16-key groups that hold no valid key are skipped, and warps
+// whose rows all lie past Sq skip the arithmetic.
 //
-// Variants: the rows of kMhaVariants (kernels/mha_variants.h), instantiated here in table order:
-//   flash_fwd_f16_d{D}_q128_kv64_s2  8 warps, double-buffered K/V
-//   flash_fwd_f16_d{D}_q64_kv64_s2   4 warps, double-buffered K/V (<= 99 KB: SM86/89)
-//   flash_fwd_f16_d{D}_q64_kv{64|32}_s1  4 warps, single buffer (<= 48 KB default)
-// Measurements: docs/benchmarks.md (MHA section) and docs/notes/mha.md.
+// Variants: the rows of kMhaVariants (kernels/mha_variants.h), flash_fwd_f16_d{D}_q{rows}_w{warps}_kv{keys}
+// _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/notes/mha.md):
+//   v1 (16-row warps, exp2f, mask test on every tile): d64 at B64 H12 S197: 93 us (q128_w8), 96 us (q64_w4);
+//     0.37-0.68x of the best torch SDPA backend (cuDNN) over the six ViT shapes.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -40,25 +40,30 @@ using cuda::mma_16816;
 using cuda::pack_half2;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
-template <int kHeadDim_, int kQTile_, int kKvTile_, int kStages_>
+template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kQTile = kQTile_;
+  static constexpr int kWarps = kWarps_;
   static constexpr int kKvTile = kKvTile_;
   static constexpr int kStages = kStages_;
-  static constexpr int kWarps = kQTile / 16;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kSmemRow = kHeadDim + 8;  // halves; +16 B keeps ldmatrix rows in distinct banks
-  static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks per row
+  static constexpr int kWarpRows = kQTile / kWarps;
+  static constexpr int kMTiles = kWarpRows / 16;  // m16 tiles per warp; they share each K/V fragment
+  static constexpr int kSmemRow = kHeadDim + 8;   // halves; +16 B keeps ldmatrix rows in distinct banks
+  static constexpr int kChunks = kHeadDim / 8;    // 16-byte chunks per row
   static constexpr int kQSmem = kQTile * kSmemRow;
   static constexpr int kKvSmem = kKvTile * kSmemRow;
   static constexpr int64_t kSmemBytes = static_cast<int64_t>(kQSmem + 2 * kStages * kKvSmem) * 2;
   static constexpr int kDSteps = kHeadDim / 16;  // k steps of S = Q K^T
-  static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per warp
-  static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per warp
+  static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per m tile
+  static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per m tile
+  // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64) ? 16 / kWarps : 1;
 
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head_dim: multiple of 16, at most 256");
-  static_assert(kQTile % 16 == 0 && kKvTile % 16 == 0, "tiles: multiples of 16 rows");
+  static_assert(kWarpRows * kWarps == kQTile && kWarpRows % 16 == 0 && kMTiles <= 2, "16 or 32 rows per warp");
+  static_assert(kKvTile % 16 == 0, "kv tile: multiple of 16 keys");
   static_assert(kStages == 1 || kStages == 2, "one or two K/V buffers");
   static_assert(kThreads <= 256, "at most 8 warps");
   static_assert(kSmemBytes == mha_fused_smem_bytes(kHeadDim, kQTile, kKvTile, kStages),
@@ -78,6 +83,13 @@ struct FusedArgs {
   float scale_log2;  // scale * log2(e)
 };
 
+// 2^x (ex2.approx.ftz: 2 ulp; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Copies rows [row0, row0 + rows) of a (seq, D) matrix with row stride `stride` into smem rows of
 // kSmemRow halves; rows at or past `seq` are zero-filled.
 template <class T, int kRows>
@@ -94,7 +106,8 @@ __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int6
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedArgs a) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
+  constexpr int kM = T::kMTiles;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_q = reinterpret_cast<__half*>(smem_raw);  // (kQTile, kSmemRow); reused to stage O
   __half* s_k = s_q + T::kQSmem;                      // (kStages, kKvTile, kSmemRow)
@@ -106,8 +119,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int g = lane / 4;  // accumulator row within the warp's 8-row half
+  const int g = lane / 4;  // accumulator row within an 8-row half of an m tile
   const int t = lane % 4;  // accumulator column pair
+  const int warp_row0 = warp * T::kWarpRows;
 
   const __half* qg = a.q + b * a.qs.batch + h * a.qs.head;
   const __half* kg = a.k + b * a.ks.batch + h * a.ks.head;
@@ -116,7 +130,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
   const uint8_t* mask = a.key_mask != nullptr ? a.key_mask + static_cast<int64_t>(b) * a.seq_kv : nullptr;
 
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
-  const bool warp_active = q0 + warp * 16 < a.seq_q;
+  const bool warp_active = q0 + warp_row0 < a.seq_q;
 
   load_tile<T, T::kQTile>(s_q, qg, a.qs.row, q0, a.seq_q, tid);
   if (n_kv > 0) {
@@ -125,12 +139,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
   }
   cp_async_commit();
 
-  float o_acc[T::kOTiles][4];
+  float o_acc[kM][T::kOTiles][4];
 #pragma unroll
-  for (int i = 0; i < T::kOTiles; ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.f, 0.f};  // per-thread partial sums; reduced over the quad at the end
-  uint32_t q_frag[T::kDSteps][4];
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int i = 0; i < T::kOTiles; ++i) o_acc[m][i][0] = o_acc[m][i][1] = o_acc[m][i][2] = o_acc[m][i][3] = 0.f;
+  // Running max of the scaled scores (log2 units) and per-thread partial sums, per m tile and 8-row half.
+  float row_max[kM][2], row_sum[kM][2];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    row_max[m][0] = row_max[m][1] = -INFINITY;
+    row_sum[m][0] = row_sum[m][1] = 0.f;
+  }
+  uint32_t q_frag[kM][T::kDSteps][4];
 
   for (int it = 0; it < n_kv; ++it) {
     const int stage = T::kStages == 1 ? 0 : it % T::kStages;
@@ -149,18 +170,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
     if (warp_active) {
       if (it == 0) {
 #pragma unroll
-        for (int ds = 0; ds < T::kDSteps; ++ds)
-          ldmatrix_x4(q_frag[ds], s_q + (warp * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int ds = 0; ds < T::kDSteps; ++ds)
+            ldmatrix_x4(q_frag[m][ds],
+                        s_q + (warp_row0 + m * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
       }
       const __half* sk = s_k + stage * T::kKvSmem;
       const __half* sv = s_v + stage * T::kKvSmem;
       const int kv_valid = min(T::kKvTile, a.seq_kv - kv0);
       const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
 
-      // S = Q K^T (16 x kKvTile per warp), fp32.
-      float s[T::kSTiles][4];
+      // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled.
+      float s[kM][T::kSTiles][4];
 #pragma unroll
-      for (int i = 0; i < T::kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int i = 0; i < T::kSTiles; ++i) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.f;
 #pragma unroll
       for (int ds = 0; ds < T::kDSteps; ++ds) {
 #pragma unroll
@@ -169,67 +195,87 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
             uint32_t kb[4];
             ldmatrix_x4(kb, sk + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ds * 16 +
                                 ((lane >> 3) & 1) * 8);
-            mma_16816(s[2 * np], q_frag[ds], kb[0], kb[1]);
-            mma_16816(s[2 * np + 1], q_frag[ds], kb[2], kb[3]);
+#pragma unroll
+            for (int m = 0; m < kM; ++m) {
+              mma_16816(s[m][2 * np], q_frag[m][ds], kb[0], kb[1]);
+              mma_16816(s[m][2 * np + 1], q_frag[m][ds], kb[2], kb[3]);
+            }
           }
         }
       }
 
-      // Scale into log2 units; keys past Skv or masked out become -inf.
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
+      if (kv_valid < T::kKvTile || mask != nullptr) {
 #pragma unroll
-      for (int nt = 0; nt < T::kSTiles; ++nt) {
+        for (int nt = 0; nt < T::kSTiles; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = nt * 8 + 2 * t + e;
-          bool ok = col < kv_valid;
-          if (ok && mask != nullptr) ok = mask[kv0 + col] != 0;
-          s[nt][e] = ok ? s[nt][e] * a.scale_log2 : -INFINITY;
-          s[nt][e + 2] = ok ? s[nt][e + 2] * a.scale_log2 : -INFINITY;
-          tile_max[0] = fmaxf(tile_max[0], s[nt][e]);
-          tile_max[1] = fmaxf(tile_max[1], s[nt][e + 2]);
+          for (int e = 0; e < 2; ++e) {
+            const int col = nt * 8 + 2 * t + e;
+            bool ok = col < kv_valid;
+            if (ok && mask != nullptr) ok = mask[kv0 + col] != 0;
+            if (!ok) {
+#pragma unroll
+              for (int m = 0; m < kM; ++m) s[m][nt][e] = s[m][nt][e + 2] = -INFINITY;
+            }
+          }
         }
       }
-      float m_use[2];
+      // Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score.
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        const float m_new = fmaxf(row_max[r], tile_max[r]);
-        m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep exp2 away from -inf - -inf
-        const float alpha = exp2f(row_max[r] - m_use[r]);
-        row_max[r] = m_new;
-        row_sum[r] *= alpha;
+      for (int m = 0; m < kM; ++m) {
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int i = 0; i < T::kOTiles; ++i) {
-          o_acc[i][2 * r] *= alpha;
-          o_acc[i][2 * r + 1] *= alpha;
+        for (int nt = 0; nt < T::kSTiles; ++nt) {
+          tile_max[0] = fmaxf(tile_max[0], fmaxf(s[m][nt][0], s[m][nt][1]));
+          tile_max[1] = fmaxf(tile_max[1], fmaxf(s[m][nt][2], s[m][nt][3]));
         }
-      }
+        float m_use[2];
 #pragma unroll
-      for (int nt = 0; nt < T::kSTiles; ++nt) {
-        s[nt][0] = exp2f(s[nt][0] - m_use[0]);
-        s[nt][1] = exp2f(s[nt][1] - m_use[0]);
-        s[nt][2] = exp2f(s[nt][2] - m_use[1]);
-        s[nt][3] = exp2f(s[nt][3] - m_use[1]);
-        row_sum[0] += s[nt][0] + s[nt][1];
-        row_sum[1] += s[nt][2] + s[nt][3];
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+          const float m_new = fmaxf(row_max[m][r], tile_max[r] * a.scale_log2);
+          m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
+          const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
+          row_max[m][r] = m_new;
+          row_sum[m][r] *= alpha;
+#pragma unroll
+          for (int i = 0; i < T::kOTiles; ++i) {
+            o_acc[m][i][2 * r] *= alpha;
+            o_acc[m][i][2 * r + 1] *= alpha;
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < T::kSTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[m][nt][e] = fast_exp2(fmaf(s[m][nt][e], a.scale_log2, -m_use[e / 2]));
+          row_sum[m][0] += s[m][nt][0] + s[m][nt][1];
+          row_sum[m][1] += s[m][nt][2] + s[m][nt][3];
+        }
       }
 
       // O += P V: P's accumulator layout is the A-fragment layout of m16n8k16, 16 keys at a time.
 #pragma unroll
       for (int kp = 0; kp < T::kSTiles / 2; ++kp) {
         if (kp < n_pairs) {
-          const uint32_t pa[4] = {pack_half2(s[2 * kp][0], s[2 * kp][1]), pack_half2(s[2 * kp][2], s[2 * kp][3]),
-                                  pack_half2(s[2 * kp + 1][0], s[2 * kp + 1][1]),
-                                  pack_half2(s[2 * kp + 1][2], s[2 * kp + 1][3])};
+          uint32_t pa[kM][4];
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            pa[m][0] = pack_half2(s[m][2 * kp][0], s[m][2 * kp][1]);
+            pa[m][1] = pack_half2(s[m][2 * kp][2], s[m][2 * kp][3]);
+            pa[m][2] = pack_half2(s[m][2 * kp + 1][0], s[m][2 * kp + 1][1]);
+            pa[m][3] = pack_half2(s[m][2 * kp + 1][2], s[m][2 * kp + 1][3]);
+          }
 #pragma unroll
           for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
             uint32_t vb[4];
             ldmatrix_x4_trans(vb, sv + (kp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow +
                                       dp * 16 + ((lane >> 4) << 3));
-            mma_16816(o_acc[2 * dp], pa, vb[0], vb[1]);
-            mma_16816(o_acc[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+            for (int m = 0; m < kM; ++m) {
+              mma_16816(o_acc[m][2 * dp], pa[m], vb[0], vb[1]);
+              mma_16816(o_acc[m][2 * dp + 1], pa[m], vb[2], vb[3]);
+            }
           }
         }
       }
@@ -246,30 +292,33 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
   __syncthreads();
   if (!warp_active) return;
 
-  // Normalise, stage the warp's 16 rows in its own part of s_q, then write 16-byte chunks.
-  float inv[2];
+  // Normalise, stage the warp's rows in its own part of s_q, then write 16-byte chunks.
+  __half* so = s_q + warp_row0 * T::kSmemRow;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[r] = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
-  }
-  __half* so = s_q + warp * 16 * T::kSmemRow;
+  for (int m = 0; m < kM; ++m) {
+    float inv[2];
 #pragma unroll
-  for (int i = 0; i < T::kOTiles; ++i) {
-    const int col = i * 8 + 2 * t;
-    *reinterpret_cast<__half2*>(so + g * T::kSmemRow + col) =
-        __floats2half2_rn(o_acc[i][0] * inv[0], o_acc[i][1] * inv[0]);
-    *reinterpret_cast<__half2*>(so + (g + 8) * T::kSmemRow + col) =
-        __floats2half2_rn(o_acc[i][2] * inv[1], o_acc[i][3] * inv[1]);
+    for (int r = 0; r < 2; ++r) {
+      float l = row_sum[m][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
+    }
+#pragma unroll
+    for (int i = 0; i < T::kOTiles; ++i) {
+      const int col = i * 8 + 2 * t;
+      *reinterpret_cast<__half2*>(so + (m * 16 + g) * T::kSmemRow + col) =
+          __floats2half2_rn(o_acc[m][i][0] * inv[0], o_acc[m][i][1] * inv[0]);
+      *reinterpret_cast<__half2*>(so + (m * 16 + g + 8) * T::kSmemRow + col) =
+          __floats2half2_rn(o_acc[m][i][2] * inv[1], o_acc[m][i][3] * inv[1]);
+    }
   }
   __syncwarp();
 #pragma unroll
-  for (int c = lane; c < 16 * T::kChunks; c += 32) {
+  for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {
     const int r = c / T::kChunks;
     const int ch = c % T::kChunks;
-    const int row = q0 + warp * 16 + r;
+    const int row = q0 + warp_row0 + r;
     if (row < a.seq_q)
       *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
           *reinterpret_cast<const uint4*>(so + r * T::kSmemRow + ch * 8);
@@ -279,8 +328,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const FusedAr
 template <size_t kRow>
 cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
   constexpr MhaVariant row = kMhaVariants[kRow];
-  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.kv_tile, row.stages>;
-  static_assert(T::kThreads == row.threads, "traits and kernels/mha_variants.h disagree on threads");
+  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages>;
   // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
   static const cudaError_t attr_status =
       T::kSmemBytes > kMhaDefaultSmemBytes
@@ -339,6 +387,7 @@ cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __
                                   __half* o, int variant_index, cudaStream_t stream) {
   if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.batch > 65535 || p.heads > 65535)
     return cudaErrorInvalidValue;
+  if (!(p.scale > 0.f)) return cudaErrorInvalidValue;  // the running max is kept in scaled units
   if (p.batch == 0 || p.heads == 0 || p.seq_q == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o) || !strides_ok(p.q) ||
       !strides_ok(p.k) || !strides_ok(p.v) || !strides_ok(p.o))

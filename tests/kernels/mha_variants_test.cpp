@@ -1,0 +1,77 @@
+// choose_mha and the fused-attention kernel table (kernels/mha_variants.h): CPU only, no CUDA needed.
+#include "kernels/mha_variants.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace edgevit {
+namespace {
+
+constexpr int64_t kOrinOptin = 163 * 1024;   // SM87
+constexpr int64_t kSm86Optin = 99 * 1024;    // SM86 / SM89
+constexpr int64_t kH100Optin = 227 * 1024;   // SM90
+
+TEST(MhaVariants, TableRowsAreConsistent) {
+  std::set<std::string> names;
+  for (const MhaVariant& row : kMhaVariants) {
+    EXPECT_TRUE(names.insert(row.name).second) << "duplicate row " << row.name;
+    EXPECT_EQ(row.smem_bytes, mha_fused_smem_bytes(row.head_dim, row.q_tile, row.kv_tile, row.stages)) << row.name;
+    EXPECT_LE(row.smem_bytes, kOrinOptin) << row.name;
+    EXPECT_EQ(row.threads % 32, 0) << row.name;
+    const int warp_rows = row.q_tile / (row.threads / 32);
+    EXPECT_TRUE(warp_rows == 16 || warp_rows == 32) << row.name;
+    EXPECT_EQ(row.head_dim % 16, 0) << row.name;
+  }
+  // Every head dim has a row within the 48 KB default (devices without the opt-in).
+  for (int d : {32, 64, 80, 96, 128}) {
+    const MhaChoice c = choose_mha(87, 0, d, true, false);
+    ASSERT_TRUE(c.fused) << c.reason;
+    EXPECT_LE(c.variant->smem_bytes, kMhaDefaultSmemBytes) << c.reason;
+  }
+}
+
+TEST(MhaVariants, OrinTakesTheFirstRowOfEachHeadDim) {
+  for (int d : {32, 64, 80, 96, 128}) {
+    const MhaChoice c = choose_mha(87, kOrinOptin, d, true, false);
+    ASSERT_TRUE(c.fused) << c.reason;
+    EXPECT_EQ(c.variant->head_dim, d);
+    const MhaVariant* first = nullptr;
+    for (const MhaVariant& row : kMhaVariants)
+      if (row.head_dim == d && first == nullptr) first = &row;
+    EXPECT_EQ(c.variant, first) << c.reason;
+    EXPECT_NE(c.reason.find("fused MHA: yes: "), std::string::npos) << c.reason;
+  }
+}
+
+TEST(MhaVariants, SmallerOptinSkipsRowsAndSaysWhy) {
+  const MhaChoice c = choose_mha(86, kSm86Optin, 128, true, false);
+  ASSERT_TRUE(c.fused) << c.reason;
+  EXPECT_LE(c.variant->smem_bytes, kSm86Optin);
+  EXPECT_NE(c.reason.find("skipped"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("B available"), std::string::npos) << c.reason;
+  EXPECT_TRUE(choose_mha(90, kH100Optin, 128, true, false).fused);
+}
+
+TEST(MhaVariants, UnsupportedRequestsFallBackWithReasons) {
+  const MhaChoice d40 = choose_mha(87, kOrinOptin, 40, true, false);
+  EXPECT_FALSE(d40.fused);
+  EXPECT_EQ(d40.variant, nullptr);
+  EXPECT_EQ(d40.reason, "fused MHA: no: head_dim 40 not in {32,64,80,96,128}; using unfused cuBLAS + softmax");
+
+  const MhaChoice old_gpu = choose_mha(75, 64 * 1024, 64, true, false);
+  EXPECT_FALSE(old_gpu.fused);
+  EXPECT_NE(old_gpu.reason.find("sm 75 < min_sm 80"), std::string::npos) << old_gpu.reason;
+
+  const MhaChoice fp32 = choose_mha(87, kOrinOptin, 64, false, false);
+  EXPECT_FALSE(fp32.fused);
+  EXPECT_NE(fp32.reason.find("not fp16"), std::string::npos) << fp32.reason;
+
+  const MhaChoice forced = choose_mha(87, kOrinOptin, 64, true, true);
+  EXPECT_FALSE(forced.fused);
+  EXPECT_NE(forced.reason.find("unfused requested"), std::string::npos) << forced.reason;
+}
+
+}  // namespace
+}  // namespace edgevit
