@@ -46,11 +46,19 @@ TEST(MhaVariants, OrinTakesTheFirstRowOfEachHeadDim) {
 }
 
 TEST(MhaVariants, SmallerOptinSkipsRowsAndSaysWhy) {
-  const MhaChoice c = choose_mha(86, kSm86Optin, 128, true, false);
-  ASSERT_TRUE(c.fused) << c.reason;
-  EXPECT_LE(c.variant->smem_bytes, kSm86Optin);
-  EXPECT_NE(c.reason.find("skipped"), std::string::npos) << c.reason;
-  EXPECT_NE(c.reason.find("B available"), std::string::npos) << c.reason;
+  for (int64_t optin : {kSm86Optin, int64_t{60 * 1024}}) {
+    const MhaChoice c = choose_mha(86, optin, 128, true, false);
+    ASSERT_TRUE(c.fused) << c.reason;
+    EXPECT_LE(c.variant->smem_bytes, optin) << c.reason;
+    // Every row ahead of the chosen one was too large, and the reason names it.
+    for (const MhaVariant* row = kMhaVariants; row != c.variant; ++row) {
+      if (row->head_dim != 128) continue;
+      EXPECT_GT(row->smem_bytes, optin) << row->name;
+      EXPECT_NE(c.reason.find(std::string(row->name) + ": smem"), std::string::npos) << c.reason;
+    }
+  }
+  const MhaChoice tight = choose_mha(86, 60 * 1024, 128, true, false);
+  EXPECT_NE(tight.reason.find("skipped"), std::string::npos) << tight.reason;
   EXPECT_TRUE(choose_mha(90, kH100Optin, 128, true, false).fused);
 }
 
