@@ -13,8 +13,10 @@
 //
 // Variants: the rows of kMhaVariants (kernels/mha_variants.h), flash_fwd_f16_d{D}_q{rows}_w{warps}_kv{keys}
 // _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/notes/mha.md):
-//   v1 (16-row warps, exp2f, mask test on every tile): d64 at B64 H12 S197: 93 us (q128_w8), 96 us (q64_w4);
-//     0.37-0.68x of the best torch SDPA backend (cuDNN) over the six ViT shapes.
+//   v1 (16-row warps, exp2f, mask test on every tile, 131 regs): d64 B64 H12 S197: 96 us (q64_w4);
+//     0.37-0.68x of the best torch SDPA backend over the six ViT shapes.
+//   v2 (this code: ex2.approx + FFMA scale, mask test only where needed, 128-register target, optional
+//     32-row warps): q64_w4_kv64_s2 78 us at B64 H12 S197 (cuDNN 46, FA2 63), 0.51-0.84x of the best SDPA.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
