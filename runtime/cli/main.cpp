@@ -1,4 +1,4 @@
-// edgevit: the command-line tool. Subcommands: run, plan, bench, devices, import.
+// edgevit: the command-line tool. Subcommands: run, plan, bench, devices, import, client.
 // Every failure prints "edgevit: error: <message>" on stderr and exits with the documented code of its
 // status kind (docs/exit-codes.md); usage errors exit 2.
 #include <CLI/CLI.hpp>
@@ -13,9 +13,17 @@
 #include <iostream>
 #include <numeric>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/kernels.h"
 #include "platform/detect.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
+#include "runtime/daemon/client.h"
 #include "runtime/engine.h"
 #include "runtime/importer.h"
 #include "runtime/inputs.h"
@@ -393,6 +401,17 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("edgevit: %l: %v");
+  // OpenBLAS picks its kernels when loaded; if it fell back to generic ones on a CPU with AVX2/AVX-512,
+  // restart once with OPENBLAS_CORETYPE set (a user's own setting is always left alone).
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    if (const char* better = ev::cpu_blas_better_coretype()) {
+      spdlog::info("OpenBLAS chose '{}' kernels on a CPU that supports {}; restarting with OPENBLAS_CORETYPE={}",
+                   ev::cpu_blas_core(), better, better);
+      setenv("OPENBLAS_CORETYPE", better, 1);
+      execv("/proc/self/exe", argv);
+      spdlog::warn("re-exec failed ({}); continuing with the slow kernels", std::strerror(errno));
+    }
+  }
   CLI::App app{"edgevit: static-allocation ViT inference for Jetson-class devices"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "edgevit 0.1.0");
@@ -438,6 +457,16 @@ int main(int argc, char** argv) {
   imp->add_option("--eps", import_eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
   imp->add_option("-o,--output", import_out, "model YAML to write")->required();
 
+  ev::daemon::ClientOptions client_o;
+  CLI::App* client = app.add_subcommand("client", "send inputs to a running edgevitd (docs/protocol.md)");
+  client->add_option("--socket,-s", client_o.socket_path, "edgevitd's Unix socket");
+  client->add_option("--input,-i", client_o.inputs, "image (sent encoded) or safetensors with tensor 'input'; repeatable");
+  client->add_option("--query", client_o.query, "health | stats | version")->check(CLI::IsMember({"health", "stats", "version"}));
+  client->add_option("--topk,-k", client_o.topk, "classes per image")->check(CLI::Range(1, 1000));
+  client->add_flag("--logits", client_o.logits, "ask for the logits too");
+  client->add_flag("--json", client_o.json, "one JSON object per request (topk: [{index, label, score}])");
+  client->add_option("--timeout-ms", client_o.timeout_ms, "per send/receive")->check(CLI::Range(1, 3600000));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -456,6 +485,10 @@ int main(int argc, char** argv) {
   if (*plan) return cmd_plan(plan_o, dev_dirs, plan_json);
   if (*bench) return cmd_bench(bench_o, bench_b, dev_dirs);
   if (*devices) return cmd_devices(dev_dirs, devices_json);
+  if (*client) {
+    const ev::Status s = ev::daemon::run_client(client_o, std::cout);
+    return s.ok() ? 0 : fail(s);
+  }
   if (*imp) {
     ev::ImportOptions io;
     if (import_heads > 0) io.heads = import_heads;

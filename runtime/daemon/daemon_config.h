@@ -1,0 +1,75 @@
+// edgevitd's configuration (config/daemon/edgevitd.yaml; every key documented in docs/daemon.md).
+// Read through runtime/yaml_guard like every edgevit config: errors are kConfigError
+// "<file>:<line>:<col>: <key.path>: <reason>"; unknown keys are errors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace edgevit::daemon {
+
+enum class LogFormat { kText, kJson };
+enum class TriggerEdge { kRising, kFalling, kBoth };
+
+struct GpioLineConfig {
+  int offset = -1;  // -1: line not used
+  bool active_low = false;
+};
+
+struct GpioConfig {
+  bool enabled = false;
+  std::string chip;                  // "gpiochip0", "/dev/gpiochip0" or a chip label
+  GpioLineConfig status_led;         // ready: steady; busy: 2 Hz blink; fault: 8 Hz blink
+  GpioLineConfig trigger;            // input: each edge runs one inference on the spool's newest image
+  TriggerEdge trigger_edge = TriggerEdge::kRising;
+  int debounce_ms = 20;              // edges closer than this to the previous one are ignored
+  std::string spool_dir;             // resolved against the config's directory
+  GpioLineConfig actuator;           // output: pulsed when top-1 is an alarm class with score >= threshold
+  int pulse_ms = 500;
+  std::vector<int> alarm_classes;
+  double alarm_threshold = 0.5;
+};
+
+struct DaemonConfig {
+  std::string source_path;  // the YAML file ("" when built from flags only)
+
+  std::string model = "";            // model config path ("" = the embedded default, vit-digits)
+  std::string device = "auto";       // device profile name or path, or "auto" (detection)
+  int threads = 0;                   // CPU threads of the engine (0 = all cores)
+  int default_topk = 5;
+
+  std::string socket_path = "/run/edgevit/edgevitd.sock";
+  uint32_t socket_mode = 0660;
+  std::string socket_group;          // group name or number ("" = the daemon's)
+  std::vector<uint32_t> allow_uids;  // empty allow_uids and allow_gids: whoever can open the socket
+  std::vector<uint32_t> allow_gids;
+
+  int max_connections = 16;
+  int64_t max_frame_bytes = 4 << 20;  // payload limit of a request
+  int queue_depth = 32;
+  int read_deadline_ms = 2000;        // a started frame must be complete within this
+  int idle_timeout_ms = 60000;        // an idle connection is closed after this
+  int write_deadline_ms = 2000;       // an answer must be taken by the client within this
+
+  int max_batch = 0;                  // dynamic batching: images per Engine::infer (0 = the model's max_batch)
+  int max_wait_us = 500;              // how long the worker waits for more requests to fill a batch
+
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";    // trace | debug | info | warn | error | critical | off
+
+  GpioConfig gpio;
+};
+
+// Parses YAML text; relative paths (model, gpio.spool_dir) resolve against `base_dir`.
+Result<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std::string& display_name,
+                                         const std::string& base_dir);
+// Reads and parses a file (base_dir = the file's directory).
+Result<DaemonConfig> load_daemon_config(const std::string& path);
+
+// Checks cross-field rules (also for configs built from flags). kConfigError.
+Status validate_daemon_config(const DaemonConfig& config);
+
+}  // namespace edgevit::daemon

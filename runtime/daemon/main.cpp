@@ -1,0 +1,169 @@
+// edgevitd: the on-board inference daemon (docs/daemon.md, protocol in docs/protocol.md).
+//
+//   edgevitd --config /etc/edgevit/edgevitd.yaml
+//   edgevitd --model config/models/vit-digits.yaml --device host-cpu --socket /tmp/edgevitd.sock
+//
+// Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied).
+// Signals are blocked in every thread and taken synchronously by the main thread (sigtimedwait), so no
+// work happens in a signal handler. Exit codes: runtime/status.h exit_code_for (3 config, 6 does not fit,
+// 10 device (GPIO), ...).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "platform/device_registry.h"
+#include "runtime/daemon/daemon_config.h"
+#include "runtime/daemon/server.h"
+
+namespace ev = edgevit;
+namespace dm = edgevit::daemon;
+
+namespace {
+
+// %* in a pattern: the message as a JSON string body (quotes, backslashes and control bytes escaped).
+class JsonEscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    for (const char ch : msg.payload) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        dest.push_back('\\');
+        dest.push_back(ch);
+      } else if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        dest.append(buf, buf + 6);
+      } else {
+        dest.push_back(ch);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
+};
+
+void setup_logging(dm::LogFormat format, const std::string& level) {
+  auto logger = spdlog::stderr_logger_mt("edgevitd");
+  spdlog::set_default_logger(logger);
+  if (format == dm::LogFormat::kJson) {
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<JsonEscapedMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","pid":%P,"thread":%t,"msg":"%*"})");
+    spdlog::set_formatter(std::move(f));
+  } else {
+    // journald adds its own timestamps; keep lines short.
+    spdlog::set_pattern("edgevitd: %l: %v");
+  }
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::flush_on(spdlog::level::trace);
+}
+
+int fail(const ev::Status& s) {
+  std::fprintf(stderr, "edgevitd: error: %s\n", s.to_string().c_str());
+  ev::daemon::notify_systemd(("STATUS=failed: " + s.message()).substr(0, 1024).c_str());
+  return ev::exit_code_for(s.code());
+}
+
+struct Overrides {
+  std::string model, device, socket, log_format, log_level;
+};
+
+ev::Result<dm::DaemonConfig> load_config(const std::string& path, const Overrides& o) {
+  dm::DaemonConfig c;
+  if (!path.empty()) {
+    EV_ASSIGN_OR_RETURN(c, dm::load_daemon_config(path));
+  }
+  auto abs = [](const std::string& p) { return std::filesystem::absolute(p).lexically_normal().string(); };
+  if (!o.model.empty()) c.model = abs(o.model);
+  if (!o.device.empty()) c.device = o.device;
+  if (!o.socket.empty()) c.socket_path = abs(o.socket);
+  if (!o.log_format.empty()) c.log_format = o.log_format == "json" ? dm::LogFormat::kJson : dm::LogFormat::kText;
+  if (!o.log_level.empty()) c.log_level = o.log_level;
+  EV_RETURN_IF_ERROR(dm::validate_daemon_config(c));
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"edgevitd: edgevit inference daemon (Unix socket API, systemd notify + watchdog, hot reload, GPIO)"};
+  app.set_version_flag("--version", "edgevitd 0.1.0");
+  std::string config_path, config_dir;
+  Overrides o;
+  bool check_only = false;
+  app.add_option("--config,-c", config_path, "daemon config (config/daemon/edgevitd.yaml)");
+  app.add_option("--model,-m", o.model, "model config; overrides the file's `model`");
+  app.add_option("--device,-d", o.device, "device profile name or path, or 'auto'; overrides `device`");
+  app.add_option("--socket,-s", o.socket, "Unix socket path; overrides socket.path");
+  app.add_option("--log-format", o.log_format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", o.log_level, "trace | debug | info | warn | error | critical | off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--config-dir", config_dir, "extra base config directory (holds devices/ and models/)");
+  app.add_flag("--check", check_only, "validate the configuration and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  auto config = load_config(config_path, o);
+  if (!config.ok()) return fail(config.status());
+  setup_logging(config->log_format, config->log_level);
+
+  std::vector<std::string> bases = ev::default_config_dirs(argv[0]);
+  if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
+#ifdef EDGEVIT_SOURCE_CONFIG_DIR
+  if (bases.empty()) bases.push_back(EDGEVIT_SOURCE_CONFIG_DIR);
+#endif
+  dm::ServerOptions so;
+  so.config = *config;
+  so.device_dirs = ev::config_subdirs(bases, "devices");
+  for (const auto& d : ev::config_subdirs(bases, "models")) {
+    const std::string p = d + "/vit-digits.yaml";
+    if (std::filesystem::exists(p)) {
+      so.default_model_path = p;
+      break;
+    }
+  }
+  if (const char* hang = std::getenv("EDGEVITD_TEST_HANG_AFTER")) so.test_hang_after_batches = std::atoi(hang);
+  so.reload_config = [config_path, o]() { return load_config(config_path, o); };
+  if (check_only) {
+    std::printf("%s: ok\n", config_path.empty() ? "flags" : config_path.c_str());
+    return 0;
+  }
+
+  // Block the signals in every thread the server starts; the main thread takes them with sigtimedwait.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = dm::Server::start(so);
+  if (!server.ok()) return fail(server.status());
+  for (;;) {
+    siginfo_t info{};
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP from pid {}", info.si_pid);
+      (void)(*server)->reload();  // logged and reported by health; a failed reload keeps serving
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{} from pid {}", sig == SIGTERM ? "SIGTERM" : "SIGINT", info.si_pid);
+      break;
+    }
+  }
+  (*server)->stop();
+  server->reset();
+  return 0;
+}
