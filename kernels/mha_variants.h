@@ -59,6 +59,16 @@ inline constexpr MhaVariant kMhaVariants[] = {
 };
 #undef EDGEVIT_MHA_ROW
 
+// Workspace of the unfused path (kernels/cuda/mha_unfused.cu), one batch element at a time:
+// fp32 scores (H, Sq, Skv) then fp16 probabilities (H, Sq, Skv), each 256-byte aligned. Here, not in the
+// CUDA code alone, so a CPU-only planner reserves exactly what the launcher will check for.
+constexpr int64_t kMhaWorkspaceAlign = 256;
+constexpr int64_t mha_unfused_workspace_bytes_for(int heads, int seq_q, int seq_kv) {
+  const int64_t n = static_cast<int64_t>(heads) * seq_q * seq_kv;
+  const auto align = [](int64_t v) { return (v + kMhaWorkspaceAlign - 1) / kMhaWorkspaceAlign * kMhaWorkspaceAlign; };
+  return align(n * 4) + align(n * 2);
+}
+
 inline constexpr size_t kNumMhaVariants = sizeof(kMhaVariants) / sizeof(kMhaVariants[0]);
 
 struct MhaChoice {

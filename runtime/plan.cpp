@@ -132,10 +132,14 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
 
   const VitArch& a = spec.arch;
   const int64_t s = a.num_tokens();
-  // Explicit path scratch: the full (B, H, S, S) score matrix in fp32 (softmax statistics are fp32 on
-  // both backends). The CPU kernel uses a prefix of it (one S x S slice per thread).
-  const int64_t scratch_bytes =
-      att.path == AttentionPath::kExplicit ? int64_t{batch} * a.num_heads * s * s * 4 : 0;
+  // Explicit path scratch. CPU: the full (B, H, S, S) fp32 score matrix (the kernel uses one S x S slice
+  // per thread, at most B*H of them).
+  // CUDA's unfused launcher works one batch element at a time and says how much it needs.
+  int64_t scratch_bytes = 0;
+  if (att.path == AttentionPath::kExplicit)
+    scratch_bytes = device.kind == DeviceKind::kCpu
+                        ? int64_t{batch} * a.num_heads * s * s * 4
+                        : mha_unfused_workspace_bytes_for(a.num_heads, static_cast<int>(s), static_cast<int>(s));
 
   Plan plan;
   plan.model_name = spec.name;

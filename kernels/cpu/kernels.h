@@ -16,6 +16,13 @@ namespace edgevit {
 // Sets OpenBLAS's thread count (and OpenMP's). Call at start-up, not per inference.
 void cpu_init_threads(int threads);
 
+// OpenBLAS's kernel family for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
+const char* cpu_blas_core();
+// When OpenBLAS fell back to an old generic kernel on a CPU that has AVX2/AVX-512, the
+// OPENBLAS_CORETYPE value that would serve it ("SkylakeX" or "Haswell"); else nullptr. OpenBLAS reads
+// that variable only when it is loaded, so the command-line tools re-execute themselves with it set.
+const char* cpu_blas_better_coretype();
+
 enum class Epilogue {
   kNone,         // y = x W^T + b
   kGelu,         // y = gelu_erf(x W^T + b)

@@ -4,6 +4,8 @@
 
 #include "kernels/cpu/kernels.h"
 
+#include <strings.h>
+
 namespace edgevit {
 
 void cpu_init_threads(int threads) {
@@ -12,6 +14,28 @@ void cpu_init_threads(int threads) {
   // no OpenBLAS thread pool exists to spin under qemu or to allocate per call.
   openblas_set_num_threads(1);
   omp_set_num_threads(n);
+}
+
+const char* cpu_blas_core() { return openblas_get_corename(); }
+
+// OpenBLAS 0.3.21 (Debian 12) does not know some newer CPUs (seen: Sapphire Rapids under a hypervisor)
+// and falls back to its SSE3 "Prescott" kernels, 4x slower than the AVX-512 ones on the same chip.
+const char* cpu_blas_better_coretype() {
+#if defined(__x86_64__)
+  static const char* kFallbacks[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Katmai",
+                                     "Coppermine", "Northwood", "Banias", "Atom"};
+  const char* core = openblas_get_corename();
+  bool fallback = false;
+  for (const char* f : kFallbacks)
+    if (core != nullptr && strcasecmp(core, f) == 0) fallback = true;
+  if (!fallback) return nullptr;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return nullptr;
 }
 
 }  // namespace edgevit

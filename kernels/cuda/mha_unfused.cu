@@ -113,9 +113,13 @@ cudaError_t to_cuda_error(cublasStatus_t s) {
 }  // namespace
 
 size_t mha_unfused_workspace_bytes(const AttnParams& p) {
-  const size_t probs = static_cast<size_t>(p.heads) * p.seq_q * p.seq_kv * sizeof(__half);
-  return scores_bytes(p) + align_up(probs);
+  const size_t bytes = scores_bytes(p) +
+                       align_up(static_cast<size_t>(p.heads) * p.seq_q * p.seq_kv * sizeof(__half));
+  return bytes;
 }
+static_assert(mha_unfused_workspace_bytes_for(12, 197, 197) ==
+                  (12 * 197 * 197 * 4 + 255) / 256 * 256 + (12 * 197 * 197 * 2 + 255) / 256 * 256,
+              "keep kernels/mha_variants.h's formula in step with this file");
 
 cudaError_t mha_unfused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
                             void* workspace, size_t workspace_bytes, cublasLtHandle_t handle,
