@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Writes tests/data/hostile/: one small file per failure class of edgevit's loaders (safetensors,
+checkpoints, model and device YAML, images, input files). tests/runtime/hostile_inputs_test.cpp holds the
+table of expected status codes and message fragments; every file here must have a row there.
+Usage: python3 tests/data/hostile/make_hostile.py   (standard library only; rewrites the files in place)"""
+import json
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+files = {}
+
+
+def st(header, data=b"", length=None):
+    """A safetensors file: u64 header length, header text, data section."""
+    text = header if isinstance(header, bytes) else json.dumps(header, separators=(",", ":")).encode()
+    n = len(text) if length is None else length
+    return struct.pack("<Q", n) + text + data
+
+
+def f32(n):
+    return b"\x00\x00\x80\x3f" * n
+
+
+def png(width, height, color_type, raw=None, truncate=None):
+    """A PNG with the given IHDR; raw scanlines are compressed as given (None: none at all)."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0))
+    if raw is not None:
+        out += chunk(b"IDAT", zlib.compress(raw))
+    out += chunk(b"IEND", b"")
+    return out if truncate is None else out[:truncate]
+
+
+# ---- safetensors (SafetensorsFile::open) ---------------------------------------------------------------
+files["st_too_short.safetensors"] = b"\x10\x00\x00"
+files["st_header_length_huge.safetensors"] = st(b"{}", length=1 << 62)
+files["st_header_past_end.safetensors"] = st(b"{}", length=4096)
+files["st_header_not_json.safetensors"] = st(b'{"a": {"dtype": "F32", ')
+files["st_header_not_object.safetensors"] = st(b"[1, 2, 3]")
+# 200000 nested arrays in a shape: nlohmann parses them iteratively, but dump() in an error message
+# recursed once per level and overflowed the stack before the depth limit existed.
+files["st_deep_json.safetensors"] = st(b'{"a":{"dtype":"F32","shape":' + b"[" * 200000 + b"]" * 200000 +
+                                       b',"data_offsets":[0,0]}}')
+files["st_duplicate_tensor.safetensors"] = st(
+    b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    f32(2))
+files["st_unknown_entry_key.safetensors"] = st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "x": 1}}, f32(1))
+files["st_unsupported_dtype.safetensors"] = st({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8)
+files["st_unknown_dtype.safetensors"] = st({"a": {"dtype": "F33", "shape": [1], "data_offsets": [0, 4]}}, f32(1))
+files["st_negative_dim.safetensors"] = st({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, f32(1))
+files["st_numel_overflow.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [1 << 32, 1 << 32, 1 << 32], "data_offsets": [0, 4]}}, f32(1))
+files["st_bytes_overflow.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [1 << 62], "data_offsets": [0, 4]}}, f32(1))
+files["st_size_mismatch.safetensors"] = st({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 12]}}, f32(3))
+files["st_offsets_backwards.safetensors"] = st({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 4]}}, f32(2))
+files["st_offsets_overlap.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}},
+    f32(3))
+files["st_offsets_hole.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}},
+    f32(3))
+files["st_offsets_past_end.safetensors"] = st({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32(2))
+files["st_offsets_huge.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [1], "data_offsets": [(1 << 64) - 5, (1 << 64) - 1]}}, f32(1))
+files["st_trailing_bytes.safetensors"] = st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, f32(1) + b"junk")
+files["st_metadata_not_string.safetensors"] = st({"__metadata__": {"format": 1}})
+
+# ---- checkpoints (WeightSource::open + check against vit-digits' architecture) ---------------------------
+files["ckpt_missing_tensors.safetensors"] = st({"cls_token": {"dtype": "F32", "shape": [1, 1, 64], "data_offsets": [0, 256]}},
+                                               f32(64))
+
+# ---- model configs (load_model_spec) --------------------------------------------------------------------
+laughs = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+for prev, cur in zip("abcdefgh", "bcdefghi"):
+    laughs += cur + ": &" + cur + " [" + ",".join("*" + prev for _ in range(9)) + "]\n"
+files["model_alias_bomb.yaml"] = laughs.encode()
+files["model_self_alias.yaml"] = b"a: &a [*a]\n"
+files["model_deep_flow.yaml"] = b"name: " + b"[" * 100000 + b"]" * 100000 + b"\n"
+files["model_deep_indent.yaml"] = "".join(" " * i + "k%d:\n" % i for i in range(200)).encode()
+files["model_nul_byte.yaml"] = b"name: a\x00b\n"
+files["model_invalid_utf8.yaml"] = b"name: \xc3\x28\n"
+files["model_int_overflow.yaml"] = b"architecture:\n  img_size: 99999999999999999999999\n"
+files["model_too_many_tokens.yaml"] = (
+    b"architecture:\n  img_size: 4096\n  patch_size: 1\n  embed_dim: 8\n  depth: 1\n  num_heads: 1\n"
+    b"  num_classes: 10\nweights:\n  path: x.safetensors\n")
+files["model_not_a_mapping.yaml"] = b"- just\n- a list\n"
+
+# ---- device profiles (load_device_profile) --------------------------------------------------------------
+files["device_budget_over_total.yaml"] = (
+    b"name: device_budget_over_total\nkind: cpu\nmemory:\n  total_mib: 1024\n  budget_mib: 4096\n"
+    b"  bandwidth_gbps: 10\ncpu:\n  cores: 4\n")
+files["device_alias.yaml"] = b"name: device_alias\nkind: &k cpu\n"
+files["device_gpu_on_cpu.yaml"] = (
+    b"name: device_gpu_on_cpu\nkind: cpu\ngpu:\n  sm: 87\nmemory:\n  total_mib: 1024\n  bandwidth_gbps: 10\n"
+    b"cpu:\n  cores: 4\n")
+files["device_name_mismatch.yaml"] = b"name: someone-else\nkind: cpu\n"
+
+# ---- images (load_image_file for vit-digits, 1x8x8; the rgb224 rows use a 3x224x224 model) ----------------
+files["img_empty.png"] = b""
+files["img_garbage.png"] = bytes((i * 73 + 11) & 0xFF for i in range(256))
+files["img_huge_dims.png"] = png(100000, 100000, 0)
+files["img_too_many_pixels.png"] = png(16384, 16384, 0)
+files["img_truncated.png"] = png(8, 8, 0, raw=b"".join(b"\x00" + bytes(range(8)) for _ in range(8)), truncate=60)
+files["img_bad_zlib.png"] = png(8, 8, 0, raw=b"")[:33] + b"\x00\x00\x00\x04IDATjunk\x00\x00\x00\x00" + png(1, 1, 0)[-12:]
+files["img_huge_dims.ppm"] = b"P6\n16385 16385\n255\n" + b"\x00" * 64
+# 16-bit PGM fed to a 3-channel model: stb 2.27 overflows its buffer converting it (refused before decoding).
+files["img_pnm16_channels.pgm"] = b"P5\n4 4\n65535\n" + b"\x12\x34" * 16
+files["img_wide_strip.png"] = png(16384, 1, 0, raw=b"\x00" + b"\x80" * 16384)
+
+# ---- input files (load_input_file for vit-digits) -------------------------------------------------------
+files["input_wrong_shape.safetensors"] = st({"input": {"dtype": "F32", "shape": [1, 3, 8, 8], "data_offsets": [0, 768]}}, f32(192))
+files["input_no_tensor.safetensors"] = st({"pixels": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, f32(1))
+files["input_corrupt_header.safetensors"] = st(b'{"input": [', b"", length=40) + b" " * 40
+
+for name, data in files.items():
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(data)
+print("wrote %d files to %s" % (len(files), HERE))
