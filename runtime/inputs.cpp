@@ -13,6 +13,11 @@
 
 namespace edgevit {
 
+namespace {
+// Largest intermediate (resized) image, in pixels: the same bound as ImageLimits::max_pixels.
+constexpr int64_t kMaxResizedPixels = ImageLimits().max_pixels;
+}  // namespace
+
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
                          const ModelSpec& spec, float* dst) {
   const VitArch& a = spec.arch;
@@ -20,16 +25,26 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
   if (chans != a.in_chans)
     return internal_error(display + ": decoded with " + std::to_string(chans) + " channels, model needs " +
                           std::to_string(a.in_chans));
+  if (width < 1 || height < 1)
+    return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) + " has no pixels");
   const int resize = pp.resize > 0 ? pp.resize : a.img_size;
-  // Shorter side -> resize, aspect kept; never smaller than the crop.
-  int rw, rh;
+  // Shorter side -> resize, aspect kept; never smaller than the crop. The longer side grows with the aspect
+  // ratio: a 16384x1 strip would become 3670016x224 floats per channel, so the resized size is bounded
+  // before anything is allocated.
+  int64_t rw64, rh64;
   if (width <= height) {
-    rw = resize;
-    rh = static_cast<int>(std::lround(static_cast<double>(height) * resize / width));
+    rw64 = resize;
+    rh64 = std::llround(static_cast<double>(height) * resize / width);
   } else {
-    rh = resize;
-    rw = static_cast<int>(std::lround(static_cast<double>(width) * resize / height));
+    rh64 = resize;
+    rw64 = std::llround(static_cast<double>(width) * resize / height);
   }
+  if (rw64 * rh64 > kMaxResizedPixels)
+    return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) +
+                       " would be resized to " + std::to_string(rw64) + "x" + std::to_string(rh64) +
+                       ", more than the " + std::to_string(kMaxResizedPixels) +
+                       "-pixel limit (aspect ratio too extreme)");
+  const int rw = static_cast<int>(rw64), rh = static_cast<int>(rh64);
   if (rw < a.img_size || rh < a.img_size)
     return config_error(spec.source_path + ": preprocess.resize " + std::to_string(resize) +
                         " is smaller than img_size " + std::to_string(a.img_size));
@@ -80,6 +95,14 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
                        " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
                        std::to_string(limits.max_pixels) + ")");
   const int want = spec.arch.in_chans;
+  // stb_image 2.27 (Debian 12's libstb) converts the channels of a 16-bit PGM/PPM as if its samples were
+  // 8-bit, then reads twice that buffer (heap overflow, found by fuzz_image; fixed upstream in 2.28). Such
+  // files are decoded only when no channel conversion is needed.
+  const bool netpbm = size >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6');
+  if (netpbm && c != want && stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)))
+    return input_error(display + ": 16-bit " + (c == 1 ? "PGM" : "PPM") + " with " + std::to_string(c) +
+                       " channel(s) for a model with " + std::to_string(want) +
+                       " is not supported (convert it to 8 bits or to the model's channel count)");
   std::unique_ptr<stbi_uc, void (*)(void*)> pix(
       stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want), stbi_image_free);
   if (!pix)

@@ -152,7 +152,23 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   file.path_ = path;
   file.map_ = map;
   file.size_ = size;
-  const auto* base = static_cast<const uint8_t*>(map);
+  EV_RETURN_IF_ERROR(file.parse(static_cast<const uint8_t*>(map), size));
+  return file;
+}
+
+Result<SafetensorsFile> SafetensorsFile::open_memory(const uint8_t* bytes, size_t size, const std::string& name) {
+  SafetensorsFile file;
+  file.path_ = name;
+  file.size_ = size;
+  EV_RETURN_IF_ERROR(file.parse(bytes, size));
+  return file;
+}
+
+Status SafetensorsFile::parse(const uint8_t* base, size_t size) {
+  const std::string& path = path_;
+  if (size < 8)
+    return checkpoint_error(path + ": file is " + std::to_string(size) +
+                            " bytes, shorter than the 8-byte header length");
 
   const uint64_t header_len = read_le64(base);
   if (header_len > kMaxHeaderBytes)
@@ -166,7 +182,12 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::vector<std::set<std::string>> open_objects;
   std::string current_entry;
   std::string duplicate;
-  auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  bool too_deep = false;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxHeaderDepth) {  // the value is discarded unbuilt; the parser itself is iterative
+      too_deep = true;
+      return false;
+    }
     switch (event) {
       case json::parse_event_t::object_start: open_objects.emplace_back(); break;
       case json::parse_event_t::object_end: open_objects.pop_back(); break;
@@ -189,6 +210,9 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   } catch (const json::exception& e) {
     return checkpoint_error(path + ": header is not valid JSON: " + e.what());
   }
+  if (too_deep)
+    return checkpoint_error(path + ": header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
+                            " levels (object, tensor entry, shape)");
   if (!duplicate.empty()) return checkpoint_error(path + ": " + duplicate);
   if (!header.is_object()) return checkpoint_error(path + ": header is not a JSON object");
 
@@ -204,7 +228,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string())
           return checkpoint_error(path + ": __metadata__: value of '" + m.key() + "' is not a string");
-        file.metadata_[m.key()] = m.value().get<std::string>();
+        metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -244,14 +268,14 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     return checkpoint_error(path + ": " + std::to_string(data_len - expected) + " trailing bytes " + last);
   }
 
-  file.data_ = base + 8 + header_len;
-  file.tensors_.reserve(spans.size());
+  data_ = base + 8 + header_len;
+  tensors_.reserve(spans.size());
   for (const Span& s : spans) {
     infos[s.index].offset = static_cast<size_t>(s.begin);
-    file.index_[infos[s.index].name] = file.tensors_.size();
-    file.tensors_.push_back(std::move(infos[s.index]));
+    index_[infos[s.index].name] = tensors_.size();
+    tensors_.push_back(std::move(infos[s.index]));
   }
-  return file;
+  return Status::Ok();
 }
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }

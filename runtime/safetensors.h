@@ -40,7 +40,14 @@ class SafetensorsFile {
   // The largest header the reference implementation accepts (MAX_HEADER_SIZE).
   static constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
+  // JSON nesting the header may use: root object, tensor entry, shape/offsets array (3); deeper text is
+  // refused while parsing, before anything recursive (dump() in messages) could walk it.
+  static constexpr int kMaxHeaderDepth = 3;
+
   static Result<SafetensorsFile> open(const std::string& path);
+  // The same checks on a file image already in memory (fuzzing, embedded data). The caller keeps
+  // ownership of `bytes`, which must outlive the returned object; `name` stands for the path in messages.
+  static Result<SafetensorsFile> open_memory(const uint8_t* bytes, size_t size, const std::string& name);
 
   SafetensorsFile(SafetensorsFile&& other) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
@@ -60,9 +67,11 @@ class SafetensorsFile {
  private:
   SafetensorsFile() = default;
   void release();
+  // Validates the image [base, base + size) and fills tensors_, index_, metadata_ and data_.
+  Status parse(const uint8_t* base, size_t size);
 
   std::string path_;
-  void* map_ = nullptr;            // owned mapping of the whole file (nullptr after a move)
+  void* map_ = nullptr;            // owned mapping of the whole file (nullptr after a move or from memory)
   size_t size_ = 0;
   const uint8_t* data_ = nullptr;  // start of the data section inside map_
   std::vector<TensorInfo> tensors_;

@@ -367,7 +367,7 @@ Result<YAML::Node> parse_yaml_mapping(const std::string& text, const std::string
     if (node.IsMap()) {
       std::vector<std::pair<std::string, int>> seen;  // key -> 1-based line
       for (auto it = node.begin(); it != node.end(); ++it) {
-        const YAML::Node& key = it->first;
+        const YAML::Node key = it->first;  // a copy: it-> is a temporary proxy, a reference would dangle
         if (!key.IsScalar()) return yaml_error(display_name, key.Mark(), path, "keys must be plain strings");
         const std::string child = path.empty() ? key.Scalar() : path + "." + key.Scalar();
         for (const auto& s : seen) {

@@ -14,9 +14,10 @@ shift || true
 root=$PWD
 build=$root/build-fuzz
 
+mkdir -p "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DEDGEVIT_CUDA=OFF -DEDGEVIT_TESTS=OFF -DEDGEVIT_FUZZ=ON >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
+  -DEDGEVIT_CUDA=OFF -DEDGEVIT_TESTS=OFF -DEDGEVIT_FUZZ=ON >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"${FUZZ_JOBS:-$(nproc)}" --target fuzzers
 
 # Input size caps per target (bytes): seeds are well under them; larger inputs only slow the search.

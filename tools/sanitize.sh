@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=${SANITIZE_JOBS:-$(nproc)}
+mkdir -p build-asan
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DEDGEVIT_CUDA=OFF \
-  -DEDGEVIT_SANITIZE="address;undefined" >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
+  -DEDGEVIT_SANITIZE="address;undefined" >build-asan/configure.log 2>&1 || { cat build-asan/configure.log; exit 1; }
 cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

@@ -13,4 +13,11 @@ status=0
 ctest -L cuda --output-on-failure --timeout 900 || status=1
 ctest -L slow --output-on-failure --timeout 1800 || status=1
 ctest -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900 || status=1
+# Reliability hardening (CI sets EDGEVIT_CI_HARDENING=1; docs/reliability.md): the whole cpu suite under
+# ASan + UBSan, then every fuzzer for EDGEVIT_FUZZ_SECONDS each.
+if [ "${EDGEVIT_CI_HARDENING:-0}" = 1 ]; then
+  cd ..
+  tools/sanitize.sh || status=1
+  tools/fuzz.sh "${EDGEVIT_FUZZ_SECONDS:-60}" || status=1
+fi
 exit $status
