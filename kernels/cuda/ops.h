@@ -1,0 +1,75 @@
+// CUDA kernels for everything in the ViT forward besides the GEMMs (cuBLASLt, runtime/backend_cuda.cpp)
+// and fp16 attention (kernels/cuda/mha.h). Each has a CPU reference of the same meaning in kernels/cpu/
+// (*_ref.cpp) and a test in tests/kernels/ops_cuda_test.cu. Host-compilable: includers need only the CUDA
+// runtime API header; __half is forward-declared.
+//
+// Conventions: every pointer is a device pointer, or a host pointer from cudaHostAlloc(cudaHostAllocMapped)
+// where noted (the backend's input and output staging; on Jetson this is zero-copy shared DRAM). Every
+// function only enqueues work on `stream` (so it can be captured in a CUDA graph) and returns the launch's
+// error; the caller keeps ownership of every buffer. Arithmetic is fp32 whatever the storage type: fp16
+// values are widened on load and rounded once (round to nearest) on store.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attn_params.h"
+
+struct __half;
+
+namespace edgevit::gpu {
+
+// dst[i] = src[i] (n elements) with a type change. src may be mapped host memory (input staging), dst too
+// (output staging).
+cudaError_t cast_f32_to_f16(const float* src, __half* dst, int64_t n, cudaStream_t stream);
+cudaError_t cast_f16_to_f32(const __half* src, float* dst, int64_t n, cudaStream_t stream);
+cudaError_t copy_f32(const float* src, float* dst, int64_t n, cudaStream_t stream);
+
+// Patch extraction (meaning of im2col_patches_ref): img (B, C, S, S) NCHW -> cols (B * P, C * p * p),
+// P = (S / p)^2 patches in row-major grid order, each flattened as (c, ky, kx).
+cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_size, int patch,
+                               cudaStream_t stream);
+cudaError_t im2col_patches_f32_to_f16(const float* img, __half* cols, int batch, int chans, int img_size,
+                                      int patch, cudaStream_t stream);
+cudaError_t im2col_patches_f16(const __half* img, __half* cols, int batch, int chans, int img_size, int patch,
+                               cudaStream_t stream);
+
+// Token sequence (meaning of assemble_tokens_ref): x (B, T, E) from patch_tokens (B, P, E), cls (E) or
+// nullptr, reg (R, E) or nullptr, pos (P, E) when no_embed_class else (T, E).
+cudaError_t assemble_tokens_f32(const float* patch_tokens, const float* cls, const float* reg, int reg_tokens,
+                                const float* pos, bool no_embed_class, float* x, int batch, int num_patches,
+                                int embed, cudaStream_t stream);
+cudaError_t assemble_tokens_f16(const __half* patch_tokens, const __half* cls, const __half* reg, int reg_tokens,
+                                const __half* pos, bool no_embed_class, __half* x, int batch, int num_patches,
+                                int embed, cudaStream_t stream);
+
+// LayerNorm over the last dim (meaning of layernorm_ref): y (M, C) = (x - mean) / sqrt(var + eps) * gamma +
+// beta. Statistics in fp32, two passes (mean, then the mean of squared deviations), so fp16 rows with
+// |x| near 6e4 neither overflow (x^2 would, in fp16) nor lose the variance to cancellation. y may alias x.
+cudaError_t layernorm_f32(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
+                          float eps, cudaStream_t stream);
+cudaError_t layernorm_f16(const __half* x, const __half* gamma, const __half* beta, __half* y, int m, int c,
+                          float eps, cudaStream_t stream);
+
+// Exact GELU 0.5 x (1 + erf(x / sqrt 2)) in place over n elements (the fp32 path: cuBLASLt's GELU
+// epilogue is the tanh approximation, up to 4.7e-4 away, too far for the fp32 end-to-end tolerance).
+cudaError_t gelu_f32(float* x, int64_t n, cudaStream_t stream);
+
+// Pooling (meaning of pool_ref): out (B, E) = x[:, 0, :] (avg == false) or the mean of tokens [prefix, T)
+// (accumulated in fp32).
+cudaError_t pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix,
+                     cudaStream_t stream);
+cudaError_t pool_f16(const __half* x, __half* out, int batch, int tokens, int embed, bool avg, int prefix,
+                     cudaStream_t stream);
+
+// fp32 attention for fp32 plans (the fp16 launchers of kernels/cuda/mha.h have no fp32 variant), meaning of
+// mha_ref over the strided layouts of AttnParams (key_mask honoured; a row with no valid key yields zeros).
+// scores: mha_f32_scratch_floats(p) floats of device memory (one Skv row per (b, h, query)), which the
+// planner's explicit-attention scratch (B * H * S * S fp32) covers. Plain fp32 FMAs, no tensor cores (no
+// TF32): exact enough for the 1e-5 kernel tolerance, and fp32 plans are the accuracy path, not the fast one.
+int64_t mha_f32_scratch_floats(const AttnParams& p);
+cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o, float* scores,
+                    cudaStream_t stream);
+
+}  // namespace edgevit::gpu

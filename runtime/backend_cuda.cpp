@@ -1,0 +1,492 @@
+// CUDA backend (fp16 or fp32 plans): walks the plan's op list over one device arena, then replays that
+// walk as a CUDA graph.
+//
+//   init   one cudaMalloc (plan.arena_bytes; every tensor is base + plan.offsets[id], the cuBLASLt workspace
+//          is the last kCudaLtWorkspaceBytes); pinned host buffers, mapped into the device's address space,
+//          for the fp32 input and the fp32 outputs; weights converted by WeightSource straight from the
+//          mmap'd checkpoint into ONE reusable pinned staging buffer (the largest weight tensor) and copied
+//          into the arena, so no second full host copy of the weights exists (Jetson's DRAM is shared);
+//          one cuBLASLt algorithm chosen per GEMM and captured batch size, then pinned; the forward captured
+//          as a CUDA graph for n = 1, 2, 4, ... and max_batch.
+//   infer  memcpy the input into the pinned staging buffer, replay the smallest captured graph with
+//          n' >= n rows (rows are independent in a ViT: padded rows are computed and ignored), synchronize.
+//          No allocation, host or device (tests/runtime/cuda_engine_test.cu counts both).
+//
+// Graph contents: input cast (mapped fp32 -> arena input, fp16 or fp32) | im2col | patch GEMM | assemble |
+// per block: LN, qkv GEMM (+bias), attention, proj GEMM (+bias, += residual: beta = 1, C == D in place),
+// LN, fc1 GEMM (+bias, GELU), fc2 GEMM (+bias, += residual) | head LN, pool (or pool, LN) | head GEMM |
+// pre_logits and logits cast into the mapped fp32 output buffers.
+// GEMMs: fp16 in/out, fp32 accumulation (CUBLAS_COMPUTE_32F) for fp16 plans; plain fp32 for fp32 plans
+// (CUBLAS_COMPUTE_32F without TF32: the fp32 path must meet 1e-4 end to end). fc1's GELU is cuBLASLt's
+// GELU_BIAS epilogue (the tanh form, within 4.7e-4 of erf GELU: below fp16's own rounding of the hidden
+// activations) on fp16 plans, and a separate exact erf GELU kernel on fp32 plans.
+// EngineOptions::profile_ops runs the op list without the graph and times each op with CUDA events.
+#ifdef EDGEVIT_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/mha.h"
+#include "kernels/cuda/ops.h"
+#include "runtime/engine.h"
+#include "runtime/weights.h"
+
+namespace edgevit {
+
+namespace {
+
+Status cuda_error(const std::string& where, const char* call, cudaError_t e) {
+  return device_error("cuda backend: " + where + ": " + call + ": " + cudaGetErrorName(e) + ": " +
+                      cudaGetErrorString(e));
+}
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS status";
+  }
+}
+
+Status cublas_error(const std::string& where, const char* call, cublasStatus_t s) {
+  return device_error("cuda backend: " + where + ": " + call + ": " + cublas_status_name(s) + " (" +
+                      std::to_string(static_cast<int>(s)) + ")");
+}
+
+#define EV_CUDA_CHECK(where, call)                                       \
+  do {                                                                   \
+    const cudaError_t ev_e_ = (call);                                    \
+    if (ev_e_ != cudaSuccess) return cuda_error((where), #call, ev_e_);  \
+  } while (0)
+#define EV_CUBLAS_CHECK(where, call)                                              \
+  do {                                                                            \
+    const cublasStatus_t ev_s_ = (call);                                          \
+    if (ev_s_ != CUBLAS_STATUS_SUCCESS) return cublas_error((where), #call, ev_s_); \
+  } while (0)
+
+// One GEMM at one captured batch size: y (M, N) = x (M, K) @ w (N, K)^T + b [gelu | + y]. cuBLASLt is
+// column-major, so it computes y^T (N, M) = w (K, N col-major, transposed) x^T (K, M): A = w, B = x.
+struct Gemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  float beta = 0.f;
+  bool exact_gelu_after = false;  // fp32 plans: bias epilogue, then gpu::gelu_f32
+  int64_t out_elems = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // `plan` must outlive the backend (the Engine owns both); the backend owns every CUDA resource it makes.
+  CudaBackend(const Plan& plan, const EngineOptions& options)
+      : plan_(plan),
+        fp16_(plan.graph.precision == Precision::kFp16),
+        profile_(options.profile_ops),
+        fault_(options.fault) {}
+
+  ~CudaBackend() override {
+    // Teardown ignores errors: there is nobody left to report them to.
+    for (cudaGraphExec_t e : execs_)
+      if (e != nullptr) cudaGraphExecDestroy(e);
+    for (auto& per_size : gemms_)
+      for (Gemm& g : per_size) {
+        if (g.desc) cublasLtMatmulDescDestroy(g.desc);
+        if (g.a) cublasLtMatrixLayoutDestroy(g.a);
+        if (g.b) cublasLtMatrixLayoutDestroy(g.b);
+        if (g.c) cublasLtMatrixLayoutDestroy(g.c);
+      }
+    for (cudaEvent_t ev : events_)
+      if (ev != nullptr) cudaEventDestroy(ev);
+    if (lt_ != nullptr) cublasLtDestroy(lt_);
+    if (host_in_ != nullptr) cudaFreeHost(host_in_);
+    if (host_pre_ != nullptr) cudaFreeHost(host_pre_);
+    if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
+    if (arena_ != nullptr) cudaFree(arena_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Status init(WeightSource& weights) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    if (plan_.device.kind != DeviceKind::kCuda)
+      return internal_error("cuda backend: plan for device '" + plan_.device.name + "' is not a CUDA plan");
+    int dev = 0;
+    EV_CUDA_CHECK("init", cudaGetDevice(&dev));
+    int can_map = 0;
+    EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, dev));
+    if (!can_map) return unsupported("cuda backend: device " + std::to_string(dev) + " cannot map host memory");
+    EV_CUDA_CHECK("init", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+    // The single device allocation.
+    const cudaError_t me = cudaMalloc(reinterpret_cast<void**>(&arena_), static_cast<size_t>(plan_.arena_bytes));
+    if (me != cudaSuccess) {
+      arena_ = nullptr;
+      return does_not_fit("cuda backend: cannot allocate the " + std::to_string(plan_.arena_bytes) +
+                          "-byte arena on device " + std::to_string(dev) + ": " + cudaGetErrorString(me));
+    }
+    workspace_ = arena_ + plan_.arena_bytes - kCudaLtWorkspaceBytes;
+
+    // Pinned, mapped host staging: fp32 input (max batch) and fp32 outputs.
+    in_per_image_ = int64_t{a.in_chans} * a.img_size * a.img_size;
+    out_dim_ = a.num_classes > 0 ? a.num_classes : a.embed_dim;
+    EV_RETURN_IF_ERROR(host_alloc(&host_in_, &dev_in_, static_cast<size_t>(in_per_image_ * g.batch)));
+    std::memset(host_in_, 0, sizeof(float) * static_cast<size_t>(in_per_image_ * g.batch));
+    EV_RETURN_IF_ERROR(host_alloc(&host_pre_, &dev_pre_, static_cast<size_t>(int64_t{a.embed_dim} * g.batch)));
+    if (g.logits != g.pre_logits)
+      EV_RETURN_IF_ERROR(host_alloc(&host_logits_, &dev_logits_, static_cast<size_t>(int64_t{out_dim_} * g.batch)));
+
+    EV_RETURN_IF_ERROR(load_weights(weights));
+    EV_CUBLAS_CHECK("init", cublasLtCreate(&lt_));
+
+    // Captured batch sizes: powers of two below max_batch, and max_batch.
+    for (int s = 1; s < g.batch; s *= 2) sizes_.push_back(s);
+    sizes_.push_back(g.batch);
+    gemms_.resize(sizes_.size());
+    for (size_t si = 0; si < sizes_.size(); ++si) EV_RETURN_IF_ERROR(plan_gemms(si));
+    EV_RETURN_IF_ERROR(check_attention_workspace());
+
+    timings_.resize(g.ops.size());
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      timings_[i].name = g.ops[i].name;
+      timings_[i].kernel = g.ops[i].kernel;
+      timings_[i].flops = g.ops[i].flops;
+      timings_[i].bytes = g.ops[i].bytes;
+    }
+    if (profile_) {
+      events_.assign(g.ops.size() + 1, nullptr);
+      for (cudaEvent_t& ev : events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
+    }
+
+    // Every size runs once outside capture (lazy module loading, attention kernels' smem opt-in, and a
+    // check that each launch is valid), then is captured. Profiling replays no graph.
+    execs_.assign(sizes_.size(), nullptr);
+    for (size_t si = 0; si < sizes_.size(); ++si) {
+      EV_RETURN_IF_ERROR(enqueue_forward(si, false));
+      EV_CUDA_CHECK("warm-up forward, batch " + std::to_string(sizes_[si]), cudaStreamSynchronize(stream_));
+      if (!profile_) EV_RETURN_IF_ERROR(capture(si));
+    }
+    return Status::Ok();
+  }
+
+  Status infer(const float* input, int n) override {
+    const Graph& g = plan_.graph;
+    if (n < 1 || n > g.batch)
+      return invalid_argument("cuda backend: batch " + std::to_string(n) + " outside [1, " +
+                              std::to_string(g.batch) + "]");
+    std::memcpy(host_in_, input, sizeof(float) * static_cast<size_t>(in_per_image_ * n));
+    size_t si = 0;
+    while (sizes_[si] < n) ++si;
+    if (profile_) {
+      EV_RETURN_IF_ERROR(enqueue_forward(si, true));
+    } else {
+      EV_CUDA_CHECK("infer", cudaGraphLaunch(execs_[si], stream_));
+    }
+    EV_CUDA_CHECK("infer", cudaStreamSynchronize(stream_));
+    if (profile_) {
+      for (size_t i = 0; i < timings_.size(); ++i) {
+        float ms = 0.f;
+        EV_CUDA_CHECK("infer", cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+        timings_[i].seconds = ms * 1e-3;
+      }
+    }
+    return Status::Ok();
+  }
+
+  const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
+  const float* pre_logits() const override { return host_pre_; }
+  const std::vector<OpTiming>& op_timings() const override { return timings_; }
+  int64_t device_bytes() const override { return plan_.arena_bytes; }
+
+ private:
+  uint8_t* at(int tensor_id) const { return arena_ + plan_.offsets[tensor_id]; }
+  template <typename T>
+  T* ptr(int tensor_id) const { return reinterpret_cast<T*>(at(tensor_id)); }
+  __half* h16(int tensor_id) const { return ptr<__half>(tensor_id); }
+  float* f32(int tensor_id) const { return ptr<float>(tensor_id); }
+  int weight_named(const Op& o, const char* name) const {
+    for (int id : o.weights)
+      if (plan_.graph.tensors[id].name == name) return id;
+    return -1;
+  }
+
+  Status host_alloc(float** host, float** device, size_t floats) {
+    EV_CUDA_CHECK("init", cudaHostAlloc(reinterpret_cast<void**>(host), std::max<size_t>(floats, 1) * sizeof(float),
+                                        cudaHostAllocMapped));
+    EV_CUDA_CHECK("init", cudaHostGetDevicePointer(reinterpret_cast<void**>(device), *host, 0));
+    return Status::Ok();
+  }
+
+  // Weights: converted from the mmap straight into one pinned staging buffer, one tensor at a time.
+  Status load_weights(WeightSource& weights) {
+    const Graph& g = plan_.graph;
+    int64_t largest = 0;
+    for (const TensorDesc& t : g.tensors)
+      if (t.kind == TensorKind::kWeight) largest = std::max(largest, t.bytes());
+    void* staging = nullptr;
+    EV_CUDA_CHECK("weights", cudaHostAlloc(&staging, static_cast<size_t>(std::max<int64_t>(largest, 1)), 0));
+    Status s = Status::Ok();
+    for (const TensorDesc& t : g.tensors) {
+      if (t.kind != TensorKind::kWeight) continue;
+      const size_t count = static_cast<size_t>(t.numel());
+      s = fp16_ ? weights.read_f16(t.name, static_cast<uint16_t*>(staging), count)
+                : weights.read_f32(t.name, static_cast<float*>(staging), count);
+      if (!s.ok()) break;
+      if (fault_ == InjectedFault::kCorruptWeightByte && t.name == "blocks.0.attn.qkv.weight") {
+        // Flip the exponent's top bit of element 0 (byte 1 of an fp16, byte 3 of an fp32; little endian).
+        static_cast<uint8_t*>(staging)[fp16_ ? 1 : 3] ^= 0x40;
+      }
+      const cudaError_t e = cudaMemcpy(at(t.id), staging, static_cast<size_t>(t.bytes()), cudaMemcpyHostToDevice);
+      if (e != cudaSuccess) {
+        s = cuda_error("weights: tensor '" + t.name + "'", "cudaMemcpy", e);
+        break;
+      }
+    }
+    const cudaError_t fe = cudaFreeHost(staging);
+    if (s.ok() && fe != cudaSuccess) return cuda_error("weights", "cudaFreeHost", fe);
+    return s;
+  }
+
+  Status plan_gemms(size_t si) {
+    const Graph& g = plan_.graph;
+    const int n = sizes_[si];
+    gemms_[si].resize(g.ops.size());
+    cublasLtMatmulPreference_t pref = nullptr;
+    EV_CUBLAS_CHECK("gemm plan", cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = kCudaLtWorkspaceBytes;
+    Status s = Status::Ok();
+    const cublasStatus_t ps =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (ps != CUBLAS_STATUS_SUCCESS) s = cublas_error("gemm plan", "cublasLtMatmulPreferenceSetAttribute", ps);
+    for (size_t i = 0; s.ok() && i < g.ops.size(); ++i) {
+      const Op& o = g.ops[i];
+      if (o.kind != OpKind::kLinear) continue;
+      s = plan_gemm(o, n, pref, &gemms_[si][i]);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return s;
+  }
+
+  Status plan_gemm(const Op& o, int n, cublasLtMatmulPreference_t pref, Gemm* out) {
+    const Graph& g = plan_.graph;
+    const std::string where = "op '" + o.name + "' (batch " + std::to_string(n) + ")";
+    const int64_t m = o.m / g.batch * n, nn = o.n, k = o.k;
+    const cudaDataType dt = fp16_ ? CUDA_R_16F : CUDA_R_32F;
+    EV_CUBLAS_CHECK(where, cublasLtMatmulDescCreate(&out->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    const bool has_bias = o.weights.size() > 1;
+    cublasLtEpilogue_t epi = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (o.epilogue == 1) {
+      if (fp16_)
+        epi = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      else
+        out->exact_gelu_after = true;
+    }
+    EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (has_bias) {
+      const void* bias = at(o.weights[1]);
+      EV_CUBLAS_CHECK(where,
+                      cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    out->beta = o.epilogue == 2 ? 1.f : 0.f;
+    out->out_elems = m * nn;
+    EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->a, dt, k, nn, k));   // w: (N, K) row-major
+    EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->b, dt, k, m, k));    // x: (M, K) row-major
+    EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->c, dt, nn, m, nn));  // y: (M, N) row-major
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    EV_CUBLAS_CHECK(where, cublasLtMatmulAlgoGetHeuristic(lt_, out->desc, out->a, out->b, out->c, out->c, pref, 1,
+                                                          &result, &found));
+    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+      return device_error("cuda backend: " + where + ": cuBLASLt has no algorithm for " + std::to_string(m) + "x" +
+                          std::to_string(nn) + "x" + std::to_string(k) + " " + (fp16_ ? "fp16" : "fp32") +
+                          " with this epilogue");
+    out->algo = result.algo;  // pinned: the same algorithm on every run, so outputs are bit-identical
+    return Status::Ok();
+  }
+
+  Status check_attention_workspace() {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    for (const Op& o : g.ops) {
+      if (o.kind != OpKind::kAttention) continue;
+      const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f);
+      const bool explicit_path = !fp16_ || g.attention == AttentionPath::kExplicit;
+      if (!explicit_path) continue;
+      const size_t need = fp16_ ? mha_unfused_workspace_bytes(p)
+                                : sizeof(float) * static_cast<size_t>(gpu::mha_f32_scratch_floats(p));
+      const size_t have = o.scratch >= 0 ? static_cast<size_t>(g.tensors[o.scratch].bytes()) : 0;
+      if (need > have)
+        return internal_error("cuda backend: op '" + o.name + "': attention needs " + std::to_string(need) +
+                              " bytes of scratch, the plan reserved " + std::to_string(have));
+    }
+    return Status::Ok();
+  }
+
+  // Enqueues the whole forward for captured size sizes_[si] on stream_ (also inside a capture).
+  Status enqueue_forward(size_t si, bool timed) {
+    const Graph& g = plan_.graph;
+    const int n = sizes_[si];
+    const int64_t in_elems = in_per_image_ * n;
+    EV_CUDA_CHECK("input", fp16_ ? gpu::cast_f32_to_f16(dev_in_, h16(g.input), in_elems, stream_)
+                                 : gpu::copy_f32(dev_in_, f32(g.input), in_elems, stream_));
+    if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[0], stream_));
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n));
+      if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[i + 1], stream_));
+    }
+    const int64_t pre = int64_t{g.arch.embed_dim} * n;
+    EV_CUDA_CHECK("output pre_logits", fp16_ ? gpu::cast_f16_to_f32(h16(g.pre_logits), dev_pre_, pre, stream_)
+                                             : gpu::copy_f32(f32(g.pre_logits), dev_pre_, pre, stream_));
+    if (host_logits_ != nullptr) {
+      const int64_t lg = int64_t{out_dim_} * n;
+      EV_CUDA_CHECK("output logits", fp16_ ? gpu::cast_f16_to_f32(h16(g.logits), dev_logits_, lg, stream_)
+                                           : gpu::copy_f32(f32(g.logits), dev_logits_, lg, stream_));
+    }
+    return Status::Ok();
+  }
+
+  Status run_op(const Op& o, const Gemm& gemm, int n) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    const std::string where = "op '" + o.name + "'";
+    const int rows = static_cast<int>(o.m / g.batch * n);
+    switch (o.kind) {
+      case OpKind::kIm2col:
+        EV_CUDA_CHECK(where, fp16_ ? gpu::im2col_patches_f16(h16(o.inputs[0]), h16(o.outputs[0]), n, a.in_chans,
+                                                             a.img_size, a.patch_size, stream_)
+                                   : gpu::im2col_patches_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.in_chans,
+                                                             a.img_size, a.patch_size, stream_));
+        break;
+      case OpKind::kLinear: {
+        const float alpha = 1.f;
+        void* y = at(o.outputs[0]);
+        EV_CUBLAS_CHECK(where, cublasLtMatmul(lt_, gemm.desc, &alpha, at(o.weights[0]), gemm.a, at(o.inputs[0]),
+                                              gemm.b, &gemm.beta, y, gemm.c, y, gemm.c, &gemm.algo, workspace_,
+                                              kCudaLtWorkspaceBytes, stream_));
+        if (gemm.exact_gelu_after) EV_CUDA_CHECK(where, gpu::gelu_f32(static_cast<float*>(y), gemm.out_elems, stream_));
+        break;
+      }
+      case OpKind::kAssembleTokens: {
+        const int cls = weight_named(o, "cls_token"), reg = weight_named(o, "reg_token"),
+                  pos = weight_named(o, "pos_embed");
+        if (fp16_) {
+          EV_CUDA_CHECK(where, gpu::assemble_tokens_f16(h16(o.inputs[0]), cls >= 0 ? h16(cls) : nullptr,
+                                                        reg >= 0 ? h16(reg) : nullptr, a.reg_tokens, h16(pos),
+                                                        a.no_embed_class, h16(o.outputs[0]), n, a.num_patches(),
+                                                        a.embed_dim, stream_));
+        } else {
+          EV_CUDA_CHECK(where, gpu::assemble_tokens_f32(f32(o.inputs[0]), cls >= 0 ? f32(cls) : nullptr,
+                                                        reg >= 0 ? f32(reg) : nullptr, a.reg_tokens, f32(pos),
+                                                        a.no_embed_class, f32(o.outputs[0]), n, a.num_patches(),
+                                                        a.embed_dim, stream_));
+        }
+        break;
+      }
+      case OpKind::kLayerNorm: {
+        const float eps = static_cast<float>(o.eps);
+        const int c = static_cast<int>(o.n);
+        EV_CUDA_CHECK(where, fp16_ ? gpu::layernorm_f16(h16(o.inputs[0]), h16(o.weights[0]), h16(o.weights[1]),
+                                                        h16(o.outputs[0]), rows, c, eps, stream_)
+                                   : gpu::layernorm_f32(f32(o.inputs[0]), f32(o.weights[0]), f32(o.weights[1]),
+                                                        f32(o.outputs[0]), rows, c, eps, stream_));
+        break;
+      }
+      case OpKind::kAttention: {
+        float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
+        if (fault_ == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // the TensorRT 10.7 bug, on purpose
+        const AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale);
+        const int64_t ko = packed_k_offset(a.num_heads, a.head_dim()), vo = packed_v_offset(a.num_heads, a.head_dim());
+        if (!fp16_) {
+          const float* q = f32(o.inputs[0]);
+          EV_CUDA_CHECK(where, gpu::mha_f32(p, q, q + ko, q + vo, f32(o.outputs[0]), f32(o.scratch), stream_));
+        } else if (g.attention == AttentionPath::kFused) {
+          const __half* q = h16(o.inputs[0]);
+          EV_CUDA_CHECK(where, mha_fused_f16(p, q, q + ko, q + vo, h16(o.outputs[0]), stream_));
+        } else {
+          const __half* q = h16(o.inputs[0]);
+          EV_CUDA_CHECK(where, mha_unfused_f16(p, q, q + ko, q + vo, h16(o.outputs[0]), at(o.scratch),
+                                               static_cast<size_t>(g.tensors[o.scratch].bytes()), lt_, stream_));
+        }
+        break;
+      }
+      case OpKind::kPool:
+        EV_CUDA_CHECK(where, fp16_ ? gpu::pool_f16(h16(o.inputs[0]), h16(o.outputs[0]), n, a.num_tokens(),
+                                                   a.embed_dim, o.avg_pool, a.num_prefix_tokens(), stream_)
+                                   : gpu::pool_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.num_tokens(),
+                                                   a.embed_dim, o.avg_pool, a.num_prefix_tokens(), stream_));
+        break;
+    }
+    return Status::Ok();
+  }
+
+  Status capture(size_t si) {
+    const std::string where = "graph capture, batch " + std::to_string(sizes_[si]);
+    EV_CUDA_CHECK(where, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status s = enqueue_forward(si, false);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    if (!s.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return s;
+    }
+    if (e != cudaSuccess) return cuda_error(where, "cudaStreamEndCapture", e);
+    const cudaError_t ie = cudaGraphInstantiateWithFlags(&execs_[si], graph, 0);
+    cudaGraphDestroy(graph);
+    if (ie != cudaSuccess) {
+      execs_[si] = nullptr;
+      return cuda_error(where, "cudaGraphInstantiateWithFlags", ie);
+    }
+    EV_CUDA_CHECK(where, cudaGraphUpload(execs_[si], stream_));
+    EV_CUDA_CHECK(where, cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  const Plan& plan_;
+  const bool fp16_;
+  const bool profile_;
+  const InjectedFault fault_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  uint8_t* arena_ = nullptr;      // owned: the single device allocation
+  uint8_t* workspace_ = nullptr;  // cuBLASLt workspace: the arena's last kCudaLtWorkspaceBytes
+  int64_t in_per_image_ = 0;      // C * H * W
+  int out_dim_ = 0;
+  float* host_in_ = nullptr;      // owned, pinned + mapped: (max_batch, C, H, W) fp32
+  float* dev_in_ = nullptr;       // device alias of host_in_
+  float* host_pre_ = nullptr;     // owned, pinned + mapped: (max_batch, E) fp32
+  float* dev_pre_ = nullptr;
+  float* host_logits_ = nullptr;  // owned, pinned + mapped: (max_batch, classes) fp32; null when classes == 0
+  float* dev_logits_ = nullptr;
+  std::vector<int> sizes_;                  // captured batch sizes, ascending
+  std::vector<std::vector<Gemm>> gemms_;    // [size index][op index] (kLinear ops only)
+  std::vector<cudaGraphExec_t> execs_;      // [size index]
+  std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
+  std::vector<OpTiming> timings_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Plan& plan, WeightSource& weights,
+                                                   const EngineOptions& options) {
+  auto backend = std::make_unique<CudaBackend>(plan, options);
+  EV_RETURN_IF_ERROR(backend->init(weights));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace edgevit
+#endif  // EDGEVIT_HAVE_CUDA

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine, from the repository root, with build-e2e-bundle/ carried
+# (tools/gpu/make_e2e_bundle.sh):
+#   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test
+#   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap)
+#   3. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
+#      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
+# Logs go to $OUT (gpu.txt, *.log, bench_e2e.json); a summary is printed last.
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|all]   (default all)
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-/tmp/edgevit-out}
+mkdir -p "$out"
+repo=$(pwd -P)
+B=$repo/build-e2e-bundle
+libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
+            python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
+export LD_LIBRARY_PATH="$B/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The test binaries have the build host's paths compiled in: the repository at /work/main and the goldens at
+# /work/shared/testdata/golden; model YAMLs name their weights as ../../../shared/... from config/models.
+if [ "$repo" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$repo" /work/main; fi
+mkdir -p /work/shared/testdata "$(dirname "$repo")/shared/testdata"
+[ -e /work/shared/testdata/golden ] || ln -s "$B/golden" /work/shared/testdata/golden
+[ -e "$(dirname "$repo")/shared/testdata/golden" ] || ln -s "$B/golden" "$(dirname "$repo")/shared/testdata/golden"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
+  | tee "$out/gpu.txt"
+summary=()
+if [ "$what" != bench ]; then
+  for t in ops_cuda_test cuda_engine_test mha_cuda_test; do
+    "$B/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
+    summary+=("$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | paste -sd' ')")
+    grep -E 'Failure|error:|FAILED|rel err|predictions|profile total' "$out/$t.log" | head -60
+  done
+  filter='*MatchesTimm/0:*MatchesTimm/1:*MatchesTimm/8:*MatchesTimm/9:*MatchesTimm/10:*BatchOutside*'
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$B/bin/cuda_engine_test" --gtest_brief=1 \
+    --gtest_filter="$filter" >"$out/memcheck.log" 2>&1
+  summary+=("memcheck cuda_engine_test: rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)")
+fi
+if [ "$what" != tests ]; then
+  models=/tmp/edgevit-models
+  PYTHONUNBUFFERED=1 python3 tools/gpu/make_timm_checkpoints.py "$models" 2>&1 | tee "$out/checkpoints.log"
+  PYTHONUNBUFFERED=1 python3 tools/gpu/bench_e2e.py --edgevit "$B/bin/edgevit" --models-dir "$models" \
+    --json "$out/bench_e2e.json" 2>&1 | tee "$out/bench.log"
+  summary+=("bench_e2e: rc=${PIPESTATUS[0]}")
+fi
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
