@@ -66,6 +66,7 @@ class Engine {
   const float* logits() const { return backend_->logits(); }          // (n, output_dim)
   const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
   const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }
+  int64_t device_bytes() const { return backend_->device_bytes(); }  // the arena allocation (self-test)
 
  private:
   Engine() = default;
