@@ -17,7 +17,11 @@ void gelu_f32(float* x, int64_t n, int threads) {  // x (n)
   const bool parallel = threads > 1 && n >= 2 * kMinPerThread;
   const int team = parallel ? threads : 1;
   const int64_t chunk = (n + team - 1) / team;
-#pragma omp parallel for num_threads(team) schedule(static) if (parallel)
+  if (!parallel) {  // no OpenMP region: libgomp allocates a team for every serialised region
+    cpu_detail::bias_gelu(x, nullptr, n);
+    return;
+  }
+#pragma omp parallel for num_threads(team) schedule(static)
   for (int c = 0; c < team; ++c) {
     const int64_t i0 = c * chunk;
     const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;

@@ -59,11 +59,18 @@ void layernorm_f32(const float* x,      // (M, C)
                    int m, int c, float eps, int threads) {
   if (c <= 0) return;
   const bool parallel = threads > 1 && static_cast<int64_t>(m) * c >= 65536;
-#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
-  for (int i = 0; i < m; ++i) {
+  const auto row = [&](int i) {
     const int64_t off = static_cast<int64_t>(i) * c;
     layernorm_row(x + off, gamma, beta, y + off, c, eps);
+  };
+  // No OpenMP region at all when serial: libgomp allocates a fresh team for every serialised (if false /
+  // one-thread) region, which infer() must not do.
+  if (!parallel) {
+    for (int i = 0; i < m; ++i) row(i);
+    return;
   }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int i = 0; i < m; ++i) row(i);
 }
 
 }  // namespace edgevit

@@ -288,8 +288,7 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
   const int tasks = p.batch * p.heads * qblocks;
   const int team = std::max(1, std::min(threads, tasks));
   const bool avx2 = cpu_detail::use_avx2();
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
-  for (int t = 0; t < tasks; ++t) {
+  const auto task = [&](int t) {
     const int qb = t % qblocks;
     const int h = (t / qblocks) % p.heads;
     const int b = t / (qblocks * p.heads);
@@ -298,7 +297,13 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
     } else {
       fused_task_base(p, q, k, v, o, b, h, qb * kQB);
     }
+  };
+  if (team == 1) {  // no OpenMP region: libgomp allocates a team for every serialised region
+    for (int t = 0; t < tasks; ++t) task(t);
+    return;
   }
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+  for (int t = 0; t < tasks; ++t) task(t);
 }
 
 size_t mha_explicit_scratch_floats(const AttnParams& p, int threads) {

@@ -60,6 +60,10 @@ void* aligned_alloc(size_t align, size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) note_alloc();
   return __libc_memalign(align, n);
 }
+void* memalign(size_t align, size_t n) {  // libgomp allocates its teams with memalign
+  if (g_counting.load(std::memory_order_relaxed)) note_alloc();
+  return __libc_memalign(align, n);
+}
 void free(void* p) { __libc_free(p); }
 }
 
