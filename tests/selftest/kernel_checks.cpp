@@ -1,0 +1,160 @@
+// Kernel checks at a model's real shapes: attention (fused, explicit) on the packed qkv layout the runtime
+// uses, LayerNorm, and the GEMM with each epilogue the ViT block uses (qkv: none, fc1: GELU, fc2: residual
+// add), each against its float64-accumulating reference in kernels/cpu, normwise bound
+// tol::kFp32Kernel (tests/testutil/tolerances.h). Inputs are fresh for each run (the seed is reported).
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "kernels/cpu/kernels.h"
+#include "tests/selftest/checks.h"
+#include "tests/testutil/tolerances.h"
+
+namespace edgevit::selftest {
+
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::vector<float> random_uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+double rel_error(const float* out, const float* ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    const double d = static_cast<double>(out[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+double max_abs_error(const float* out, const float* ref, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    m = std::fmax(m, std::fabs(static_cast<double>(out[i]) - ref[i]));
+  }
+  return m;
+}
+
+CheckResult rel_error_check(const std::string& name, const std::string& model, double err, double bound,
+                            const std::string& detail, double seconds) {
+  CheckResult c;
+  c.name = name;
+  c.model = model;
+  c.outcome = err <= bound ? Outcome::kPass : Outcome::kFail;  // NaN/Inf compare false: fail
+  c.measured = "rel_err " + fmt_g(err);
+  c.bound = "<= " + fmt_g(bound);
+  c.detail = detail;
+  c.seconds = seconds;
+  return c;
+}
+
+namespace {
+
+std::string seed_text(uint64_t seed) { return "seed " + std::to_string(seed); }
+
+void attention_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
+  const VitArch& a = s.arch;
+  const int B = s.batch, T = a.num_tokens(), H = a.num_heads, D = a.head_dim(), E = a.embed_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const AttnParams ref_p = attn_params_packed_qkv(B, T, H, D, scale);
+  AttnParams test_p = ref_p;
+  if (s.wrong_scale) test_p.scale = 1.0f;
+  const uint64_t seed = s.seed ^ 0xa77e;
+  const std::vector<float> qkv = random_uniform(static_cast<size_t>(B) * T * 3 * E, seed, -2.f, 2.f);
+  const float* q = qkv.data();
+  const float* k = q + packed_k_offset(H, D);
+  const float* v = q + packed_v_offset(H, D);
+  const size_t n = static_cast<size_t>(B) * T * E;
+  const std::string shape = "B=" + std::to_string(B) + " S=" + std::to_string(T) + " H=" + std::to_string(H) +
+                            " D=" + std::to_string(D) + " packed qkv, " + seed_text(seed);
+  std::vector<float> ref(n);
+  mha_ref(ref_p, q, k, v, ref.data(), s.threads);
+
+  if (D <= kMhaFusedMaxHeadDim) {
+    Stopwatch w;
+    std::vector<float> o(n, NAN);
+    mha_fused_f32(test_p, q, k, v, o.data(), s.threads);
+    out->push_back(rel_error_check("kernel.attention.fused_vs_ref", s.model, rel_error(o.data(), ref.data(), n),
+                                   tol::kFp32Kernel,
+                                   shape + ", max_abs " + fmt_g(max_abs_error(o.data(), ref.data(), n)), w.seconds()));
+  } else {
+    CheckResult c;
+    c.name = "kernel.attention.fused_vs_ref";
+    c.model = s.model;
+    c.detail = "head_dim " + std::to_string(D) + " > kMhaFusedMaxHeadDim " + std::to_string(kMhaFusedMaxHeadDim) +
+               ": the fused CPU kernel does not serve it (the plan uses the explicit one)";
+    out->push_back(c);
+  }
+  {
+    Stopwatch w;
+    std::vector<float> o(n, NAN);
+    std::vector<float> scratch(mha_explicit_scratch_floats(test_p, s.threads));
+    mha_explicit_f32(test_p, q, k, v, o.data(), scratch.data(), s.threads);
+    out->push_back(rel_error_check("kernel.attention.explicit_vs_ref", s.model, rel_error(o.data(), ref.data(), n),
+                                   tol::kFp32Kernel,
+                                   shape + ", max_abs " + fmt_g(max_abs_error(o.data(), ref.data(), n)), w.seconds()));
+  }
+}
+
+void layernorm_check(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
+  const int rows = s.batch * s.arch.num_tokens(), c = s.arch.embed_dim;
+  const uint64_t seed = s.seed ^ 0x1a7e;
+  Stopwatch w;
+  // Offset inputs (mean ~1.5) so that a kernel that does not centre is caught.
+  const std::vector<float> x = random_uniform(static_cast<size_t>(rows) * c, seed, -1.f, 4.f);
+  const std::vector<float> gamma = random_uniform(c, seed + 1, 0.5f, 1.5f), beta = random_uniform(c, seed + 2, -.5f, .5f);
+  std::vector<float> y(x.size(), NAN), ref(x.size());
+  const float eps = static_cast<float>(s.arch.layer_norm_eps);
+  layernorm_f32(x.data(), gamma.data(), beta.data(), y.data(), rows, c, eps, s.threads);
+  layernorm_ref(x.data(), gamma.data(), beta.data(), ref.data(), rows, c, eps, s.threads);
+  out->push_back(rel_error_check("kernel.layernorm_vs_ref", s.model, rel_error(y.data(), ref.data(), y.size()),
+                                 tol::kFp32Kernel,
+                                 "rows=" + std::to_string(rows) + " C=" + std::to_string(c) + " eps " + fmt_g(eps) +
+                                     ", " + seed_text(seed),
+                                 w.seconds()));
+}
+
+void linear_check(const KernelCheckSpec& s, const char* name, int m, int n, int k, Epilogue ep, uint64_t seed,
+                  std::vector<CheckResult>* out) {
+  Stopwatch w;
+  const float wr = 1.0f / std::sqrt(static_cast<float>(k));  // torch Linear's init range: outputs of order 1
+  const std::vector<float> x = random_uniform(static_cast<size_t>(m) * k, seed, -1.f, 1.f);
+  const std::vector<float> wt = random_uniform(static_cast<size_t>(n) * k, seed + 1, -wr, wr);
+  const std::vector<float> bias = random_uniform(n, seed + 2, -wr, wr);
+  std::vector<float> y(static_cast<size_t>(m) * n, NAN), ref(y.size());
+  if (ep == Epilogue::kResidualAdd) {
+    y = random_uniform(y.size(), seed + 3, -1.f, 1.f);  // the residual stream, accumulated into in place
+    ref = y;
+  }
+  linear_f32(x.data(), wt.data(), bias.data(), y.data(), m, n, k, ep);
+  linear_ref(x.data(), wt.data(), bias.data(), ref.data(), m, n, k, ep);
+  out->push_back(rel_error_check(name, s.model, rel_error(y.data(), ref.data(), y.size()), tol::kFp32Kernel,
+                                 "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+                                     ", " + seed_text(seed),
+                                 w.seconds()));
+}
+
+}  // namespace
+
+void run_cpu_kernel_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
+  attention_checks(s, out);
+  layernorm_check(s, out);
+  const int m = s.batch * s.arch.num_tokens(), e = s.arch.embed_dim, hidden = s.arch.mlp_hidden();
+  linear_check(s, "kernel.linear.qkv_vs_ref", m, 3 * e, e, Epilogue::kNone, s.seed ^ 0x9c1, out);
+  linear_check(s, "kernel.linear.fc1_gelu_vs_ref", m, hidden, e, Epilogue::kGelu, s.seed ^ 0x9c2, out);
+  linear_check(s, "kernel.linear.fc2_residual_vs_ref", m, e, hidden, Epilogue::kResidualAdd, s.seed ^ 0x9c3, out);
+}
+
+}  // namespace edgevit::selftest

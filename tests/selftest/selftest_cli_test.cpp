@@ -1,0 +1,90 @@
+// The edgevit-selftest binary as an engineer or the daemon's unit runs it: exit 0 on a clean run (text and
+// JSON), exit 1 naming the failing checks under each injected fault, exit 2 when it cannot run.
+// Under a cross build's emulator, EDGEVIT_TEST_EMULATOR (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu")
+// prefixes the command, since the child process is not emulated by itself.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+struct Ran {
+  int code = -1;
+  std::string out;  // stdout (and stderr when merged)
+};
+
+Ran run(const std::string& args, bool merge_stderr = true) {
+  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  // A fixed host profile and 2 threads, whatever machine runs the tests.
+  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit-selftest") +
+                          " --device host-cpu --threads 2 --seed 99 " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Ran r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+TEST(SelftestCli, QuickRunPasses) {
+  const Ran r = run("--quick");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS e2e.predictions (vit-digits): 0 differ"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attention: cpu.mha_fused_f32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(SelftestCli, JsonReport) {
+  const Ran r = run("--quick --json", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["result"], "pass");
+  EXPECT_EQ(j["mode"], "quick");
+  EXPECT_EQ(j["seed"], 99);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_GE(j["passed"].get<int>(), 14);
+  EXPECT_EQ(j["models"][0]["model"], "vit-digits");
+}
+
+TEST(SelftestCli, AttentionScaleFaultExitsOneNamingTheChecks) {
+  const Ran r = run("--quick --inject-fault=attention-scale");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED kernel.attention.fused_vs_ref (vit-digits): rel_err"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILED kernel.attention.explicit_vs_ref (vit-digits)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILED e2e.logits (vit-digits)"), std::string::npos) << r.out;
+}
+
+TEST(SelftestCli, CorruptWeightFaultExitsOneNamingTheChecks) {
+  const Ran r = run("--quick --json --inject-fault=corrupt-weight");
+  EXPECT_EQ(r.code, 1) << r.out;
+  // --json: the report on stdout, one line per failure on stderr.
+  EXPECT_NE(r.out.find("edgevit-selftest: FAIL e2e.logits (vit-digits): rel_err"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL kernel."), std::string::npos) << r.out;
+}
+
+TEST(SelftestCli, CannotRunExitsTwo) {
+  Ran r = run("--quick --model no-such-model");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("could not run: not_found"), std::string::npos) << r.out;
+  r = run("--quick --testdata /nonexistent-testdata");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run("--inject-fault=bogus");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run("--gpio-loopback gpiochip0:x:4");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run("--no-such-flag");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+}  // namespace
+}  // namespace edgevit

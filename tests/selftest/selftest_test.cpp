@@ -1,0 +1,347 @@
+// The self-test library: platform facts read from faked Jetson files, a clean run passes every check, each
+// injected fault fails the checks it must (and only those), missing inputs are "could not run", the GPIO
+// loopback passes wired and fails unwired, the allocation counter counts, and both report formats carry
+// every check with its measured value and bound.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "platform/gpio.h"
+#include "tests/selftest/alloc_counter.h"
+#include "tests/selftest/selftest.h"
+#include "tests/testutil/testutil.h"
+
+namespace edgevit::selftest {
+namespace {
+namespace fs = std::filesystem;
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+SelftestOptions repo_options() {
+  SelftestOptions o;
+  o.config_dirs = {testutil::source_path("config")};
+  o.quick = true;
+  o.threads = 2;
+  o.seed = 1234;
+  // A host, whatever machine runs the tests: no device tree, no CUDA.
+  o.paths.detect.device_tree_model = "";
+  o.paths.detect.query_cuda = false;
+  return o;
+}
+
+const CheckResult* find(const SelftestReport& r, const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::set<std::string> failed(const SelftestReport& r) {
+  std::set<std::string> s;
+  for (const auto& c : r.checks)
+    if (c.outcome == Outcome::kFail) s.insert(c.name);
+  return s;
+}
+
+class FakeJetson : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("selftest_jetson_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    paths_.detect.device_tree_model = (root_ / "model").string();
+    paths_.detect.meminfo = (root_ / "meminfo").string();
+    paths_.detect.cpuinfo = (root_ / "cpuinfo").string();
+    paths_.detect.query_cuda = false;
+    paths_.nvpmodel_conf = (root_ / "nvpmodel.conf").string();
+    paths_.nvpmodel_status = (root_ / "nvpmodel_status").string();
+    paths_.devfreq_dirs = {(root_ / "gpu.0/devfreq").string(), (root_ / "class_devfreq").string()};
+    paths_.cpu_sysfs = (root_ / "cpu").string();
+    write_file(root_ / "model", std::string("NVIDIA Jetson Orin NX Engine Reference Carrier Board") + '\0');
+    write_file(root_ / "meminfo", "MemTotal:       15896572 kB\nMemFree:         9000000 kB\nMemAvailable:   12000000 kB\n");
+    write_file(root_ / "cpuinfo", "processor\t: 0\n");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+  PlatformPaths paths_;
+  std::vector<std::string> dev_dirs_{testutil::source_path("config/devices")};
+};
+
+TEST_F(FakeJetson, ReadsDevicePowerModeClocksAndMemory) {
+  write_file(root_ / "nvpmodel.conf",
+             "< POWER_MODEL ID=0 NAME=MAXN >\nCPU_ONLINE CORE_0 1\n< POWER_MODEL ID=1 NAME=10W >\n"
+             "< POWER_MODEL ID=2 NAME=15W >\n< PM_CONFIG DEFAULT=2 >\n");
+  write_file(root_ / "nvpmodel_status", "pmode:0001 fmode:quiet\n");
+  const fs::path gpu = root_ / "gpu.0/devfreq/17000000.ga10b";
+  write_file(gpu / "cur_freq", "918000000\n");
+  write_file(gpu / "min_freq", "306000000\n");
+  write_file(gpu / "max_freq", "918000000\n");
+  write_file(root_ / "class_devfreq/15340000.vic/cur_freq", "115200000\n");  // not a GPU: not listed
+  write_file(root_ / "cpu/cpu0/cpufreq/scaling_cur_freq", "1984000\n");
+  write_file(root_ / "cpu/cpu1/cpufreq/scaling_cur_freq", "729600\n");
+
+  auto info = read_platform_info(dev_dirs_, paths_);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->detected.profile.name, "orin-nx-16gb");
+  EXPECT_EQ(info->power_mode, "10W (id 1)");
+  EXPECT_NE(info->power_mode_source.find("nvpmodel_status"), std::string::npos);
+  ASSERT_EQ(info->clocks.size(), 3u);
+  EXPECT_EQ(info->clocks[0].name, "gpu 17000000.ga10b");
+  EXPECT_EQ(info->clocks[0].cur_hz, 918000000);
+  EXPECT_EQ(info->clocks[0].min_hz, 306000000);
+  EXPECT_EQ(info->clocks[1].name, "cpu0");
+  EXPECT_EQ(info->clocks[1].cur_hz, 1984000000);
+  EXPECT_EQ(info->clocks[2].cur_hz, 729600000);
+  EXPECT_EQ(info->mem_total_bytes, int64_t{15896572} * 1024);
+  EXPECT_EQ(info->mem_available_bytes, int64_t{12000000} * 1024);
+}
+
+TEST_F(FakeJetson, PowerModeFallsBackToTheDefaultThenToUnknown) {
+  write_file(root_ / "nvpmodel.conf", "< POWER_MODEL ID=0 NAME=MAXN >\n< POWER_MODEL ID=2 NAME=15W >\n< PM_CONFIG DEFAULT=2 >\n");
+  auto info = read_platform_info(dev_dirs_, paths_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->power_mode, "15W (id 2, the default)");
+  EXPECT_NE(info->power_mode_source.find("current mode not readable"), std::string::npos);
+  fs::remove(root_ / "nvpmodel.conf");
+  info = read_platform_info(dev_dirs_, paths_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->power_mode, "");
+  EXPECT_NE(info->power_mode_source.find("no "), std::string::npos) << info->power_mode_source;
+  EXPECT_TRUE(info->clocks.empty());
+}
+
+TEST(Selftest, CleanQuickRunPassesEveryCheck) {
+  auto r = run_selftest(repo_options());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << format_report_text(*r);
+  EXPECT_EQ(selftest_exit_code(r), 0);
+  for (const char* name : {"memory.plan_fits", "kernel.attention.fused_vs_ref", "kernel.attention.explicit_vs_ref",
+                           "kernel.layernorm_vs_ref", "kernel.linear.qkv_vs_ref", "kernel.linear.fc1_gelu_vs_ref",
+                           "kernel.linear.fc2_residual_vs_ref", "e2e.predictions", "e2e.logits",
+                           "memory.available_now", "memory.arena_single_allocation", "memory.zero_allocations",
+                           "memory.no_new_mappings", "memory.bit_identical"}) {
+    const CheckResult* c = find(*r, name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_EQ(c->outcome, Outcome::kPass) << name << ": " << c->measured << " " << c->detail;
+    EXPECT_EQ(c->model, "vit-digits");
+  }
+  EXPECT_NE(find(*r, "e2e.logits")->detail.find("64 of 360"), std::string::npos) << find(*r, "e2e.logits")->detail;
+  EXPECT_EQ(find(*r, "gpio.loopback")->outcome, Outcome::kSkip);
+  // This binary links the exact counter.
+  EXPECT_NE(find(*r, "memory.zero_allocations")->detail.find("exact"), std::string::npos);
+  ASSERT_EQ(r->decisions.size(), 1u);
+  EXPECT_EQ(r->decisions[0].attention_kernel, "cpu.mha_fused_f32");
+  EXPECT_FALSE(r->decisions[0].ops.empty());
+  EXPECT_EQ(r->seed, 1234u);
+}
+
+TEST(Selftest, FullRunChecksAllStoredImages) {
+  SelftestOptions o = repo_options();
+  o.quick = false;
+  o.repeat_runs = 5;
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << format_report_text(*r);
+  EXPECT_NE(find(*r, "e2e.predictions")->detail.find("360 of 360"), std::string::npos);
+  EXPECT_NE(find(*r, "kernel.attention.fused_vs_ref")->detail.find("B=64"), std::string::npos);
+}
+
+TEST(Selftest, WrongAttentionScaleFailsTheAttentionAndEndToEndChecks) {
+  SelftestOptions o = repo_options();
+  o.fault = Fault::kAttentionScale;
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(selftest_exit_code(r), 1);
+  const std::set<std::string> f = failed(*r);
+  EXPECT_TRUE(f.count("kernel.attention.fused_vs_ref")) << format_report_text(*r);
+  EXPECT_TRUE(f.count("kernel.attention.explicit_vs_ref"));
+  EXPECT_TRUE(f.count("e2e.logits"));
+  EXPECT_FALSE(f.count("kernel.layernorm_vs_ref"));
+  EXPECT_FALSE(f.count("memory.zero_allocations"));
+  EXPECT_EQ(r->fault, "attention-scale");
+  const std::string text = format_report_text(*r);
+  EXPECT_NE(text.find("FAILED kernel.attention.fused_vs_ref (vit-digits): rel_err "), std::string::npos) << text;
+  EXPECT_NE(text.find("violates bound <= 1e-05"), std::string::npos) << text;
+}
+
+TEST(Selftest, CorruptWeightFailsTheEndToEndLogits) {
+  SelftestOptions o = repo_options();
+  o.fault = Fault::kCorruptWeight;
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(selftest_exit_code(r), 1);
+  const std::set<std::string> f = failed(*r);
+  EXPECT_TRUE(f.count("e2e.logits")) << format_report_text(*r);
+  EXPECT_FALSE(f.count("kernel.attention.fused_vs_ref"));  // the kernels are fine; the weights are not
+}
+
+TEST(Selftest, FaultNames) {
+  EXPECT_EQ(*parse_fault("attention-scale"), Fault::kAttentionScale);
+  EXPECT_EQ(*parse_fault("corrupt-weight"), Fault::kCorruptWeight);
+  EXPECT_EQ(*parse_fault("none"), Fault::kNone);
+  EXPECT_EQ(parse_fault("scale").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Selftest, MissingModelOrExpectedOutputsCannotRun) {
+  SelftestOptions o = repo_options();
+  o.models = {"no-such-model"};
+  auto r = run_selftest(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("no-such-model"), std::string::npos);
+  EXPECT_EQ(selftest_exit_code(r), 2);
+
+  o = repo_options();
+  o.testdata_dir = ::testing::TempDir() + "selftest_empty_testdata";
+  fs::create_directories(o.testdata_dir);
+  r = run_selftest(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("digits/test_split.safetensors"), std::string::npos) << r.status().message();
+  EXPECT_EQ(selftest_exit_code(r), 2);
+}
+
+TEST(Selftest, ModelWithoutExpectedOutputsSkipsEndToEndOnly) {
+  SelftestOptions o = repo_options();
+  o.models = {"vit-micro"};  // weights from ../shared/testdata/golden, no stored test split
+  if (!fs::exists(testutil::golden_path("vit-micro.safetensors"))) GTEST_SKIP() << "golden data absent";
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << format_report_text(*r);
+  EXPECT_EQ(find(*r, "e2e.logits")->outcome, Outcome::kSkip);
+  EXPECT_EQ(find(*r, "memory.bit_identical")->outcome, Outcome::kPass);
+}
+
+TEST(Selftest, CudaProfileWithoutCudaBackendRunsTheEngineOnTheHost) {
+  SelftestOptions o = repo_options();
+  o.device = "orin-nx-16gb";
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << format_report_text(*r);
+  ASSERT_GE(r->decisions.size(), 1u);
+  EXPECT_EQ(r->decisions[0].device, "orin-nx-16gb");
+  EXPECT_EQ(r->decisions[0].attention_kernel.rfind("cuda.", 0), 0u) << r->decisions[0].attention_kernel;
+#ifndef EDGEVIT_HAVE_CUDA
+  ASSERT_EQ(r->decisions.size(), 2u);
+  EXPECT_EQ(r->decisions[1].device, "host-cpu");
+  EXPECT_EQ(find(*r, "kernel.attention.cuda_fused_vs_ref")->outcome, Outcome::kSkip);
+#endif
+}
+
+TEST(Selftest, PlanThatDoesNotFitFailsAndSkipsTheEngineChecks) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "selftest_tiny_device";
+  write_file(dir / "tiny.yaml",
+             "name: tiny\ndescription: 1 MiB budget\nkind: cpu\nmemory:\n  total_mib: 64\n  budget_mib: 1\n"
+             "  unified: false\n  cuda_context_mib: 0\n  bandwidth_gbps: 1\ncpu:\n  cores: 1\n  model: test\n");
+  SelftestOptions o = repo_options();
+  o.device = (dir / "tiny.yaml").string();
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(failed(*r), std::set<std::string>{"memory.plan_fits"}) << format_report_text(*r);
+  EXPECT_EQ(find(*r, "memory.zero_allocations")->outcome, Outcome::kSkip);
+  EXPECT_NE(find(*r, "memory.plan_fits")->bound.find("1048576"), std::string::npos) << find(*r, "memory.plan_fits")->bound;
+}
+
+// Output line `out` drives input line `in` of the same simulated chip.
+class WiredGpio : public GpioBackend {
+ public:
+  explicit WiredGpio(bool connected) : connected_(connected) {}
+  const char* name() const override { return "wired-test"; }
+  Result<std::unique_ptr<GpioOutput>> request_output(const GpioLineRequest&, bool) override {
+    struct Out : GpioOutput {
+      explicit Out(WiredGpio* g) : g_(g) {}
+      Status set(bool active) override {
+        if (g_->connected_ && active != g_->level_) ++g_->pending_;
+        g_->level_ = active;
+        return Status::Ok();
+      }
+      WiredGpio* g_;
+    };
+    return std::unique_ptr<GpioOutput>(new Out(this));
+  }
+  Result<std::unique_ptr<GpioEdgeInput>> request_edges(const GpioLineRequest&, GpioEdge) override {
+    struct In : GpioEdgeInput {
+      explicit In(WiredGpio* g) : g_(g) {}
+      Result<int> wait_edges(int) override {
+        const int n = g_->pending_;
+        g_->pending_ = 0;
+        return n;
+      }
+      WiredGpio* g_;
+    };
+    return std::unique_ptr<GpioEdgeInput>(new In(this));
+  }
+
+ private:
+  bool connected_;
+  bool level_ = false;
+  int pending_ = 0;
+};
+
+TEST(Selftest, GpioLoopbackPassesWiredAndFailsOpen) {
+  const GpioLoopback g{"gpiochip0", 3, 4};
+  WiredGpio wired(true), open(false);
+  CheckResult c = run_gpio_loopback_on(wired, g);
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.measured;
+  c = run_gpio_loopback_on(open, g);
+  EXPECT_EQ(c.outcome, Outcome::kFail);
+  EXPECT_EQ(c.measured, "0 of 4 edges seen");
+  SimulatedGpio sim;  // lines exist but nothing connects them
+  c = run_gpio_loopback_on(sim, g);
+  EXPECT_EQ(c.outcome, Outcome::kFail) << c.measured;
+  c = run_gpio_loopback_on(wired, GpioLoopback{"gpiochip0", 3, 3});
+  EXPECT_EQ(c.outcome, Outcome::kFail);
+  EXPECT_NE(c.measured.find("distinct"), std::string::npos);
+  sim.hold_externally(4);
+  c = run_gpio_loopback_on(sim, g);
+  EXPECT_EQ(c.outcome, Outcome::kFail);
+  EXPECT_NE(c.measured.find("input line"), std::string::npos) << c.measured;
+}
+
+TEST(AllocCounter, CountsAllocationsInsideTheWindowOnly) {
+  ASSERT_TRUE(AllocWindow::exact()) << "malloc_interpose.cpp is not linked into this test";
+  void* before = std::malloc(32);
+  AllocWindow w;
+  void* volatile p = std::malloc(16);
+  auto* v = new std::vector<int>(10);
+  const int64_t n = w.finish();
+  std::free(p);
+  std::free(before);
+  delete v;
+  EXPECT_GE(n, 2);
+  AllocWindow empty;
+  EXPECT_EQ(empty.finish(), 0);
+}
+
+TEST(Selftest, JsonReportCarriesEveryCheckWithItsBound) {
+  SelftestOptions o = repo_options();
+  o.fault = Fault::kAttentionScale;
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok());
+  const auto j = nlohmann::json::parse(format_report_json(*r));
+  EXPECT_EQ(j["result"], "fail");
+  EXPECT_EQ(j["fault"], "attention-scale");
+  EXPECT_EQ(j["checks"].size(), r->checks.size());
+  EXPECT_EQ(j["failed"].get<int>(), r->count(Outcome::kFail));
+  bool saw = false;
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "kernel.attention.fused_vs_ref") {
+      saw = true;
+      EXPECT_EQ(c["outcome"], "fail");
+      EXPECT_EQ(c["bound"], "<= 1e-05");
+      EXPECT_EQ(c["measured"].get<std::string>().rfind("rel_err ", 0), 0u);
+    }
+  }
+  EXPECT_TRUE(saw);
+  EXPECT_EQ(j["models"][0]["attention_kernel"], "cpu.mha_fused_f32");
+  EXPECT_TRUE(j["platform"].contains("power_mode"));
+}
+
+}  // namespace
+}  // namespace edgevit::selftest
