@@ -1,6 +1,8 @@
 // The edgevit command line as a user drives it: import + run against timm's golden outputs, and every
 // documented exit code for bad input (docs/exit-codes.md). Runs the real binary.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -72,6 +74,51 @@ TEST(Cli, ImportThenRunMatchesTimm) {
     Ran r = run("run " + yaml + " --device host-cpu --threads 2 --input " + golden + " --output " + out);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("latency"), std::string::npos) << r.out;
+    for (const char* t : {"logits", "pre_logits"}) {
+      const auto got = tensor(out, t), want = tensor(golden, t);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd) << t;
+    }
+  }
+}
+
+// Peak RSS of `edgevit run` stays within weights + planned arena + 64 MiB (the mmap'd checkpoint pages are
+// the "weights" term; the arena holds the converted copy). RUSAGE_CHILDREN's ru_maxrss is the largest child
+// so far, so this test runs the biggest model of the suite.
+TEST(Cli, PeakRssWithinWeightsPlusArenaPlus64MiB) {
+  const std::string cfg = testutil::source_path("config/models/vit-tiny-golden.yaml");
+  const std::string ckpt = testutil::golden_path("vit-tiny-patch16-224.safetensors");
+  Ran plan = run("plan " + cfg + " --device host-cpu --batch 2 --json");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  const auto key = plan.out.find("\"arena_bytes\": ");
+  ASSERT_NE(key, std::string::npos);
+  const long long arena = std::stoll(plan.out.substr(key + 15));
+  struct stat st {};
+  ASSERT_EQ(stat(ckpt.c_str(), &st), 0);
+  Ran r = run("run " + cfg + " --device host-cpu --threads 2 --input " +
+              testutil::golden_path("vit-tiny-patch16-224.golden.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  struct rusage ru {};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &ru), 0);
+  const long long peak = static_cast<long long>(ru.ru_maxrss) * 1024;
+  const long long bound = static_cast<long long>(st.st_size) + arena + (64ll << 20);
+  EXPECT_LE(peak, bound) << "peak RSS " << peak << " > weights " << st.st_size << " + arena " << arena << " + 64 MiB";
+  std::printf("peak RSS %lld bytes, bound %lld\n", peak, bound);
+}
+
+// A real checkpoint saved by transformers 5.17 (tests/data/hf/README.md), in both its naming conventions:
+// `import --from hf DIR` then `run` reproduces transformers' float64 outputs (eps 1e-12 from config.json).
+TEST(Cli, ImportHuggingFaceThenRunMatchesTransformers) {
+  const std::string golden = testutil::source_path("tests/data/hf/vit-hf-micro.golden.safetensors");
+  for (const char* dir : {"vit-hf-micro", "vit-hf-micro-v4"}) {
+    SCOPED_TRACE(dir);
+    const std::string yaml = tmp(std::string(dir) + ".yaml");
+    Ran imp = run("import --from hf " + testutil::source_path(std::string("tests/data/hf/") + dir) + " -o " + yaml);
+    ASSERT_EQ(imp.code, 0) << imp.out;
+    EXPECT_NE(read_file(yaml).find("layer_norm_eps: 1e-12"), std::string::npos) << read_file(yaml);
+    const std::string out = tmp(std::string(dir) + ".out.safetensors");
+    Ran r = run("run " + yaml + " --device host-cpu --threads 2 --input " + golden + " --output " + out);
+    ASSERT_EQ(r.code, 0) << r.out;
     for (const char* t : {"logits", "pre_logits"}) {
       const auto got = tensor(out, t), want = tensor(golden, t);
       ASSERT_EQ(got.size(), want.size());
