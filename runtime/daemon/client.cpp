@@ -61,6 +61,7 @@ void print_answer(const std::string& input, const client::InferAnswer& a, const 
     j["latency_us"] = a.latency_ns / 1e3;
     j["infer_us"] = a.infer_ns / 1e3;
     j["batch_images"] = a.batch_images;
+    j["batch_row"] = a.batch_row;
     out << j.dump() << "\n";
     return;
   }

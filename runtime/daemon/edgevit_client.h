@@ -50,6 +50,7 @@ struct InferAnswer {
   uint64_t latency_ns = 0;                  // daemon side: frame received -> answer ready
   uint64_t infer_ns = 0;                    // the batch's Engine::infer
   int batch_images = 0;                     // images in the batch this request ran in
+  int batch_row = 0;                        // row of this request's first image in that batch
 };
 
 class Connection {
@@ -177,6 +178,7 @@ class Connection {
     out->latency_ns = protocol::get_u64(p + 16);
     out->infer_ns = protocol::get_u64(p + 24);
     out->batch_images = static_cast<int>(protocol::get_u32(p + 32));
+    out->batch_row = static_cast<int>(protocol::get_u32(p + 36));
     if (n > 4096 || k > protocol::kMaxTopk) return fail(err, kTransportError, "implausible infer answer");
     p += protocol::kInferAnswerFixedBytes;
     out->topk.assign(n, {});

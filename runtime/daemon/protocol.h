@@ -92,7 +92,9 @@ constexpr size_t kTensorShapeBytes = 20;
 // Successful infer answer:
 //   0  u32 n (images), 4 u32 k (entries per image), 8 u32 logits_per_image (0 unless requested),
 //   12 u32 reserved, 16 u64 latency_ns (frame received -> answer ready), 24 u64 infer_ns (the batch's
-//   Engine::infer), 32 u32 batch_images (images in the batch this request ran in), 36 u32 reserved,
+//   Engine::infer), 32 u32 batch_images (images in the batch this request ran in), 36 u32 batch_row (the
+//   row of this request's first image in that batch; with both, Engine::infer reproduces the logits bit
+//   for bit: OpenBLAS picks sgemm kernels, and tail paths, by the batch's row count),
 //   40: n * k entries, each: u32 index, f32 score (softmax probability), u32 label_bytes (<= 64),
 //       label bytes, padded with zeros to a multiple of 4
 //   then n * logits_per_image float32.

@@ -820,7 +820,7 @@ void Server::Impl::run_batch(const std::shared_ptr<Model>& m, size_t count) {
     protocol::put_u32(o + 12, 0);
     protocol::put_u64(o + 24, infer_ns);
     protocol::put_u32(o + 32, static_cast<uint32_t>(images));
-    protocol::put_u32(o + 36, 0);
+    protocol::put_u32(o + 36, static_cast<uint32_t>(row));
     uint8_t* w = o + protocol::kInferAnswerFixedBytes;
     for (int img = 0; img < s->n; ++img) {
       const float* r = logits + static_cast<size_t>(row + img) * od;
