@@ -113,9 +113,9 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
 Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
   p->resize = arch.img_size;
   EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &p->resize));
-  if (p->resize != arch.img_size) {
-    return m.error("resize", "must equal architecture.img_size " + std::to_string(arch.img_size) +
-                                 " (the resized image is used whole; there is no crop step)");
+  if (p->resize < arch.img_size) {
+    return m.error("resize", "must be >= architecture.img_size " + std::to_string(arch.img_size) +
+                                 " (the shorter side is resized to it, then the centre img_size square is cropped)");
   }
   EV_RETURN_IF_ERROR(m.get_double_list("mean", false, -kMaxMeanStd, kMaxMeanStd, false, &p->mean));
   EV_RETURN_IF_ERROR(m.get_double_list("std", false, 0.0, kMaxMeanStd, /*lo_open=*/true, &p->std));

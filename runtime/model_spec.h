@@ -47,7 +47,7 @@ struct VitArch {
 };
 
 struct Preprocess {
-  int resize = 224;                 // the image is resized (bilinear) to resize x resize, then used whole
+  int resize = 224;                 // shorter side resized (bilinear) to this, then centre-cropped to img_size
   std::vector<double> mean{0.485, 0.456, 0.406};  // one per channel, applied to pixel/255
   std::vector<double> std{0.229, 0.224, 0.225};
 };

@@ -236,6 +236,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
     std::copy(e.pre_logits(), e.pre_logits() + static_cast<size_t>(count) * embed, pre.begin() + static_cast<size_t>(start) * embed);
   }
 
+  std::printf("device: %s (%s)\n", dev->profile.name.c_str(), dev->how.c_str());
   std::printf("model %s on %s: %d image%s, %s, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
               n == 1 ? "" : "s", ev::to_string(e.plan().graph.precision), e.plan().attention_kernel.c_str());
   if (spec->arch.num_classes > 0) {

@@ -54,7 +54,7 @@ const FileCase kFileCases[] = {
   {"mean_not_list.yaml",          "preprocess.mean",             "expected a list of numbers, got a scalar", 12},
   {"in_chans_without_mean.yaml",  "preprocess.mean",             "required when architecture.in_chans is 1", 0},
   {"std_zero.yaml",               "preprocess.std[1]",           "0 is out of range (0", 13},
-  {"resize_mismatch.yaml",        "preprocess.resize",           "must equal architecture.img_size 32", 12},
+  {"resize_too_small.yaml",       "preprocess.resize",           "must be >= architecture.img_size 32", 12},
   {"bad_pool.yaml",               "architecture.global_pool",    "'max' is not one of: token, avg", 9},
   {"bad_act.yaml",                "architecture.act",            "'relu' is not one of: gelu", 9},
   {"bad_precision.yaml",          "runtime.precision",           "'int4' is not one of: fp32, fp16", 15},

@@ -1,0 +1,107 @@
+// Image inputs: preprocessing arithmetic, shorter-side resize + centre crop, and hostile images rejected
+// with input_error before any large allocation.
+#include <gtest/gtest.h>
+#include <stb_image_write.h>
+
+#include <cmath>
+
+#include "runtime/inputs.h"
+
+namespace edgevit {
+namespace {
+
+void append_bytes(void* ctx, void* data, int size) {
+  auto* out = static_cast<std::vector<uint8_t>*>(ctx);
+  out->insert(out->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+}
+
+std::vector<uint8_t> png(int w, int h, int c, const std::vector<uint8_t>& pixels) {
+  std::vector<uint8_t> out;
+  stbi_write_png_to_func(append_bytes, &out, w, h, c, pixels.data(), w * c);
+  return out;
+}
+
+ModelSpec rgb_spec(int img, int resize) {
+  ModelSpec s;
+  s.name = "test";
+  s.arch.img_size = img;
+  s.arch.patch_size = 1;
+  s.arch.in_chans = 3;
+  s.preprocess.resize = resize;
+  s.preprocess.mean = {0.5, 0.25, 0.125};
+  s.preprocess.std = {0.5, 0.25, 2.0};
+  return s;
+}
+
+TEST(Inputs, NormalisationIsExactPerChannel) {
+  const ModelSpec s = rgb_spec(4, 4);
+  std::vector<uint8_t> px(4 * 4 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 5);
+  const auto bytes = png(4, 4, 3, px);
+  std::vector<float> x(3 * 16);
+  ASSERT_TRUE(decode_image(bytes.data(), bytes.size(), "t.png", s, x.data()).ok());
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 16; ++i)
+      EXPECT_EQ(x[c * 16 + i], static_cast<float>((px[i * 3 + c] / 255.0 - s.preprocess.mean[c]) / s.preprocess.std[c]));
+}
+
+TEST(Inputs, ShorterSideResizeThenCentreCrop) {
+  // 40 x 20 image: left half black, right half white; resize shorter side 20 -> 10 gives 20 x 10, the
+  // centre 8 x 8 crop spans columns 6..13: left 4 columns black, right 4 white.
+  const ModelSpec s = rgb_spec(8, 10);
+  std::vector<uint8_t> px(40 * 20 * 3);
+  for (int y = 0; y < 20; ++y)
+    for (int x = 0; x < 40; ++x)
+      for (int c = 0; c < 3; ++c) px[(y * 40 + x) * 3 + c] = x < 20 ? 0 : 255;
+  const auto bytes = png(40, 20, 3, px);
+  std::vector<float> out(3 * 64);
+  ASSERT_TRUE(decode_image(bytes.data(), bytes.size(), "halves.png", s, out.data()).ok());
+  const float black = static_cast<float>((0.0 - 0.5) / 0.5), white = static_cast<float>((1.0 - 0.5) / 0.5);
+  for (int y = 0; y < 8; ++y) {
+    EXPECT_NEAR(out[y * 8 + 0], black, 1e-5);
+    EXPECT_NEAR(out[y * 8 + 2], black, 1e-5);
+    EXPECT_NEAR(out[y * 8 + 5], white, 1e-5);
+    EXPECT_NEAR(out[y * 8 + 7], white, 1e-5);
+  }
+}
+
+TEST(Inputs, GreyModelGetsLuminance) {
+  ModelSpec s = rgb_spec(2, 2);
+  s.arch.in_chans = 1;
+  s.preprocess.mean = {0};
+  s.preprocess.std = {1};
+  const auto bytes = png(2, 2, 3, std::vector<uint8_t>(12, 200));
+  std::vector<float> x(4);
+  ASSERT_TRUE(decode_image(bytes.data(), bytes.size(), "g.png", s, x.data()).ok());
+  for (float v : x) EXPECT_NEAR(v, 200 / 255.0, 1e-6);
+}
+
+TEST(Inputs, HostileImagesAreInputErrors) {
+  const ModelSpec s = rgb_spec(8, 8);
+  std::vector<float> x(3 * 64);
+  const auto good = png(8, 8, 3, std::vector<uint8_t>(192, 7));
+  struct Case {
+    std::string name;
+    std::vector<uint8_t> bytes;
+    std::string fragment;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"empty.png", {}, "empty"});
+  cases.push_back({"garbage.png", std::vector<uint8_t>(100, 0x41), "not a decodable image"});
+  cases.push_back({"truncated.png", std::vector<uint8_t>(good.begin(), good.begin() + good.size() / 2), "truncated.png"});
+  // A PPM header claiming 100000 x 100000 pixels: refused from the header, before decoding.
+  const std::string huge = "P6\n100000 100000\n255\n";
+  cases.push_back({"huge.ppm", std::vector<uint8_t>(huge.begin(), huge.end()), "exceeds the limits"});
+  for (const Case& c : cases) {
+    const Status st = decode_image(c.bytes.data(), c.bytes.size(), c.name, s, x.data());
+    EXPECT_EQ(st.code(), StatusCode::kInputError) << c.name << ": " << st.to_string();
+    EXPECT_NE(st.message().find(c.name), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(c.fragment), std::string::npos) << st.message();
+  }
+  ModelSpec four = s;
+  four.arch.in_chans = 4;
+  EXPECT_EQ(decode_image(good.data(), good.size(), "four.png", four, x.data()).code(), StatusCode::kInputError);
+}
+
+}  // namespace
+}  // namespace edgevit
