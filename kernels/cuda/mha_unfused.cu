@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mha.h"
+#include "kernels/mha_variants.h"
 
 namespace edgevit {
 namespace {
