@@ -215,7 +215,7 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
   plan.total_bytes = plan.arena_bytes + plan.context_bytes;
   plan.fits = plan.budget_bytes <= 0 ? false : plan.total_bytes <= plan.budget_bytes;
   if (device.kind == DeviceKind::kCuda && device.unified_memory)
-    plan.notes.push_back("unified memory: weights are uploaded straight from the mmap'd checkpoint; no second host copy");
+    plan.notes.push_back("unified memory: weights go from the mmap'd checkpoint to the arena tensor by tensor through one staging buffer; no second host copy of the weights");
 
   plan.hash = hash_plan(plan);
   return plan;

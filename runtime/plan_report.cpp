@@ -108,7 +108,7 @@ std::string format_plan_text(const Plan& p, bool verbose) {
       const Predicted pr = predict(o, p.device);
       total_us += pr.us;
       if (!verbose && o.name.rfind("blocks.", 0) == 0 && o.name.rfind("blocks.0.", 0) != 0) continue;
-      std::snprintf(line, sizeof line, "  %-26s %-28s %10.1f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
+      std::snprintf(line, sizeof line, "  %-26s %-40s %8.2f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
                     o.kernel.c_str(), o.flops / 1e9, o.bytes / 1e6, pr.us, pr.memory_bound ? "memory" : "compute");
       ops << line;
     }
