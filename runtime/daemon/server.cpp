@@ -451,7 +451,12 @@ bool Server::Impl::read_exact(Slot* s, uint8_t* p, size_t n, Clock::time_point d
   *timed_out = false;
   while (n > 0) {
     if (stopping) {
-      if (idle) return false;
+      // Between frames a stop closes the connection, unless the next request has already arrived: that
+      // one is in flight and is answered.
+      if (idle) {
+        pollfd pending{s->fd, POLLIN, 0};
+        if (poll(&pending, 1, 0) <= 0 || (pending.revents & POLLIN) == 0) return false;
+      }
       deadline = std::min(deadline, stop_time + std::chrono::milliseconds(kStopGraceMs));
     }
     const int64_t left = ms_until(deadline);

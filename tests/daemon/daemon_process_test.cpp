@@ -1,0 +1,192 @@
+// The real build/bin/edgevitd as a child process: sd_notify messages on a test NOTIFY_SOCKET (READY=1
+// after warm-up, WATCHDOG=1 cadence, RELOADING=1 + MONOTONIC_USEC, STOPPING=1), pings stopping when the
+// worker hangs, SIGTERM with requests in flight, SIGHUP to a broken config, config errors, the client CLI.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace edgevit::daemon {
+namespace {
+
+using namespace testing;
+
+class DaemonProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = make_temp_dir();
+    ASSERT_FALSE(dir_.empty());
+    sock_ = dir_ + "/d.sock";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::vector<std::string> args(const std::string& config = "") const {
+    std::vector<std::string> a = {"--device", "host-cpu", "--config-dir", testutil::source_path("config"), "--socket", sock_};
+    if (!config.empty()) a.insert(a.begin(), {"--config", config});
+    else a.insert(a.end(), {"--model", digits_model()});
+    return a;
+  }
+  std::string dir_, sock_;
+};
+
+TEST_F(DaemonProcessTest, NotifyReadyWatchdogReloadStopping) {
+  NotifySocket notify(dir_ + "/notify");
+  ASSERT_GE(notify.fd, 0);
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(), {"NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=200000"}, dir_ + "/log"));
+  std::vector<std::string> seen;
+  ASSERT_TRUE(notify.wait_for("READY=1", 20000, &seen)) << d.log();
+  // Listening before READY: the socket accepts now.
+  EXPECT_GE(raw_connect(sock_), 0);
+  // Pings every WATCHDOG_USEC / 2 = 100 ms: count them over one second.
+  int pings = 0;
+  const auto end = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < end) {
+    const std::string m = notify.next(200);
+    if (m.find("WATCHDOG=1") != std::string::npos) ++pings;
+  }
+  EXPECT_GE(pings, 6);
+  EXPECT_LE(pings, 14);
+
+  kill(d.pid, SIGHUP);
+  seen.clear();
+  ASSERT_TRUE(notify.wait_for("RELOADING=1", 5000, &seen));
+  EXPECT_NE(seen.back().find("MONOTONIC_USEC="), std::string::npos) << seen.back();
+  ASSERT_TRUE(notify.wait_for("READY=1", 10000));
+
+  kill(d.pid, SIGTERM);
+  ASSERT_TRUE(notify.wait_for("STOPPING=1", 5000));
+  EXPECT_EQ(d.wait_exit(5000), 0) << d.log();
+}
+
+TEST_F(DaemonProcessTest, StuckWorkerStopsTheWatchdogPings) {
+  NotifySocket notify(dir_ + "/notify");
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(), {"NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=200000", "EDGEVITD_TEST_HANG_AFTER=0"},
+                      dir_ + "/log"));
+  ASSERT_TRUE(notify.wait_for("READY=1", 20000)) << d.log();
+  ASSERT_TRUE(notify.wait_for("WATCHDOG=1", 2000)) << "pings while idle";
+  // One request makes the worker hang (test switch); the pings must stop.
+  std::thread req([&] {
+    client::Connection c;
+    client::Error err;
+    client::InferAnswer a;
+    const auto in = testutil::random_floats(kDigitsPerImage, 1);
+    if (c.connect(sock_, &err)) c.infer_tensor(in.data(), kDigitsDims, 3, 1, false, &a, &err);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the hang starts; at most one late ping
+  while (!notify.next(0).empty()) {
+  }
+  int pings = 0;
+  const auto end = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < end)
+    if (notify.next(100).find("WATCHDOG=1") != std::string::npos) ++pings;
+  EXPECT_EQ(pings, 0) << "a stuck worker must not be reported alive";
+  kill(d.pid, SIGTERM);  // releases the test hang; the request in flight is answered
+  EXPECT_EQ(d.wait_exit(5000), 0) << d.log();
+  req.join();
+}
+
+TEST_F(DaemonProcessTest, SigtermAnswersEverythingInFlightAndExitsWithin5s) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(), {}, dir_ + "/log"));
+  ASSERT_TRUE(d.wait_socket(sock_)) << d.log();
+  std::atomic<int> ok{0}, failed{0}, refused{0};
+  std::atomic<bool> go{true};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t) {
+    ts.emplace_back([&, t] {
+      client::Connection c;
+      client::Error err;
+      if (!c.connect(sock_, &err)) return;
+      const auto in = testutil::random_floats(kDigitsPerImage, 10 + t);
+      while (go) {
+        client::InferAnswer a;
+        if (c.infer_tensor(in.data(), kDigitsDims, 3, 1, false, &a, &err)) {
+          ++ok;
+        } else if (err.code == client::kTransportError) {
+          ++refused;  // sent after the daemon closed this connection: never received, so not in flight
+          return;
+        } else {
+          ++failed;
+          return;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = Clock::now();
+  kill(d.pid, SIGTERM);
+  const int rc = d.wait_exit(5000);
+  const auto took = Clock::now() - t0;
+  go = false;
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(rc, 0) << d.log();
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(failed.load(), 0) << "a request sent before the stop was not answered";
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_FALSE(std::filesystem::exists(sock_)) << "socket file left behind";
+}
+
+TEST_F(DaemonProcessTest, SighupToBrokenConfigKeepsServing) {
+  const std::string cfg = dir_ + "/edgevitd.yaml";
+  std::ofstream(cfg) << "model: " << digits_model() << "\nlimits:\n  queue_depth: 8\n";
+  NotifySocket notify(dir_ + "/notify");
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(cfg), {"NOTIFY_SOCKET=" + notify.path}, dir_ + "/log"));
+  ASSERT_TRUE(notify.wait_for("READY=1", 20000)) << d.log();
+  std::ofstream(cfg) << "model: " << digits_model() << "\nlimits:\n  queue_depht: 8\n";  // typo: unknown key
+  kill(d.pid, SIGHUP);
+  ASSERT_TRUE(notify.wait_for("READY=1", 10000));
+  client::Connection c;
+  client::Error err;
+  ASSERT_TRUE(c.connect(sock_, &err));
+  std::string h;
+  ASSERT_TRUE(c.query(protocol::Op::kHealth, &h, &err));
+  const auto j = nlohmann::json::parse(h);
+  EXPECT_EQ(j["last_reload"]["result"], "failed");
+  EXPECT_NE(j["last_reload"]["message"].get<std::string>().find("edgevitd.yaml:3:3: limits.queue_depht"),
+            std::string::npos) << h;
+  const auto in = testutil::random_floats(kDigitsPerImage, 2);
+  client::InferAnswer a;
+  EXPECT_TRUE(c.infer_tensor(in.data(), kDigitsDims, 3, 1, false, &a, &err)) << err.message;
+  kill(d.pid, SIGTERM);
+  EXPECT_EQ(d.wait_exit(5000), 0);
+}
+
+TEST_F(DaemonProcessTest, BadConfigFailsAtStartWithFileLineCol) {
+  const std::string cfg = dir_ + "/edgevitd.yaml";
+  std::ofstream(cfg) << "socket:\n  mode: 0999\n";
+  DaemonProcess d;
+  ASSERT_TRUE(d.start({"--config", cfg}, {}, dir_ + "/log"));
+  EXPECT_EQ(d.wait_exit(10000), 3);
+  EXPECT_NE(d.log().find("edgevitd.yaml:2:9: socket.mode"), std::string::npos) << d.log();
+  EXPECT_FALSE(std::filesystem::exists(sock_));
+}
+
+TEST_F(DaemonProcessTest, ClientCliPrintsTopkAsJson) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(), {}, dir_ + "/log"));
+  ASSERT_TRUE(d.wait_socket(sock_)) << d.log();
+  const std::string cmd = testutil::binary_path("bin/edgevit") + " client --socket " + sock_ + " --input " +
+                          testutil::source_path("tests/data/digits/digit-4.png") + " --topk 2 --json";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["topk"].size(), 2u);
+  EXPECT_EQ(j["topk"][0]["index"], 4);
+  EXPECT_EQ(j["topk"][0]["label"], "4");
+  EXPECT_GT(j["topk"][0]["score"].get<double>(), j["topk"][1]["score"].get<double>());
+  kill(d.pid, SIGTERM);
+  EXPECT_EQ(d.wait_exit(5000), 0);
+  // The daemon is gone: the client says so with the io exit code.
+  EXPECT_EQ(WEXITSTATUS(system((cmd + " 2>/dev/null").c_str())), 9);
+}
+
+}  // namespace
+}  // namespace edgevit::daemon
