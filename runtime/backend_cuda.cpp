@@ -324,15 +324,19 @@ class CudaBackend final : public Backend {
     const VitArch& a = g.arch;
     for (const Op& o : g.ops) {
       if (o.kind != OpKind::kAttention) continue;
+      if (!fp16_) {
+        if (int64_t{a.head_dim()} + a.num_tokens() > gpu::kMhaF32MaxSmemFloats)
+          return unsupported("cuda backend: op '" + o.name + "': fp32 attention over " +
+                             std::to_string(a.num_tokens()) + " tokens exceeds its shared memory; use fp16");
+        continue;
+      }
+      if (g.attention != AttentionPath::kExplicit) continue;
       const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f);
-      const bool explicit_path = !fp16_ || g.attention == AttentionPath::kExplicit;
-      if (!explicit_path) continue;
-      const size_t need = fp16_ ? mha_unfused_workspace_bytes(p)
-                                : sizeof(float) * static_cast<size_t>(gpu::mha_f32_scratch_floats(p));
+      const size_t need = mha_unfused_workspace_bytes(p);
       const size_t have = o.scratch >= 0 ? static_cast<size_t>(g.tensors[o.scratch].bytes()) : 0;
       if (need > have)
-        return internal_error("cuda backend: op '" + o.name + "': attention needs " + std::to_string(need) +
-                              " bytes of scratch, the plan reserved " + std::to_string(have));
+        return internal_error("cuda backend: op '" + o.name + "': unfused attention needs " + std::to_string(need) +
+                              " bytes of workspace, the plan reserved " + std::to_string(have));
     }
     return Status::Ok();
   }
@@ -413,7 +417,7 @@ class CudaBackend final : public Backend {
         const int64_t ko = packed_k_offset(a.num_heads, a.head_dim()), vo = packed_v_offset(a.num_heads, a.head_dim());
         if (!fp16_) {
           const float* q = f32(o.inputs[0]);
-          EV_CUDA_CHECK(where, gpu::mha_f32(p, q, q + ko, q + vo, f32(o.outputs[0]), f32(o.scratch), stream_));
+          EV_CUDA_CHECK(where, gpu::mha_f32(p, q, q + ko, q + vo, f32(o.outputs[0]), stream_));
         } else if (g.attention == AttentionPath::kFused) {
           const __half* q = h16(o.inputs[0]);
           EV_CUDA_CHECK(where, mha_fused_f16(p, q, q + ko, q + vo, h16(o.outputs[0]), stream_));

@@ -10,8 +10,8 @@
 //                     multiple of a chunk, or wider, take a three-pass loop over global memory (L1-resident)
 //   gelu_f32          grid-stride, erff
 //   pool_*            one thread per (b, e), fp32 sum over tokens (coalesced across e)
-//   mha_f32           one block per (b, h, query): scores row in the scratch, block max/sum reductions, then
-//                     one thread per output dim. fp32 plans only; O(S^2 D) FMAs without tensor cores
+//   mha_f32           one block per (b, h, query): query and scores row in shared memory, block max/sum
+//                     reductions, then one thread per output dim. fp32 plans only; O(S^2 D) FMAs, no tensor cores
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -342,12 +342,14 @@ __device__ float block_reduce(float v, bool is_max, float* red) {
   return r;
 }
 
-// One block per (b, h, query row i); dynamic shared memory holds the query row (D floats).
+// One block per (b, h, query row i); dynamic shared memory holds the query row (D floats) and its scores
+// (Skv floats).
 __global__ void __launch_bounds__(kMhaThreads) mha_f32_kernel(AttnParams p, const float* __restrict__ q,
                                                               const float* __restrict__ k,
-                                                              const float* __restrict__ v, float* __restrict__ o,
-                                                              float* __restrict__ scores) {
-  extern __shared__ float q_row[];
+                                                              const float* __restrict__ v, float* __restrict__ o) {
+  extern __shared__ float smem[];
+  float* q_row = smem;
+  float* s = smem + p.head_dim;
   __shared__ float red[kMhaThreads / 32];
   const int64_t idx = blockIdx.x;  // ((b * H) + h) * Sq + i
   const int i = static_cast<int>(idx % p.seq_q);
@@ -357,7 +359,6 @@ __global__ void __launch_bounds__(kMhaThreads) mha_f32_kernel(AttnParams p, cons
   const float* qr = q + b * p.q.batch + i * p.q.row + h * p.q.head;
   for (int d = threadIdx.x; d < d_n; d += kMhaThreads) q_row[d] = qr[d];
   __syncthreads();
-  float* s = scores + idx * p.seq_kv;
   const uint8_t* mask = p.key_mask != nullptr ? p.key_mask + static_cast<int64_t>(b) * p.seq_kv : nullptr;
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < p.seq_kv; j += kMhaThreads) {
@@ -457,19 +458,15 @@ cudaError_t pool_f16(const __half* x, __half* out, int batch, int tokens, int em
   return launch_pool(x, out, batch, tokens, embed, avg, prefix, stream);
 }
 
-int64_t mha_f32_scratch_floats(const AttnParams& p) {
-  return static_cast<int64_t>(p.batch) * p.heads * p.seq_q * p.seq_kv;
-}
-
-cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o, float* scores,
+cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
                     cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0) return cudaSuccess;
   if (p.head_dim <= 0 || p.seq_kv < 0 || !(p.scale > 0.f)) return cudaErrorInvalidValue;
   const int64_t blocks = static_cast<int64_t>(p.batch) * p.heads * p.seq_q;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  const size_t smem = sizeof(float) * static_cast<size_t>(p.head_dim);
-  if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  mha_f32_kernel<<<static_cast<unsigned>(blocks), kMhaThreads, smem, stream>>>(p, q, k, v, o, scores);
+  if (int64_t{p.head_dim} + p.seq_kv > kMhaF32MaxSmemFloats) return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * (static_cast<size_t>(p.head_dim) + static_cast<size_t>(p.seq_kv));
+  mha_f32_kernel<<<static_cast<unsigned>(blocks), kMhaThreads, smem, stream>>>(p, q, k, v, o);
   return cudaGetLastError();
 }
 

@@ -65,11 +65,11 @@ cudaError_t pool_f16(const __half* x, __half* out, int batch, int tokens, int em
 
 // fp32 attention for fp32 plans (the fp16 launchers of kernels/cuda/mha.h have no fp32 variant), meaning of
 // mha_ref over the strided layouts of AttnParams (key_mask honoured; a row with no valid key yields zeros).
-// scores: mha_f32_scratch_floats(p) floats of device memory (one Skv row per (b, h, query)), which the
-// planner's explicit-attention scratch (B * H * S * S fp32) covers. Plain fp32 FMAs, no tensor cores (no
-// TF32): exact enough for the 1e-5 kernel tolerance, and fp32 plans are the accuracy path, not the fast one.
-int64_t mha_f32_scratch_floats(const AttnParams& p);
-cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o, float* scores,
+// One block per (b, h, query row) holds the query and its Skv scores in shared memory, so it needs no
+// workspace; Skv + head_dim <= kMhaF32MaxSmemFloats (cudaErrorInvalidValue otherwise). Plain fp32 FMAs, no
+// tensor cores (no TF32): exact enough for the 1e-5 kernel tolerance; fp32 plans are the accuracy path.
+constexpr int kMhaF32MaxSmemFloats = 48 * 1024 / 4;
+cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
                     cudaStream_t stream);
 
 }  // namespace edgevit::gpu

@@ -296,7 +296,7 @@ struct MhaCase { int b, h, sq, skv, d; bool packed; bool mask; };
 
 TEST(OpsCuda, MhaF32MatchesTheReference) {
   for (const MhaCase mc : {MhaCase{2, 3, 197, 197, 64, true, false}, MhaCase{2, 4, 17, 17, 16, true, false},
-                           MhaCase{1, 12, 50, 50, 64, true, false}, MhaCase{2, 2, 7, 131, 80, false, true},
+                           MhaCase{1, 12, 50, 50, 64, true, false}, MhaCase{1, 2, 3, 1025, 64, false, false}, MhaCase{2, 2, 7, 131, 80, false, true},
                            MhaCase{3, 2, 1, 1, 32, false, false}}) {
     AttnParams p;
     std::vector<float> q, k, v;
@@ -331,8 +331,7 @@ TEST(OpsCuda, MhaF32MatchesTheReference) {
     hp.key_mask = mc.mask ? mask.data() : nullptr;
     mha_ref(hp, hq, hk, hv, ref.data(), 1);
 
-    DevBuf<float> dq(q.size()), dk(std::max<size_t>(k.size(), 1)), dv(std::max<size_t>(v.size(), 1)), dout(o_elems),
-        scratch(static_cast<size_t>(gpu::mha_f32_scratch_floats(p)));
+    DevBuf<float> dq(q.size()), dk(std::max<size_t>(k.size(), 1)), dv(std::max<size_t>(v.size(), 1)), dout(o_elems);
     DevBuf<uint8_t> dmask(std::max<size_t>(mask.size(), 1));
     dq.set(q);
     if (!mc.packed) { dk.set(k); dv.set(v); }
@@ -342,7 +341,7 @@ TEST(OpsCuda, MhaF32MatchesTheReference) {
     const float* dqp = dq.get();
     const float* dkp = mc.packed ? dqp + packed_k_offset(mc.h, mc.d) : dk.get();
     const float* dvp = mc.packed ? dqp + packed_v_offset(mc.h, mc.d) : dv.get();
-    EV_ASSERT_CUDA(gpu::mha_f32(dp, dqp, dkp, dvp, dout.get(), scratch.get(), nullptr));
+    EV_ASSERT_CUDA(gpu::mha_f32(dp, dqp, dkp, dvp, dout.get(), nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     const auto out = dout.get_f32();
     const std::string what = "mha_f32 B" + std::to_string(mc.b) + " H" + std::to_string(mc.h) + " Sq" +
@@ -359,7 +358,9 @@ TEST(OpsCuda, MhaF32MatchesTheReference) {
 
 TEST(OpsCuda, MhaF32RejectsInvalidParameters) {
   AttnParams p = attn_params_packed_qkv(1, 4, 1, 8, 0.f);
-  EXPECT_EQ(gpu::mha_f32(p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::mha_f32(p, nullptr, nullptr, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
+  p = attn_params_packed_qkv(1, gpu::kMhaF32MaxSmemFloats, 1, 8, 1.f);  // Skv + D over the shared memory
+  EXPECT_EQ(gpu::mha_f32(p, nullptr, nullptr, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) host, what tools/gpu/run_e2e_on_gpu.sh runs on the lent GPU machine, into
 # build-e2e-bundle/ (git-ignored by /build*/; pass it as `carry` to the device run):
-#   bin/  edgevit, ops_cuda_test, cuda_engine_test, mha_cuda_test (sm_87 + sm_90 SASS)
-#   lib/  the non-glibc, non-CUDA shared libraries they need (yaml-cpp, spdlog, fmt, OpenBLAS, ...): the GPU
-#         machine has glibc, the CUDA toolkit and torch's CUDA wheels, nothing else of ours
-#   golden/  ../shared/testdata/golden (the tests read it; ../shared does not travel with the checkout)
+#   payload.tar.xz  bin/: edgevit, ops_cuda_test, cuda_engine_test, mha_cuda_test (sm_87 + sm_90 SASS)
+#                   lib/: the shared libraries they need beyond glibc, libstdc++ (the GPU machine's is newer)
+#                   and CUDA's own (yaml-cpp, spdlog, fmt, OpenBLAS, ...); xz-compressed: OpenBLAS alone is
+#                   36 MB, the whole payload 8 MB compressed (the working tree that travels is capped at 64 MiB)
+#   golden/         ../shared/testdata/golden (the tests read it; ../shared does not travel with the checkout)
 # Same approach as tools/gpu/make_bundle.sh (attention kernels), for the whole runtime.
 #   usage: tools/gpu/make_e2e_bundle.sh [BUILD_DIR]     (default build-cb)
 set -euo pipefail
@@ -15,11 +16,15 @@ cd "$root"
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"
 cmake --build "$build" -j2 --target edgevit ops_cuda_test cuda_engine_test mha_cuda_test
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/golden"
-for b in edgevit ops_cuda_test cuda_engine_test mha_cuda_test; do cp "$build/bin/$b" "$bundle/bin/"; done
-strip --strip-debug "$bundle"/bin/*
+stage=$build/e2e-bundle-stage
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib" "$bundle/golden"
+for b in edgevit ops_cuda_test cuda_engine_test mha_cuda_test; do cp "$build/bin/$b" "$stage/bin/"; done
+strip --strip-debug "$stage"/bin/*
 cp "$root"/../shared/testdata/golden/* "$bundle/golden/"
-ldd "$bundle"/bin/* | awk '/=>/ {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas(Lt)?)\.so' |
-  while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
-echo "bundle ($(du -sh "$bundle" | cut -f1)):"; ls -la "$bundle/bin" "$bundle/lib"
+ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u |
+  grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas(Lt)?)\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+tar cf - -C "$stage" bin lib | xz -T2 -6 >"$bundle/payload.tar.xz"
+tar tJvf "$bundle/payload.tar.xz"
+echo "bundle ($(du -sh "$bundle" | cut -f1)):"; ls -la "$bundle"

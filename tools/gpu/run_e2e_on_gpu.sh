@@ -6,13 +6,15 @@
 #   3. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
 #      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
 # Logs go to $OUT (gpu.txt, *.log, bench_e2e.json); a summary is printed last.
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|all]   (default all)
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|all]   (default all; quick: ops_cuda_test and
+#          cuda_engine_test, no sanitizer, no attention tests, then the benchmark)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
 mkdir -p "$out"
 repo=$(pwd -P)
 B=$repo/build-e2e-bundle
+tar xJf "$B/payload.tar.xz" -C "$B" || { echo "cannot unpack $B/payload.tar.xz"; exit 1; }
 libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
             python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
 export LD_LIBRARY_PATH="$B/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -26,11 +28,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,te
   | tee "$out/gpu.txt"
 summary=()
 if [ "$what" != bench ]; then
-  for t in ops_cuda_test cuda_engine_test mha_cuda_test; do
+  tests="ops_cuda_test cuda_engine_test mha_cuda_test"
+  [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
+  for t in $tests; do
     "$B/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
     summary+=("$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | paste -sd' ')")
     grep -E 'Failure|error:|FAILED|rel err|predictions|profile total' "$out/$t.log" | head -60
   done
+  grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
+fi
+if [ "$what" = tests ] || [ "$what" = all ]; then
   filter='*MatchesTimm/0:*MatchesTimm/1:*MatchesTimm/8:*MatchesTimm/9:*MatchesTimm/10:*BatchOutside*'
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$B/bin/cuda_engine_test" --gtest_brief=1 \
     --gtest_filter="$filter" >"$out/memcheck.log" 2>&1
@@ -38,9 +45,9 @@ if [ "$what" != bench ]; then
 fi
 if [ "$what" != tests ]; then
   models=/tmp/edgevit-models
-  PYTHONUNBUFFERED=1 python3 tools/gpu/make_timm_checkpoints.py "$models" 2>&1 | tee "$out/checkpoints.log"
+  PYTHONUNBUFFERED=1 python3 tools/gpu/make_timm_checkpoints.py "$models" 2>&1 | tee "$out/bench.log"
   PYTHONUNBUFFERED=1 python3 tools/gpu/bench_e2e.py --edgevit "$B/bin/edgevit" --models-dir "$models" \
-    --json "$out/bench_e2e.json" 2>&1 | tee "$out/bench.log"
+    --json "$out/bench_e2e.json" 2>&1 | tee -a "$out/bench.log"
   summary+=("bench_e2e: rc=${PIPESTATUS[0]}")
 fi
 echo "==== summary"
