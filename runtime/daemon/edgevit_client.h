@@ -79,7 +79,8 @@ class Connection {
   int fd() const { return fd_; }
   void close() {
     if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+    if (pending_fd_ >= 0) ::close(pending_fd_);
+    fd_ = pending_fd_ = -1;
   }
 
   // Encoded PNG/JPEG/PPM bytes; the daemon decodes and preprocesses them for its model.
@@ -124,7 +125,24 @@ class Connection {
     h.request_id = ++next_id_;
     uint8_t head[protocol::kHeaderBytes];
     protocol::encode_header(h, head);
-    if (!send_all(head, sizeof head, err) || !send_all(payload, size, err)) return false;
+    if (!send_all(head, sizeof head, err) || !send_all(payload, size, err)) {
+      // The daemon may have answered before closing (permission_denied, busy, too_large): report that
+      // answer rather than the broken pipe it caused.
+      protocol::Header eh;
+      std::vector<uint8_t> ea;
+      Error ignored;
+      if (pending_fd_ >= 0) {
+        fd_ = pending_fd_;
+        pending_fd_ = -1;
+        const int saved_timeout = timeout_ms_;
+        timeout_ms_ = 100;
+        const bool got = read_frame(&eh, &ea, &ignored);
+        timeout_ms_ = saved_timeout;
+        close();
+        if (got && (eh.flags & protocol::kFlagError) != 0) return decode_error(ea, err);
+      }
+      return false;
+    }
     protocol::Header rh;
     if (!read_frame(&rh, answer, err)) return false;
     if ((rh.flags & protocol::kFlagError) != 0) return decode_error(*answer, err);
@@ -138,7 +156,13 @@ class Connection {
       if (!wait_for(POLLOUT, err)) return false;
       const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return fail_errno(err, "send");
+      if (w <= 0) {
+        // Keep the socket readable for call(): an error answer may be waiting in it.
+        const int e = errno;
+        pending_fd_ = fd_;
+        fd_ = -1;
+        return fail(err, kTransportError, std::string("send: ") + std::strerror(e));
+      }
       p += w;
       n -= static_cast<size_t>(w);
     }
@@ -258,6 +282,7 @@ class Connection {
   }
 
   int fd_ = -1;
+  int pending_fd_ = -1;  // a socket whose send failed, kept only to read a final error answer
   int timeout_ms_ = 30000;
   uint64_t next_id_ = 0;
 };

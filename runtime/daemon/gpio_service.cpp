@@ -141,7 +141,6 @@ void GpioService::trigger_loop() {
 }
 
 void GpioService::handle_trigger() {
-  ++triggers_;
   nlohmann::ordered_json j;
   j["time_unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
@@ -152,6 +151,7 @@ void GpioService::handle_trigger() {
     spdlog::warn("gpio trigger: {}", s.message());
     std::lock_guard<std::mutex> lock(mu_);
     last_trigger_json_ = j.dump();
+    ++triggers_;  // counted once its result is visible
   };
   auto file = newest_file(config_.spool_dir);
   if (!file.ok()) return fail(file.status());
@@ -173,6 +173,7 @@ void GpioService::handle_trigger() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_trigger_json_ = j.dump();
+    ++triggers_;
   }
   spdlog::info("gpio trigger: {} -> {} ({}) score {:.4f}{}", file->filename().string(), r->index, r->label, r->score,
                alarm ? ", alarm" : "");

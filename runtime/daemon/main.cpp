@@ -4,10 +4,14 @@
 //   edgevitd --model config/models/vit-digits.yaml --device host-cpu --socket /tmp/edgevitd.sock
 //
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied).
-// Signals are blocked in every thread and taken synchronously by the main thread (sigtimedwait), so no
-// work happens in a signal handler. Exit codes: runtime/status.h exit_code_for (3 config, 6 does not fit,
+// The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (3 config, 6 does not fit,
 // 10 device (GPIO), ...).
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,6 +66,21 @@ void setup_logging(dm::LogFormat format, const std::string& level) {
   }
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::flush_on(spdlog::level::trace);
+}
+
+int g_signal_pipe[2] = {-1, -1};
+struct SignalNote {
+  int signo;
+  pid_t pid;
+};
+
+void on_signal(int signo, siginfo_t* info, void*) {
+  const int saved = errno;
+  const SignalNote note{signo, info != nullptr ? info->si_pid : 0};
+  // A pipe write of <= PIPE_BUF bytes is atomic and async-signal-safe.
+  if (write(g_signal_pipe[1], &note, sizeof note) < 0) {
+  }
+  errno = saved;
 }
 
 int fail(const ev::Status& s) {
@@ -139,29 +158,34 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Block the signals in every thread the server starts; the main thread takes them with sigtimedwait.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Signals: a minimal handler writes {signo, sender pid} to a pipe and the main thread reads it, so no
+  // work happens in a handler. (Blocking the signals and sigwait()ing is not enough: threads created
+  // before main(), such as OpenBLAS's pool, would take a SIGTERM with its default action.)
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return fail(ev::io_error(std::string("pipe: ") + std::strerror(errno)));
+  struct sigaction sa {};
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   auto server = dm::Server::start(so);
   if (!server.ok()) return fail(server.status());
   for (;;) {
-    siginfo_t info{};
-    const int sig = sigwaitinfo(&set, &info);
-    if (sig == SIGHUP) {
-      spdlog::info("SIGHUP from pid {}", info.si_pid);
+    SignalNote note{};
+    const ssize_t n = read(g_signal_pipe[0], &note, sizeof note);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof note)) {
+      spdlog::error("signal pipe: {}", n < 0 ? std::strerror(errno) : "short read");
+      break;
+    }
+    if (note.signo == SIGHUP) {
+      spdlog::info("SIGHUP from pid {}", note.pid);
       (void)(*server)->reload();  // logged and reported by health; a failed reload keeps serving
       continue;
     }
-    if (sig == SIGTERM || sig == SIGINT) {
-      spdlog::info("{} from pid {}", sig == SIGTERM ? "SIGTERM" : "SIGINT", info.si_pid);
-      break;
-    }
+    spdlog::info("{} from pid {}", note.signo == SIGTERM ? "SIGTERM" : "SIGINT", note.pid);
+    break;
   }
   (*server)->stop();
   server->reset();

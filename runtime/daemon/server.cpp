@@ -26,6 +26,7 @@
 
 #include "platform/detect.h"
 #include "platform/device_registry.h"
+#include "kernels/cpu/kernels.h"
 #include "runtime/config.h"
 #include "runtime/daemon/edgevit_client.h"
 #include "runtime/daemon/gpio_service.h"
@@ -715,6 +716,9 @@ void Server::Impl::wait_done(Slot* s) {
 
 void Server::Impl::worker_loop() {
   uint64_t batches_done = 0;
+  // OpenMP's thread count is per calling thread (Engine::create set it in the thread that made the
+  // engine): set it here too, or every parallel region of this thread uses all cores.
+  if (model && model->engine) cpu_init_threads(model->engine->threads());
   for (;;) {
     heartbeat.fetch_add(1, std::memory_order_relaxed);
     last_progress = Clock::now().time_since_epoch().count();
@@ -728,6 +732,7 @@ void Server::Impl::worker_loop() {
         std::lock_guard<std::mutex> ml(model_mu);
         model = std::move(pending_swap);
         pending_swap.reset();
+        cpu_init_threads(model->engine->threads());
         swap_cv.notify_all();
       }
       if (pending_replace) {

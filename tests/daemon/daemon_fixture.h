@@ -130,9 +130,9 @@ inline std::vector<uint8_t> frame(uint16_t op, const std::vector<uint8_t>& paylo
   h.op = op;
   h.payload_bytes = claimed_len >= 0 ? static_cast<uint32_t>(claimed_len) : static_cast<uint32_t>(payload.size());
   h.request_id = 42;
-  std::vector<uint8_t> out(protocol::kHeaderBytes);
+  std::vector<uint8_t> out(protocol::kHeaderBytes + payload.size());
   protocol::encode_header(h, out.data());
-  out.insert(out.end(), payload.begin(), payload.end());
+  if (!payload.empty()) std::memcpy(out.data() + protocol::kHeaderBytes, payload.data(), payload.size());
   return out;
 }
 

@@ -56,7 +56,7 @@ TEST_F(DaemonProcessTest, NotifyReadyWatchdogReloadStopping) {
   ASSERT_TRUE(notify.wait_for("READY=1", 10000));
 
   kill(d.pid, SIGTERM);
-  ASSERT_TRUE(notify.wait_for("STOPPING=1", 5000));
+  ASSERT_TRUE(notify.wait_for("STOPPING=1", 5000)) << d.log();
   EXPECT_EQ(d.wait_exit(5000), 0) << d.log();
 }
 

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
   std::vector<double> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  std::fprintf(stderr, "daemon stats: %s\n", (*server)->stats_json().c_str());
   (*server)->stop();
   if (failures > 0 || all.empty()) {
     std::fprintf(stderr, "edgevitd_bench: %d client failures\n", failures.load());
