@@ -1,7 +1,7 @@
 // 10,000 requests from 8 concurrent clients against the real edgevitd (CPU backend, digits model): zero
 // errors, every answer bit-identical to an in-process Engine (same batch size and row, reported by each
-// answer), and the daemon's RSS and open fds flat from request 1,000 on. Label slow (about a minute on
-// 2 cores); daemon_server_test runs a smaller version in-process in the fast suite.
+// answer), and the daemon's RSS and open fds flat from request 1,000 on. Label slow (6 s on an idle 2-core
+// machine, minutes on a loaded one); daemon_server_test runs a smaller version in the fast suite.
 #include <gtest/gtest.h>
 
 #include <atomic>
