@@ -56,6 +56,9 @@ class CpuBackend final : public Backend {
   }
 
   Status infer(const float* input, int n) override {
+    // OpenMP's thread count is per calling thread: a daemon worker or any thread other than the one that
+    // created the engine would otherwise run every parallel region on all cores.
+    cpu_init_threads(threads_);
     const Graph& g = plan_.graph;
     std::memcpy(f32(g.input), input, sizeof(float) * static_cast<size_t>(g.tensors[g.input].numel() / g.batch * n));
     for (size_t i = 0; i < g.ops.size(); ++i) {
