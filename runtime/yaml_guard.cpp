@@ -173,6 +173,11 @@ Status check_structure(const std::string& text, const std::string& display_name,
       const bool next_is_space = p + 1 >= line_end || is_space(text[p + 1]);
 
       if (node_start) {
+        if (c == ',' && flow_depth == 0) {
+          // No plain scalar starts with ','; yaml-cpp 0.7 loops forever on a document that does (found by
+          // fuzz_model_config and fuzz_device_profile).
+          return text_error(display_name, line, here(p), "',' outside a flow collection ([...] or {...})");
+        }
         if ((c == '-' || c == '?') && next_is_space && flow_depth == 0) {
           ++dash_levels;  // block sequence entry / explicit key: one more level on this line
           if (depth() > limits.max_depth) return too_deep(p);

@@ -87,6 +87,9 @@ files["model_int_overflow.yaml"] = b"architecture:\n  img_size: 9999999999999999
 files["model_too_many_tokens.yaml"] = (
     b"architecture:\n  img_size: 4096\n  patch_size: 1\n  embed_dim: 8\n  depth: 1\n  num_heads: 1\n"
     b"  num_classes: 10\nweights:\n  path: x.safetensors\n")
+# A document that starts with ',' (after a comment): yaml-cpp 0.7 never returns (refused by the guard).
+files["model_leading_comma.yaml"] = b"# a comment\n, 7 classes\nname: x\n"
+files["device_leading_comma.yaml"] = b","
 files["model_not_a_mapping.yaml"] = b"- just\n- a list\n"
 
 # ---- device profiles (load_device_profile) --------------------------------------------------------------
