@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Makes and checks the install packages of a built tree (tools/cmake/Packaging.cmake):
+#   tools/package.sh [BUILD_DIR]      default build/ (native); build-aarch64/ (tools/cross_build.sh) gives arm64
+# Writes BUILD_DIR/packages/:
+#   edgevit_<version>_<arch>.deb              CPack; checked with dpkg-deb -I / -c (Depends, every file)
+#   edgevit-<version>-linux-<arch>.tar.gz     relocatable: bin/, lib/ (bundled libraries), share/edgevit/
+# and proves the tarball relocatable: extracted into a fresh temporary directory, its binaries resolve their
+# bundled libraries from there (ldd; native only), and `edgevit-selftest --quick` and `edgevit run` on the
+# digits demo pass from there (arm64: under qemu-aarch64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+[ -f "$build/CMakeCache.txt" ] || { echo "package: $build is not a configured build tree" >&2; exit 2; }
+targets=(edgevit edgevit-selftest)
+help=$(cmake --build "$build" --target help)
+echo "$help" | grep -qE "(^|[ .])edgevitd(:|$)" && targets+=(edgevitd)
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+if grep -q "^CMAKE_CROSSCOMPILING:.*=ON\|^CMAKE_TOOLCHAIN_FILE:.*aarch64" "$build/CMakeCache.txt"; then
+  arch=arm64; run=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64 -L "${EDGEVIT_SYSROOT:-/usr/aarch64-linux-gnu}")
+else
+  arch=$(dpkg --print-architecture); run=()
+fi
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
+out="$PWD/$build/packages"
+rm -rf "$out" && mkdir -p "$out"
+fail() { echo "package: FAIL: $*" >&2; exit 1; }
+
+# ---- .deb -------------------------------------------------------------------------------------------------
+(cd "$build" && cpack -G DEB -B "$out/cpack" >"$out/cpack.log" 2>&1) || { cat "$out/cpack.log"; fail "cpack"; }
+deb=$(ls "$out"/cpack/*.deb)
+mv "$deb" "$out/" && deb="$out/$(basename "$deb")"
+info=$(dpkg-deb -I "$deb")
+contents=$(dpkg-deb -c "$deb")
+echo "$info" | grep -E "^ (Package|Version|Architecture|Depends):"
+echo "$info" | grep -q "Architecture: $arch" || fail "$deb: architecture is not $arch"
+depends=$(echo "$info" | sed -n 's/^ Depends: //p')
+[ -n "$depends" ] || fail "$deb: no Depends"
+for lib in libyaml-cpp libspdlog libfmt libopenblas libxxhash libgomp libstdc++6 libc6; do
+  echo "$depends" | grep -q "$lib" || fail "$deb: Depends lacks $lib: $depends"
+done
+for f in ./usr/bin/edgevit ./usr/bin/edgevit-selftest ./usr/share/edgevit/config/models/vit-digits.yaml \
+         ./usr/share/edgevit/config/models/vit-digits.safetensors ./usr/share/edgevit/config/models/vit-digits.labels.txt \
+         ./usr/share/edgevit/config/devices/orin-nx-16gb.yaml ./usr/share/edgevit/testdata/digits/test_split.safetensors; do
+  echo "$contents" | grep -q " $f\$" || fail "$deb: missing $f"
+done
+echo "$contents" | grep -q " ./usr/lib/.*\.so" && fail "$deb: bundles shared libraries (the .deb uses Depends)"
+echo "package: $deb ok ($(echo "$contents" | wc -l) entries)"
+
+# ---- relocatable tarball ------------------------------------------------------------------------------------
+name="edgevit-$version-linux-$arch"
+stage="$out/stage/$name"
+cmake --install "$build" --prefix "$stage" >/dev/null
+cmake --install "$build" --prefix "$stage" --component bundled >/dev/null
+tar -C "$out/stage" -czf "$out/$name.tar.gz" "$name"
+echo "package: $out/$name.tar.gz: $(ls "$stage/lib" | wc -l) bundled files: $(ls "$stage/lib" | tr '\n' ' ')"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tar -C "$tmp" -xzf "$out/$name.tar.gz"
+root="$tmp/$name"
+if [ ${#run[@]} -eq 0 ]; then
+  for b in "$root"/bin/*; do
+    ! ldd "$b" | grep -q "not found" || fail "$b: unresolved libraries"
+    ldd "$b" | grep -q "libyaml-cpp[^ ]* => $root/bin/../lib/" || fail "$b does not load the bundled libyaml-cpp: $(ldd "$b")"
+  done
+fi
+(cd "$tmp" && env -u EDGEVIT_CONFIG_DIR "${run[@]}" "$root/bin/edgevit-selftest" --quick --json >"$tmp/selftest.json") ||
+  { cat "$tmp/selftest.json"; fail "edgevit-selftest --quick from the extracted tarball"; }
+grep -q "\"config\": \"$root/share/edgevit/config/models/vit-digits.yaml\"" "$tmp/selftest.json" ||
+  fail "the self-test did not use the tarball's own config: $(grep '"config"' "$tmp/selftest.json")"
+cp tests/data/digits/digit-7.png "$tmp/"
+ran=$(cd "$tmp" && env -u EDGEVIT_CONFIG_DIR "${run[@]}" "$root/bin/edgevit" run "$root/share/edgevit/config/models/vit-digits.yaml" \
+      --input "$tmp/digit-7.png") || fail "edgevit run from the extracted tarball"
+echo "$ran" | grep -q "prediction: 7 " || fail "edgevit run did not predict 7: $ran"
+echo "package: tarball relocated to $tmp: edgevit-selftest --quick passed, edgevit run predicted 7"
