@@ -267,12 +267,17 @@ TEST(Fp16Conversion, AllF16ValuesRoundTrip) {
   }
 }
 
-#if defined(__FLT16_MAX__)
+#if defined(__aarch64__)
+#define EV_COMPILER_HALF __fp16  // g++ < 13 has no C++ _Float16 on aarch64; __fp16 is IEEE binary16 there too
+#elif defined(__FLT16_MAX__)
+#define EV_COMPILER_HALF _Float16
+#endif
+#if defined(EV_COMPILER_HALF)
 // The compiler's _Float16 (IEEE binary16, round-to-nearest-even) is an independent reference.
 TEST(Fp16Conversion, F16ToF32MatchesCompilerHalfForAllValues) {
   for (uint32_t i = 0; i < 65536; ++i) {
     const uint16_t h = static_cast<uint16_t>(i);
-    _Float16 ref;
+    EV_COMPILER_HALF ref;
     std::memcpy(&ref, &h, 2);
     const float want = static_cast<float>(ref), got = f16_to_f32(h);
     if (std::isnan(want)) {
@@ -299,7 +304,7 @@ TEST(Fp16Conversion, F32ToF16MatchesCompilerHalfOnRandomAndEdgeBits) {
       ASSERT_TRUE(is_f16_nan(f32_to_f16(f)));
       continue;
     }
-    const _Float16 ref = static_cast<_Float16>(f);
+    const EV_COMPILER_HALF ref = static_cast<EV_COMPILER_HALF>(f);
     uint16_t want;
     std::memcpy(&want, &ref, 2);
     ASSERT_EQ(f32_to_f16(f), want) << std::hex << b;
