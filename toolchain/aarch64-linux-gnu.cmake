@@ -45,7 +45,14 @@ else()
   # configs; /usr/aarch64-linux-gnu is the cross toolchain's own libc/libstdc++.
   set(CMAKE_FIND_ROOT_PATH ${EDGEVIT_CROSS_EXTRA_ROOT} / /usr/${_ev_triple})
   set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/${_ev_triple}/pkgconfig:/usr/share/pkgconfig")
-  set(_ev_qemu_prefix /usr/${_ev_triple})
+  # qemu needs no -L when libc6:arm64 is installed (/lib/ld-linux-aarch64.so.1): everything then loads from
+  # multiarch. -L /usr/aarch64-linux-gnu would load the cross toolchain's libc/libgomp instead, and OpenMP
+  # parallel regions hang in that mix (measured: qemu 7.2, Debian 12).
+  if(EXISTS /lib/ld-linux-aarch64.so.1)
+    set(_ev_qemu_prefix "")
+  else()
+    set(_ev_qemu_prefix /usr/${_ev_triple})
+  endif()
 endif()
 # Programs (pkg-config, nvcc, qemu) are the host's; libraries and packages only the target's; headers from
 # either root (arch-independent ones live in the host's /usr/include).
@@ -60,6 +67,7 @@ set(_ev_cuda_roots "$ENV{EDGEVIT_CUDA_CROSS_ROOT}" /usr/local/cuda)
 if(EDGEVIT_SYSROOT)
   list(PREPEND _ev_cuda_roots "${EDGEVIT_SYSROOT}/usr/local/cuda")
 endif()
+list(FILTER _ev_cuda_roots EXCLUDE REGEX "^$")
 set(_ev_cuda_target "")
 foreach(_root IN LISTS _ev_cuda_roots)
   if(_root AND EXISTS "${_root}/targets/aarch64-linux/lib/libcudart.so" AND EXISTS "/usr/local/cuda/bin/nvcc")
@@ -85,9 +93,14 @@ endif()
 # ---- running what was built ----------------------------------------------------------------------------
 find_program(EDGEVIT_QEMU_AARCH64 qemu-aarch64)
 if(EDGEVIT_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1
-      "EDGEVIT_TEST_EMULATOR=${EDGEVIT_QEMU_AARCH64} -L ${_ev_qemu_prefix}" ${EDGEVIT_QEMU_AARCH64} -L ${_ev_qemu_prefix})
-  set(_ev_run_message "tests run under ${EDGEVIT_QEMU_AARCH64} -L ${_ev_qemu_prefix}")
+  if(_ev_qemu_prefix)
+    set(_ev_qemu ${EDGEVIT_QEMU_AARCH64} -L ${_ev_qemu_prefix})
+  else()
+    set(_ev_qemu ${EDGEVIT_QEMU_AARCH64})
+  endif()
+  string(REPLACE ";" " " _ev_qemu_text "${_ev_qemu}")
+  set(CMAKE_CROSSCOMPILING_EMULATOR env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 "EDGEVIT_TEST_EMULATOR=${_ev_qemu_text}" ${_ev_qemu})
+  set(_ev_run_message "tests run under ${_ev_qemu_text}")
 else()
   set(_ev_run_message "no qemu-aarch64 (Debian: qemu-user): tests can only run on a board")
 endif()

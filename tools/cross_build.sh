@@ -49,7 +49,7 @@ if [ -z "${EDGEVIT_SYSROOT:-}" ]; then
     [ "$updated" -eq 1 ] || $sudo apt-get update -qq
     ver=$(dpkg-query -W -f='${Version}' libyaml-cpp0.7:arm64)
     # Same version as the installed runtime library, so the unpacked .so matches what runs.
-    (cd "$build/debs" && apt-get download -qq "libyaml-cpp-dev:arm64=$ver" "libyaml-cpp0.7:arm64=$ver")
+    (cd "$build/debs" && apt-get download -qq -o APT::Sandbox::User=root "libyaml-cpp-dev:arm64=$ver" "libyaml-cpp0.7:arm64=$ver")
     for d in "$build"/debs/*.deb; do dpkg-deb -x "$d" "$extra"; done
   fi
 else
@@ -75,7 +75,9 @@ exclude="^$"
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || exclude="^cli_test$"
 status=0
 (cd "$build" && ctest -L cpu -LE slow -E "$exclude" -j"$jobs" --output-on-failure --timeout 1200) || status=1
-qemu=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# No -L with multiarch: /lib/ld-linux-aarch64.so.1 (libc6:arm64) loads everything from /usr/lib/aarch64-linux-gnu;
+# -L /usr/aarch64-linux-gnu would mix in the cross toolchain's libc/libgomp, where OpenMP regions hang.
+qemu=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64)
 [ -z "${EDGEVIT_SYSROOT:-}" ] || qemu=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64 -L "$EDGEVIT_SYSROOT")
 echo "cross_build: edgevit-selftest --quick under qemu-aarch64"
 "${qemu[@]}" "$build/bin/edgevit-selftest" --quick || status=1

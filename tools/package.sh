@@ -16,7 +16,8 @@ help=$(cmake --build "$build" --target help)
 echo "$help" | grep -qE "(^|[ .])edgevitd(:|$)" && targets+=(edgevitd)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 if grep -q "^CMAKE_CROSSCOMPILING:.*=ON\|^CMAKE_TOOLCHAIN_FILE:.*aarch64" "$build/CMakeCache.txt"; then
-  arch=arm64; run=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64 -L "${EDGEVIT_SYSROOT:-/usr/aarch64-linux-gnu}")
+  arch=arm64; run=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64)
+  [ -z "${EDGEVIT_SYSROOT:-}" ] || run+=(-L "$EDGEVIT_SYSROOT")
 else
   arch=$(dpkg --print-architecture); run=()
 fi
