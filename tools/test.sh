@@ -20,4 +20,9 @@ if [ "${EDGEVIT_CI_HARDENING:-0}" = 1 ]; then
   tools/sanitize.sh || status=1
   tools/fuzz.sh "${EDGEVIT_FUZZ_SECONDS:-60}" || status=1
 fi
+# aarch64 cross build + tests under qemu (about 30 min on 2 cores, docs/deploy.md): only when asked
+# (EDGEVIT_CI_CROSS=1, e.g. from .ci/run).
+if [ "${EDGEVIT_CI_CROSS:-0}" = 1 ]; then
+  (cd "$(git rev-parse --show-toplevel)" && tools/cross_build.sh) || status=1
+fi
 exit $status
