@@ -16,6 +16,10 @@ namespace edgevit {
 // Sets OpenBLAS's thread count (and OpenMP's). Call at start-up, not per inference.
 void cpu_init_threads(int threads);
 
+// Fills OpenBLAS's per-caller buffer pool for `threads` concurrent GEMM callers (call once at start-up,
+// after cpu_init_threads): afterwards infer() maps no new memory.
+void cpu_prewarm_blas(int threads);
+
 // OpenBLAS's kernel family for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
 const char* cpu_blas_core();
 // When OpenBLAS fell back to an old generic kernel on a CPU that has AVX2/AVX-512, the

@@ -16,6 +16,30 @@ void cpu_init_threads(int threads) {
   omp_set_num_threads(n);
 }
 
+// OpenBLAS keeps a pool of GEMM work buffers (tens of MiB each, mmap'd on first need) and hands one to
+// every concurrent caller; a pool slot is created the first time that many calls overlap. With OpenMP
+// tiles calling sgemm from every thread, that first overlap could come in the middle of serving. Make
+// every thread call sgemm at once, a few times, at start-up so the pool is full before infer() runs.
+void cpu_prewarm_blas(int threads) {
+  const int n = threads < 1 ? 1 : threads;
+  for (int round = 0; round < 4; ++round) {
+#pragma omp parallel num_threads(n)
+    {
+      constexpr int kDim = 96;
+      float a[kDim * kDim], b[kDim * kDim], c[kDim * kDim];  // 108 KiB of stack: fine for OpenMP threads
+      for (int i = 0; i < kDim * kDim; ++i) {
+        a[i] = static_cast<float>(i % 7) * 0.25f;
+        b[i] = static_cast<float>(i % 5) * 0.5f;
+      }
+#pragma omp barrier
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kDim, kDim, kDim, 1.f, a, kDim, b, kDim, 0.f, c, kDim);
+#pragma omp barrier
+      volatile float sink = c[0];
+      (void)sink;
+    }
+  }
+}
+
 const char* cpu_blas_core() { return openblas_get_corename(); }
 
 // OpenBLAS 0.3.21 (Debian 12) does not know some newer CPUs (seen: Sapphire Rapids under a hypervisor)
