@@ -87,6 +87,21 @@ ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
   return p;
 }
 
+// What run, plan and bench all start from: the model config, the device and the plan options.
+struct Setup {
+  ev::ModelSpec spec;
+  DeviceChoice device;
+  ev::PlanOptions plan;
+};
+
+ev::Result<Setup> load_setup(const CommonOpts& o, const std::vector<std::string>& dirs) {
+  Setup s;
+  EV_ASSIGN_OR_RETURN(s.spec, ev::load_model_spec(o.model));
+  EV_ASSIGN_OR_RETURN(s.device, resolve_device(o.device, dirs));
+  EV_ASSIGN_OR_RETURN(s.plan, plan_options(o));
+  return s;
+}
+
 // Loud fallbacks: whatever prints the plan or runs it says when attention is not fused, and why.
 void announce_plan(const ev::Plan& plan, bool verbose) {
   if (plan.attention_fallback) spdlog::warn("attention fallback: {} ({})", plan.attention_kernel, plan.attention_reason);
@@ -162,12 +177,11 @@ int cmd_devices(const std::vector<std::string>& dirs, bool json) {
 }
 
 int cmd_plan(const CommonOpts& o, const std::vector<std::string>& dirs, bool json) {
-  auto spec = ev::load_model_spec(o.model);
-  if (!spec.ok()) return fail(spec.status());
-  auto dev = resolve_device(o.device, dirs);
-  if (!dev.ok()) return fail(dev.status());
-  auto popts = plan_options(o);
-  if (!popts.ok()) return fail(popts.status());
+  auto setup = load_setup(o, dirs);
+  if (!setup.ok()) return fail(setup.status());
+  const ev::ModelSpec* spec = &setup->spec;
+  const DeviceChoice* dev = &setup->device;
+  const ev::PlanOptions* popts = &setup->plan;
   auto plan = ev::make_plan(*spec, dev->profile, *popts);
   if (!plan.ok()) return fail(plan.status());
   if (plan->attention_fallback) spdlog::warn("attention fallback: {} ({})", plan->attention_kernel, plan->attention_reason);
@@ -188,12 +202,11 @@ struct RunOpts {
 };
 
 int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string>& dirs) {
-  auto spec = ev::load_model_spec(o.model);
-  if (!spec.ok()) return fail(spec.status());
-  auto dev = resolve_device(o.device, dirs);
-  if (!dev.ok()) return fail(dev.status());
-  auto popts = plan_options(o);
-  if (!popts.ok()) return fail(popts.status());
+  auto setup = load_setup(o, dirs);
+  if (!setup.ok()) return fail(setup.status());
+  const ev::ModelSpec* spec = &setup->spec;
+  const DeviceChoice* dev = &setup->device;
+  const ev::PlanOptions* popts = &setup->plan;
 
   if (r.input.empty()) return fail(ev::invalid_argument("run needs --input FILE (an image or a safetensors file with tensor 'input')"));
   auto batch = ev::load_input_file(r.input, *spec);
@@ -300,12 +313,11 @@ struct BenchOpts {
 };
 
 int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::string>& dirs) {
-  auto spec = ev::load_model_spec(o.model);
-  if (!spec.ok()) return fail(spec.status());
-  auto dev = resolve_device(o.device, dirs);
-  if (!dev.ok()) return fail(dev.status());
-  auto popts = plan_options(o);
-  if (!popts.ok()) return fail(popts.status());
+  auto setup = load_setup(o, dirs);
+  if (!setup.ok()) return fail(setup.status());
+  const ev::ModelSpec* spec = &setup->spec;
+  const DeviceChoice* dev = &setup->device;
+  const ev::PlanOptions* popts = &setup->plan;
   if (b.iters < 1) return fail(ev::invalid_argument("--iters must be >= 1"));
   ev::EngineOptions eo;
   eo.plan = *popts;
