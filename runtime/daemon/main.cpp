@@ -4,8 +4,8 @@
 //   edgevitd --model config/models/vit-digits.yaml --device host-cpu --socket /tmp/edgevitd.sock
 //
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied).
-// The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (3 config, 6 does not fit,
-// 10 device (GPIO), ...).
+// The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (1 a
+// start-up self-test check failed, 3 config, 6 does not fit, 10 device (GPIO), ...).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -25,9 +25,11 @@
 #include "platform/device_registry.h"
 #include "runtime/daemon/daemon_config.h"
 #include "runtime/daemon/server.h"
+#include "tests/selftest/selftest.h"
 
 namespace ev = edgevit;
 namespace dm = edgevit::daemon;
+namespace st = edgevit::selftest;
 
 namespace {
 
@@ -89,6 +91,51 @@ int fail(const ev::Status& s) {
   return ev::exit_code_for(s.code());
 }
 
+// The self-test library's quick checks (edgevit-selftest --quick) of `model_path` on the configured device,
+// run before the daemon creates its own engine (ServerOptions::model_check): the library's engine is freed
+// before the daemon's arena exists, so the two never count against the budget together. A failing check is
+// kCheckFailed (exit 1) naming it; a self-test that could not run keeps its code (e.g. 8, test data missing).
+// memory.zero_allocations and memory.no_new_mappings measure the whole process (edgevitd links the exact
+// malloc counter): while other threads serve (a reload) they also see those threads' work, so there a failure
+// of theirs is logged as a warning and does not refuse the model.
+ev::Status run_quick_selftest(const st::SelftestOptions& base, const std::string& model_path,
+                              const dm::DaemonConfig& cfg, bool serving) {
+  st::SelftestOptions o = base;
+  o.models = {model_path};
+  o.device = cfg.device;
+  o.threads = cfg.threads;
+  o.quick = true;
+  const auto report = st::run_selftest(o);
+  if (!report.ok()) return report.status().with_context("self-test of " + model_path + " could not run");
+  std::string failed;
+  int waived = 0;
+  std::string counter;
+  for (const st::CheckResult& c : report->checks) {
+    const std::string what = c.name + (c.model.empty() ? "" : " (" + c.model + ")") + ": " + c.measured +
+                             (c.bound.empty() ? "" : ", bound " + c.bound);
+    if (c.name == "memory.zero_allocations") counter = c.detail;
+    if (c.outcome == st::Outcome::kFail) {
+      if (serving && (c.name == "memory.zero_allocations" || c.name == "memory.no_new_mappings")) {
+        spdlog::warn("self-test: {} (not refused: other threads serve meanwhile)", what);
+        ++waived;
+        continue;
+      }
+      spdlog::error("self-test: FAIL {}", what);
+      if (failed.empty()) failed = what;
+    } else {
+      spdlog::debug("self-test: {} {}{}", st::to_string(c.outcome), what, c.detail.empty() ? "" : " [" + c.detail + "]");
+    }
+  }
+  for (const std::string& n : report->notes) spdlog::info("self-test: {}", n);
+  spdlog::debug("self-test report:\n{}", st::format_report_text(*report));
+  spdlog::info("self-test (quick, seed {}) of {}: {} pass, {} skip, {} fail{} in {:.2f} s; zero_allocations {}",
+               report->seed, model_path, report->count(st::Outcome::kPass), report->count(st::Outcome::kSkip),
+               report->count(st::Outcome::kFail), waived > 0 ? fmt::format(" ({} not refused)", waived) : "",
+               report->seconds, counter);
+  if (!failed.empty()) return ev::check_failed("self-test of " + model_path + ": FAIL " + failed);
+  return ev::Status::Ok();
+}
+
 struct Overrides {
   std::string model, device, socket, log_format, log_level;
 };
@@ -113,7 +160,7 @@ ev::Result<dm::DaemonConfig> load_config(const std::string& path, const Override
 int main(int argc, char** argv) {
   CLI::App app{"edgevitd: edgevit inference daemon (Unix socket API, systemd notify + watchdog, hot reload, GPIO)"};
   app.set_version_flag("--version", "edgevitd 0.1.0");
-  std::string config_path, config_dir;
+  std::string config_path, config_dir, testdata_dir;
   Overrides o;
   bool check_only = false;
   app.add_option("--config,-c", config_path, "daemon config (config/daemon/edgevitd.yaml)");
@@ -124,6 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", o.log_level, "trace | debug | info | warn | error | critical | off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("--config-dir", config_dir, "extra base config directory (holds devices/ and models/)");
+  app.add_option("--testdata", testdata_dir,
+                 "directory holding digits/test_split.safetensors for the start-up self-test (default: searched)");
   app.add_flag("--check", check_only, "validate the configuration and exit");
   try {
     app.parse(argc, argv);
@@ -152,6 +201,18 @@ int main(int argc, char** argv) {
     }
   }
   if (const char* hang = std::getenv("EDGEVITD_TEST_HANG_AFTER")) so.test_hang_after_batches = std::atoi(hang);
+  // The start-up self-test resolves config and test data like edgevit-selftest (tests/selftest/main.cpp).
+  st::SelftestOptions selftest;
+  selftest.config_dirs = bases;
+  selftest.testdata_dir = testdata_dir;
+  if (const char* fault = std::getenv("EDGEVITD_TEST_SELFTEST_FAULT")) {  // test-only: proves a failure refuses
+    auto f = st::parse_fault(fault);
+    if (!f.ok()) return fail(f.status());
+    selftest.fault = *f;
+  }
+  so.model_check = [selftest](const std::string& path, const dm::DaemonConfig& cfg, bool serving) {
+    return run_quick_selftest(selftest, path, cfg, serving);
+  };
   so.reload_config = [config_path, o]() { return load_config(config_path, o); };
   if (check_only) {
     std::printf("%s: ok\n", config_path.empty() ? "flags" : config_path.c_str());

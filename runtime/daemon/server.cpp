@@ -95,6 +95,9 @@ class Histogram {
   std::atomic<uint64_t> counts_[kBuckets] = {};
 };
 
+// Whether build_engine runs ServerOptions::model_check first, and whether other threads serve meanwhile.
+enum class ModelCheck { kNone, kAlone, kWhileServing };
+
 struct ErrorInfo {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
@@ -207,7 +210,7 @@ struct Server::Impl {
   // ---- model loading -----------------------------------------------------------------------------
   Result<DeviceProfile> resolve_device(const std::string& name) const;
   Result<std::shared_ptr<Model>> load_model(const std::string& path, const DaemonConfig& cfg, bool build_engine);
-  Status build_engine(Model* m, const DaemonConfig& cfg);
+  Status build_engine(Model* m, const DaemonConfig& cfg, ModelCheck check);
   Status self_check(Model* m);
 
   // ---- serving ---------------------------------------------------------------------------------
@@ -247,7 +250,10 @@ Result<DeviceProfile> Server::Impl::resolve_device(const std::string& name) cons
   return find_device_profile(name, options.device_dirs);
 }
 
-Status Server::Impl::build_engine(Model* m, const DaemonConfig& cfg) {
+Status Server::Impl::build_engine(Model* m, const DaemonConfig& cfg, ModelCheck check) {
+  if (check != ModelCheck::kNone && options.model_check) {
+    EV_RETURN_IF_ERROR(options.model_check(m->spec.source_path, cfg, check == ModelCheck::kWhileServing));
+  }
   EngineOptions eo;
   eo.plan.batch = m->batch;
   eo.threads = cfg.threads;
@@ -313,7 +319,7 @@ Result<std::shared_ptr<Model>> Server::Impl::load_model(const std::string& path,
   m->per_image = static_cast<int64_t>(a.in_chans) * a.img_size * a.img_size;
   m->out_dim = a.num_classes > 0 ? a.num_classes : a.embed_dim;
   m->batch_input.assign(static_cast<size_t>(m->per_image) * m->batch, 0.f);
-  if (with_engine) EV_RETURN_IF_ERROR(build_engine(m.get(), cfg));
+  if (with_engine) EV_RETURN_IF_ERROR(build_engine(m.get(), cfg, ModelCheck::kAlone));
   return m;
 }
 
@@ -1111,7 +1117,7 @@ Status Server::reload_with(const DaemonConfig& cfg) {
   const bool beside = old && old->engine && old->total_bytes + m->total_bytes <= m->budget_bytes;
   if (beside) {
     // Load next to the old model, then hand it to the worker: the swap happens between two batches.
-    const Status s = I.build_engine(m.get(), cfg);
+    const Status s = I.build_engine(m.get(), cfg, ModelCheck::kWhileServing);
     if (!s.ok()) return finish(s, "failed");
     std::unique_lock<std::mutex> lock(I.q_mu);
     m->generation = I.next_generation++;
@@ -1128,7 +1134,7 @@ Status Server::reload_with(const DaemonConfig& cfg) {
     I.pending_replace = [&]() {
       std::unique_ptr<Engine> old_engine = old ? std::move(old->engine) : nullptr;
       old_engine.reset();  // free the old arena first
-      Status s = I.build_engine(m.get(), cfg);
+      Status s = I.build_engine(m.get(), cfg, ModelCheck::kWhileServing);
       std::lock_guard<std::mutex> ml(I.model_mu);
       if (s.ok()) {
         m->generation = I.next_generation++;
@@ -1137,7 +1143,7 @@ Status Server::reload_with(const DaemonConfig& cfg) {
         result = s;
         outcome = "rolled_back";
         if (old) {
-          const Status back = I.build_engine(old.get(), I.config);
+          const Status back = I.build_engine(old.get(), I.config, ModelCheck::kNone);
           if (!back.ok()) {
             outcome = "failed";
             result = Status(s.code(), s.message() + "; rollback also failed: " + back.message());

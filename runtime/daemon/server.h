@@ -1,7 +1,8 @@
 // edgevitd's core, usable in-process (tests) and by runtime/daemon/main.cpp.
 //
-//   start(): load model config + device profile -> plan -> budget check -> Engine (one arena) -> warm-up ->
-//            self-check (finite and bit-identical on repeat) -> pools (connection slots with their frame
+//   start(): load model config + device profile -> plan -> budget check -> model_check (edgevitd: the
+//            self-test library, quick) -> Engine (one arena) -> warm-up -> self-check (finite, bit-identical on
+//            repeat, row-independent) -> pools (connection slots with their frame
 //            buffers, request queue) -> threads -> bind + listen -> sd_notify READY=1.
 //   Threads: one acceptor (poll on the listening socket), one thread per connection slot (created at
 //            start-up, max_connections of them; each reads frames, prepares inputs, queues and answers),
@@ -39,6 +40,12 @@ struct ServerOptions {
   // What reload() reads (edgevitd: the config file again, with the command-line overrides applied).
   // Null: the current configuration (the model config file is still read again).
   std::function<Result<DaemonConfig>()> reload_config;
+  // Checks of a model run after its plan fit the budget and before the daemon creates its engine, so that an
+  // engine the check creates is freed before the daemon's arena exists: at start-up, and for a reload's new
+  // model (beside: while the old model serves; drain: after the old arena is freed, not on rollback).
+  // edgevitd: the self-test library's quick checks (main.cpp). `serving`: other threads are serving requests
+  // meanwhile (a reload). An error refuses the model (start-up: exit_code_for its code). Null: none.
+  std::function<Status(const std::string& model_path, const DaemonConfig& config, bool serving)> model_check;
 };
 
 struct TopResult {

@@ -1,6 +1,7 @@
 // The real build/bin/edgevitd as a child process: sd_notify messages on a test NOTIFY_SOCKET (READY=1
 // after warm-up, WATCHDOG=1 cadence, RELOADING=1 + MONOTONIC_USEC, STOPPING=1), pings stopping when the
-// worker hangs, SIGTERM with requests in flight, SIGHUP to a broken config, config errors, the client CLI.
+// worker hangs, SIGTERM with requests in flight, SIGHUP to a broken config, config errors, the client CLI,
+// the start-up self-test (passing, run again at a reload, and a failing check refusing to start).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -39,6 +40,9 @@ TEST_F(DaemonProcessTest, NotifyReadyWatchdogReloadStopping) {
   ASSERT_TRUE(notify.wait_for("READY=1", 20000, &seen)) << d.log();
   // Listening before READY: the socket accepts now.
   EXPECT_GE(raw_connect(sock_), 0);
+  // The self-test library's quick checks ran before READY and passed.
+  EXPECT_NE(d.log().find("self-test (quick"), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find(" 0 fail"), std::string::npos) << d.log();
   // Pings every WATCHDOG_USEC / 2 = 100 ms: count them over one second.
   int pings = 0;
   const auto end = Clock::now() + std::chrono::seconds(1);
@@ -54,6 +58,12 @@ TEST_F(DaemonProcessTest, NotifyReadyWatchdogReloadStopping) {
   ASSERT_TRUE(notify.wait_for("RELOADING=1", 5000, &seen));
   EXPECT_NE(seen.back().find("MONOTONIC_USEC="), std::string::npos) << seen.back();
   ASSERT_TRUE(notify.wait_for("READY=1", 10000));
+  // The reload's new model went through the self-test too.
+  const std::string log = d.log();
+  const size_t first = log.find("self-test (quick");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_NE(log.find("self-test (quick", first + 1), std::string::npos) << log;
+  EXPECT_NE(log.find("reloaded: serving"), std::string::npos) << log;
 
   kill(d.pid, SIGTERM);
   ASSERT_TRUE(notify.wait_for("STOPPING=1", 5000)) << d.log();
@@ -162,6 +172,18 @@ TEST_F(DaemonProcessTest, BadConfigFailsAtStartWithFileLineCol) {
   ASSERT_TRUE(d.start({"--config", cfg}, {}, dir_ + "/log"));
   EXPECT_EQ(d.wait_exit(10000), 3);
   EXPECT_NE(d.log().find("edgevitd.yaml:2:9: socket.mode"), std::string::npos) << d.log();
+  EXPECT_FALSE(std::filesystem::exists(sock_));
+}
+
+TEST_F(DaemonProcessTest, FailingSelftestCheckRefusesToStart) {
+  NotifySocket notify(dir_ + "/notify");
+  ASSERT_GE(notify.fd, 0);
+  DaemonProcess d;
+  ASSERT_TRUE(d.start(args(), {"NOTIFY_SOCKET=" + notify.path, "EDGEVITD_TEST_SELFTEST_FAULT=attention-scale"},
+                      dir_ + "/log"));
+  EXPECT_EQ(d.wait_exit(20000), 1) << d.log();
+  EXPECT_NE(d.log().find("FAIL kernel.attention.fused_vs_ref (vit-digits)"), std::string::npos) << d.log();
+  EXPECT_FALSE(notify.wait_for("READY=1", 200));
   EXPECT_FALSE(std::filesystem::exists(sock_));
 }
 
