@@ -52,7 +52,11 @@ TEST(SelftestCli, JsonReport) {
   EXPECT_EQ(j["mode"], "quick");
   EXPECT_EQ(j["seed"], 99);
   EXPECT_EQ(j["failed"], 0);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_GE(j["passed"].get<int>(), 13);  // memory.no_new_mappings is skipped under ASan
+#else
   EXPECT_GE(j["passed"].get<int>(), 14);
+#endif
   EXPECT_EQ(j["models"][0]["model"], "vit-digits");
 }
 
