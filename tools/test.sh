@@ -17,7 +17,7 @@ ctest -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900 || status=1
 # ASan + UBSan, then every fuzzer for EDGEVIT_FUZZ_SECONDS each.
 if [ "${EDGEVIT_CI_HARDENING:-0}" = 1 ]; then
   cd ..
-  tools/sanitize.sh || status=1
+  tools/sanitize.sh -LE slow || status=1
   tools/fuzz.sh "${EDGEVIT_FUZZ_SECONDS:-60}" || status=1
 fi
 # aarch64 cross build + tests under qemu (about 30 min on 2 cores, docs/deploy.md): only when asked
