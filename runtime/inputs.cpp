@@ -10,12 +10,35 @@
 #include <memory>
 
 #include "runtime/safetensors.h"
+#include "runtime/stb_image_impl.h"
 
 namespace edgevit {
 
 namespace {
 // Largest intermediate (resized) image, in pixels: the same bound as ImageLimits::max_pixels.
 constexpr int64_t kMaxResizedPixels = ImageLimits().max_pixels;
+
+// Memory stb_image may hold at once while decoding one image (StbDecodeBudget). Its largest cases, per
+// pixel: a progressive JPEG keeps 2-byte coefficients and 1-byte samples per component plus the output
+// (~12 bytes for 3 components); a PNG holds the inflated rows and the image (2 x channels x bytes per
+// sample), a GIF ~9 bytes. Hence 4 x 4 channels x bytes per sample (1, 2 for 16-bit, 4 for HDR) per pixel,
+// plus twice the file (PNG concatenates its IDAT chunks into a growing buffer) and a fixed slack for
+// decoder structs and JPEG's 16-pixel MCU padding. A valid image stays far below it; compressed data
+// that inflates past what the header declares (a zlib bomb) is stopped at it.
+constexpr size_t kDecodeSlackBytes = size_t{8} << 20;
+size_t decode_budget(int w, int h, int bytes_per_sample, size_t file_bytes) {
+  return size_t{4} * 4 * static_cast<size_t>(bytes_per_sample) * static_cast<size_t>(w) * static_cast<size_t>(h) +
+         2 * file_bytes + kDecodeSlackBytes;
+}
+
+std::string decode_failure(const std::string& display, const StbDecodeBudget& budget, int w, int h) {
+  if (budget.exceeded())
+    return display + ": image decode needs more than " + std::to_string(budget.limit_bytes()) +
+           " bytes, the budget for a " + std::to_string(w) + "x" + std::to_string(h) +
+           " image (its compressed data expands past what the header declares)";
+  return display + ": image data is corrupt or truncated: " +
+         (stbi_failure_reason() ? stbi_failure_reason() : "decode failed");
+}
 }  // namespace
 
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
@@ -86,9 +109,12 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
                        "' has " + std::to_string(spec.arch.in_chans) + " (give a safetensors input instead)");
   if (size > static_cast<size_t>(INT32_MAX)) return input_error(display + ": too large");
   int w = 0, h = 0, c = 0;
-  if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c))
-    return input_error(display + ": not a decodable image (PNG, JPEG, PPM, BMP or TGA expected): " +
-                       (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  {
+    StbDecodeBudget header_budget(decode_budget(0, 0, 1, size));  // header parsing: decoder structs only
+    if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c))
+      return input_error(display + ": not a decodable image (PNG, JPEG, PPM, BMP or TGA expected): " +
+                         (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  }
   if (w <= 0 || h <= 0 || w > limits.max_side || h > limits.max_side ||
       static_cast<int64_t>(w) * h > limits.max_pixels)
     return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
@@ -103,11 +129,16 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
     return input_error(display + ": 16-bit " + (c == 1 ? "PGM" : "PPM") + " with " + std::to_string(c) +
                        " channel(s) for a model with " + std::to_string(want) +
                        " is not supported (convert it to 8 bits or to the model's channel count)");
-  std::unique_ptr<stbi_uc, void (*)(void*)> pix(
-      stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want), stbi_image_free);
-  if (!pix)
-    return input_error(display + ": image data is corrupt or truncated: " +
-                       (stbi_failure_reason() ? stbi_failure_reason() : "decode failed"));
+  const int bytes_per_sample = stbi_is_hdr_from_memory(bytes, static_cast<int>(size))       ? 4
+                               : stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)) ? 2
+                                                                                           : 1;
+  const int header_w = w, header_h = h;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pix(nullptr, stbi_image_free);
+  {
+    StbDecodeBudget budget(decode_budget(w, h, bytes_per_sample, size));
+    pix.reset(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want));
+    if (!pix) return input_error(decode_failure(display, budget, header_w, header_h));
+  }
   return preprocess_pixels(pix.get(), w, h, want, display, spec, dst);
 }
 

@@ -193,7 +193,16 @@ Status check_structure(const std::string& text, const std::string& display_name,
           }
         }
         if (c == '&' || c == '!') {  // anchor or tag: skip the token, the node still starts after it
-          while (p < line_end && !is_space(text[p])) ++p;
+          // A verbatim tag `!<...>` may hold any URI character; an anchor name or a shorthand tag
+          // (`!!str`, `!local`) ends at a space or a ',' (YAML excludes flow indicators from both), so
+          // a ',' right after one starts the node and meets the leading-',' check above: yaml-cpp 0.7
+          // loops forever on `!t,x` just as on `,x` (found by fuzz_model_config).
+          const size_t close = c == '!' && p + 1 < line_end && text[p + 1] == '<' ? text.find('>', p) : std::string::npos;
+          if (close != std::string::npos && close < line_end) {
+            p = close + 1;
+          } else {
+            while (p < line_end && !is_space(text[p]) && text[p] != ',') ++p;
+          }
           prev = ' ';
           continue;
         }

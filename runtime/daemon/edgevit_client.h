@@ -85,9 +85,7 @@ class Connection {
 
   // Encoded PNG/JPEG/PPM bytes; the daemon decodes and preprocesses them for its model.
   bool infer_image(const void* bytes, size_t size, int topk, bool want_logits, InferAnswer* out, Error* err) {
-    std::vector<uint8_t> payload(protocol::kInferPrefixBytes + size);
-    protocol::put_u16(payload.data(), static_cast<uint16_t>(topk));
-    if (size > 0) std::memcpy(payload.data() + protocol::kInferPrefixBytes, bytes, size);
+    const std::vector<uint8_t> payload = protocol::encode_infer_image_payload(bytes, size, topk);
     return infer(protocol::Op::kInferImage, payload, want_logits, out, err);
   }
 
@@ -95,15 +93,7 @@ class Connection {
   bool infer_tensor(const float* data, const uint32_t* dims, int ndim, int topk, bool want_logits, InferAnswer* out,
                     Error* err) {
     if (ndim != 3 && ndim != 4) return fail(err, kTransportError, "infer_tensor: ndim must be 3 or 4");
-    size_t numel = 1;
-    for (int i = 0; i < ndim; ++i) numel *= dims[i];
-    std::vector<uint8_t> payload(protocol::kInferPrefixBytes + protocol::kTensorShapeBytes + numel * 4);
-    uint8_t* p = payload.data();
-    protocol::put_u16(p, static_cast<uint16_t>(topk));
-    p += protocol::kInferPrefixBytes;
-    protocol::put_u32(p, static_cast<uint32_t>(ndim));
-    for (int i = 0; i < ndim; ++i) protocol::put_u32(p + 4 + 4 * i, dims[i]);
-    if (numel > 0) std::memcpy(p + protocol::kTensorShapeBytes, data, numel * 4);
+    const std::vector<uint8_t> payload = protocol::encode_infer_tensor_payload(data, dims, ndim, topk);
     return infer(protocol::Op::kInferTensor, payload, want_logits, out, err);
   }
 

@@ -14,11 +14,18 @@
 //
 // Requests and responses alternate on a connection (no pipelining): the client sends one frame and
 // reads one frame.
+//
+// The request parser (check_header, parse_payload, parse_request) is declared at the end and defined in
+// protocol.cpp: the daemon's only validation of what arrives on its socket, kept free of sockets and
+// engines so that tests/daemon/protocol_parse_test.cpp and tests/fuzz/fuzz_frame.cpp can call it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace edgevit::protocol {
 
@@ -133,5 +140,82 @@ inline Header decode_header(const uint8_t* in /* kHeaderBytes */) {
 }
 
 inline bool known_op(uint16_t op) { return op >= 1 && op <= 5; }
+
+// ---- request payload encoders (edgevit_client.h sends these; the fuzzer re-encodes with them) ----------
+
+// kInferImage payload: prefix + the encoded image bytes.
+inline std::vector<uint8_t> encode_infer_image_payload(const void* bytes, size_t size, int topk) {
+  std::vector<uint8_t> payload(kInferPrefixBytes + size);
+  put_u16(payload.data(), static_cast<uint16_t>(topk));
+  if (size > 0) std::memcpy(payload.data() + kInferPrefixBytes, bytes, size);
+  return payload;
+}
+
+// kInferTensor payload: prefix + shape + float32 data. dims = {C, H, W} (ndim 3) or {N, C, H, W} (ndim 4);
+// the caller checks ndim.
+inline std::vector<uint8_t> encode_infer_tensor_payload(const float* data /* product(dims) */,
+                                                        const uint32_t* dims, int ndim, int topk) {
+  size_t numel = 1;
+  for (int i = 0; i < ndim; ++i) numel *= dims[i];
+  std::vector<uint8_t> payload(kInferPrefixBytes + kTensorShapeBytes + numel * 4);
+  uint8_t* p = payload.data();
+  put_u16(p, static_cast<uint16_t>(topk));
+  p += kInferPrefixBytes;
+  put_u32(p, static_cast<uint32_t>(ndim));
+  for (int i = 0; i < ndim; ++i) put_u32(p + 4 + 4 * i, dims[i]);
+  if (numel > 0) std::memcpy(p + kTensorShapeBytes, data, numel * 4);
+  return payload;
+}
+
+// ---- request parsing (protocol.cpp) ------------------------------------------------------------------
+
+// What a tensor request must match: the served model's input.
+struct ModelInput {
+  std::string_view name;  // model name, for messages (not owned: parsing a valid request allocates nothing)
+  uint32_t in_chans = 0;  // C
+  uint32_t img_size = 0;  // H = W
+  uint32_t max_batch = 0; // N <= max_batch
+};
+
+struct RequestLimits {
+  int64_t max_payload_bytes = 0;  // the daemon's limits.max_frame_bytes
+  ModelInput input;
+};
+
+// A validated request. The pointers point into the payload passed to the parser (which keeps ownership).
+struct ParsedRequest {
+  Header header;
+  Op op = Op::kHealth;
+  // Infer requests only:
+  uint16_t topk = 0;           // 0: the daemon's default
+  bool want_logits = false;    // header.flags & kFlagWantLogits
+  uint32_t n = 0;              // images: 1 for kInferImage, N for kInferTensor
+  const uint8_t* image = nullptr;   // kInferImage: the encoded image, image_bytes long (may be 0)
+  size_t image_bytes = 0;
+  const uint8_t* tensor = nullptr;  // kInferTensor: (n, C, H, W) float32 little-endian, unaligned
+  size_t tensor_bytes = 0;
+  uint32_t ndim = 0;                // kInferTensor: 3 or 4, dims as sent (unused trailing dims 0)
+  uint32_t dims[4] = {0, 0, 0, 0};
+};
+
+// The error the daemon answers with (code + message, as sent in the error frame).
+struct ParseError {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+};
+
+// Checks the fixed header (`size` bytes at `bytes`): length, magic, version, payload_bytes against
+// max_payload_bytes. The daemon calls it before it reads the payload. On success fills *out.
+bool check_header(const uint8_t* bytes, size_t size, int64_t max_payload_bytes, Header* out, ParseError* err);
+
+// Checks a request payload (`size` bytes, which must be header.payload_bytes) for an already checked
+// header: the op, and for infer requests the prefix, the tensor shape against `input` and the data
+// length (checked arithmetic). Image bytes are not decoded here.
+bool parse_payload(const Header& header, const uint8_t* payload, size_t size, const ModelInput& input,
+                   ParsedRequest* out, ParseError* err);
+
+// check_header + parse_payload on a whole frame.
+bool parse_request(const uint8_t* header, size_t header_size, const uint8_t* payload, size_t payload_size,
+                   const RequestLimits& limits, ParsedRequest* out, ParseError* err);
 
 }  // namespace edgevit::protocol

@@ -562,16 +562,10 @@ void Server::Impl::serve_connection(Slot* s) {
       else log_request_error(s, ErrorCode::kBadFrame, "connection closed inside a frame header");
       return;
     }
-    s->req = protocol::decode_header(head);
-    if (s->req.magic != protocol::kMagic) return (void)fail(ErrorCode::kBadFrame, "bad magic");
-    if (s->req.version != protocol::kProtocolVersion)
-      return (void)fail(ErrorCode::kBadVersion, "protocol version " + std::to_string(s->req.version) +
-                                                    " not supported (this daemon speaks " +
-                                                    std::to_string(protocol::kProtocolVersion) + ")");
-    if (s->req.payload_bytes > static_cast<uint64_t>(config.max_frame_bytes))
-      return (void)fail(ErrorCode::kTooLarge, "payload of " + std::to_string(s->req.payload_bytes) +
-                                                  " bytes over limits.max_frame_bytes " +
-                                                  std::to_string(config.max_frame_bytes));
+    s->req = protocol::decode_header(head);  // op and request_id for the error answer, even if refused
+    protocol::ParseError perr;
+    if (!protocol::check_header(head, protocol::kHeaderBytes, config.max_frame_bytes, &s->req, &perr))
+      return (void)fail(perr.code, perr.message);
     const bool infer = s->req.op == static_cast<uint16_t>(Op::kInferImage) ||
                        s->req.op == static_cast<uint16_t>(Op::kInferTensor);
     if (infer) ++preparing;
@@ -586,108 +580,80 @@ void Server::Impl::serve_connection(Slot* s) {
       else log_request_error(s, ErrorCode::kBadFrame, "connection closed inside a frame payload");
       return;
     }
-    switch (static_cast<Op>(s->req.op)) {
-      case Op::kHealth:
-      case Op::kStats:
-      case Op::kVersion: {
-        std::string json;
-        if (s->req.op == static_cast<uint16_t>(Op::kVersion)) {
-          nlohmann::ordered_json j{{"daemon", kVersion}, {"protocol", protocol::kProtocolVersion}};
-          json = j.dump();
-        } else {
-          json = s->req.op == static_cast<uint16_t>(Op::kHealth) ? self->health_json() : self->stats_json();
-        }
-        encode_json(s, json);
-        if (!send_all(s->fd, s->out.data(), s->out_bytes)) return;
+    if (infer) {
+      ErrorInfo err;
+      if (!prepare(s, current_model(), &err)) {
+        if (!fail(err.code, err.message)) return;
         continue;
       }
-      case Op::kInferImage:
-      case Op::kInferTensor: {
-        ErrorInfo err;
-        if (!prepare(s, current_model(), &err)) {
-          if (!fail(err.code, err.message)) return;
-          continue;
-        }
-        if (!enqueue(s)) {
-          s->model.reset();
-          ++busy;
-          if (!fail(ErrorCode::kBusy, "request queue full (limits.queue_depth " + std::to_string(config.queue_depth) + ")"))
-            return;
-          continue;
-        }
-        guard.counter = nullptr;  // enqueue() already counted it down
-        wait_done(s);
-        if (!send_all(s->fd, s->out.data(), s->out_bytes)) {
-          log_request_error(s, ErrorCode::kBadFrame, "client vanished before taking its answer");
+      if (!enqueue(s)) {
+        s->model.reset();
+        ++busy;
+        if (!fail(ErrorCode::kBusy, "request queue full (limits.queue_depth " + std::to_string(config.queue_depth) + ")"))
           return;
-        }
         continue;
       }
+      guard.counter = nullptr;  // enqueue() already counted it down
+      wait_done(s);
+      if (!send_all(s->fd, s->out.data(), s->out_bytes)) {
+        log_request_error(s, ErrorCode::kBadFrame, "client vanished before taking its answer");
+        return;
+      }
+      continue;
     }
-    if (!fail(ErrorCode::kUnknownOp, "unknown op " + std::to_string(s->req.op))) return;
+    // Health, stats, version, or an unknown op (the model input plays no part in those).
+    protocol::ParsedRequest parsed;
+    if (!protocol::parse_payload(s->req, head + protocol::kHeaderBytes, s->req.payload_bytes, protocol::ModelInput(),
+                                 &parsed, &perr)) {
+      if (!fail(perr.code, perr.message)) return;
+      continue;
+    }
+    std::string json;
+    if (parsed.op == Op::kVersion) {
+      nlohmann::ordered_json j{{"daemon", kVersion}, {"protocol", protocol::kProtocolVersion}};
+      json = j.dump();
+    } else {
+      json = parsed.op == Op::kHealth ? self->health_json() : self->stats_json();
+    }
+    encode_json(s, json);
+    if (!send_all(s->fd, s->out.data(), s->out_bytes)) return;
   }
 }
 
-// Validates the request against model `m` and fills s->input (n images). Tensor requests allocate
-// nothing; image requests allocate inside the decoder.
+// Validates the request against model `m` (protocol::parse_payload) and fills s->input (n images). Tensor
+// requests allocate nothing; image requests allocate inside the decoder.
 bool Server::Impl::prepare(Slot* s, const std::shared_ptr<Model>& m, ErrorInfo* err) {
-  const uint8_t* p = s->in.get() + protocol::kHeaderBytes;
-  const size_t size = s->req.payload_bytes;
-  if (size < protocol::kInferPrefixBytes) {
-    err->code = ErrorCode::kBadFrame;
-    err->message = "infer payload shorter than its 8-byte prefix";
+  const VitArch& a = m->spec.arch;
+  protocol::ModelInput input;
+  input.name = m->spec.name;
+  input.in_chans = static_cast<uint32_t>(a.in_chans);
+  input.img_size = static_cast<uint32_t>(a.img_size);
+  input.max_batch = static_cast<uint32_t>(m->batch);
+  protocol::ParsedRequest r;
+  protocol::ParseError perr;
+  if (!protocol::parse_payload(s->req, s->in.get() + protocol::kHeaderBytes, s->req.payload_bytes, input, &r,
+                               &perr)) {
+    err->code = perr.code;
+    err->message = perr.message;
     return false;
   }
-  const uint16_t topk = protocol::get_u16(p);
-  s->topk = std::min(topk == 0 ? config.default_topk : static_cast<int>(topk), m->out_dim);
-  s->want_logits = (s->req.flags & protocol::kFlagWantLogits) != 0;
+  s->topk = std::min(r.topk == 0 ? config.default_topk : static_cast<int>(r.topk), m->out_dim);
+  s->want_logits = r.want_logits;
   s->model = m;
   const size_t need = static_cast<size_t>(m->per_image) * m->batch;
   if (s->input.size() < need) s->input.resize(need);
   if (s->order.size() < static_cast<size_t>(m->out_dim)) s->order.resize(m->out_dim);
-  const uint8_t* body = p + protocol::kInferPrefixBytes;
-  const size_t body_size = size - protocol::kInferPrefixBytes;
-  if (s->req.op == static_cast<uint16_t>(Op::kInferImage)) {
-    const Status st = decode_image(body, body_size, "request image", m->spec, s->input.data());
+  if (r.op == Op::kInferImage) {
+    const Status st = decode_image(r.image, r.image_bytes, "request image", m->spec, s->input.data());
     if (!st.ok()) {
       err->code = ErrorCode::kBadImage;
       err->message = st.message();
       return false;
     }
-    s->n = 1;
   } else {
-    if (body_size < protocol::kTensorShapeBytes) {
-      err->code = ErrorCode::kBadFrame;
-      err->message = "infer-tensor payload shorter than its shape";
-      return false;
-    }
-    const uint32_t ndim = protocol::get_u32(body);
-    uint32_t dims[4];
-    for (int i = 0; i < 4; ++i) dims[i] = protocol::get_u32(body + 4 + 4 * i);
-    const VitArch& a = m->spec.arch;
-    const uint32_t n = ndim == 4 ? dims[0] : 1;
-    const uint32_t* chw = ndim == 4 ? dims + 1 : dims;
-    if ((ndim != 3 && ndim != 4) || chw[0] != static_cast<uint32_t>(a.in_chans) ||
-        chw[1] != static_cast<uint32_t>(a.img_size) || chw[2] != static_cast<uint32_t>(a.img_size) || n == 0 ||
-        n > static_cast<uint32_t>(m->batch)) {
-      err->code = ErrorCode::kBadShape;
-      err->message = "tensor shape (ndim " + std::to_string(ndim) + ": " + std::to_string(dims[0]) + "," +
-                     std::to_string(dims[1]) + "," + std::to_string(dims[2]) + "," + std::to_string(dims[3]) +
-                     ") does not match the model input [N<=" + std::to_string(m->batch) + "," +
-                     std::to_string(a.in_chans) + "," + std::to_string(a.img_size) + "," +
-                     std::to_string(a.img_size) + "] of " + m->spec.name;
-      return false;
-    }
-    const size_t bytes = static_cast<size_t>(n) * m->per_image * sizeof(float);
-    if (body_size - protocol::kTensorShapeBytes != bytes) {
-      err->code = ErrorCode::kBadFrame;
-      err->message = "tensor data is " + std::to_string(body_size - protocol::kTensorShapeBytes) +
-                     " bytes, the shape needs " + std::to_string(bytes);
-      return false;
-    }
-    std::memcpy(s->input.data(), body + protocol::kTensorShapeBytes, bytes);
-    s->n = static_cast<int>(n);
+    std::memcpy(s->input.data(), r.tensor, r.tensor_bytes);  // r.n <= m->batch images
   }
+  s->n = static_cast<int>(r.n);
   ensure_out_capacity(s, *m, s->n);
   return true;
 }

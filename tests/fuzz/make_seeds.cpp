@@ -1,7 +1,8 @@
 // Writes the generated seed files of the fuzz corpora (the shipped YAMLs and digit PNGs are copied by
 // tools/fuzz.sh --seeds instead): small valid safetensors files made with write_safetensors plus F16/BF16
-// variants, and images in every format decode_image accepts, made with stb_image_write.
-// Usage: make_fuzz_seeds CORPUS_DIR   (writes CORPUS_DIR/safetensors/* and CORPUS_DIR/image/*)
+// variants, images in every format decode_image accepts, made with stb_image_write, and daemon request
+// frames made with the client's encoders (protocol.h: the payload encoders edgevit_client.h sends with).
+// Usage: make_fuzz_seeds CORPUS_DIR   (writes CORPUS_DIR/safetensors/*, CORPUS_DIR/image/*, CORPUS_DIR/frame/*)
 #include <stb_image_write.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/daemon/protocol.h"
 #include "runtime/safetensors.h"
 
 namespace {
@@ -48,6 +50,19 @@ std::string netpbm(const char* magic, int w, int h, int c) {
   const std::vector<uint8_t> p = gradient(w, h, c);
   return std::string(magic) + "\n" + std::to_string(w) + " " + std::to_string(h) + "\n255\n" +
          std::string(p.begin(), p.end());
+}
+
+// One request frame as edgevit_client.h sends it: header + payload.
+std::string request_frame(edgevit::protocol::Op op, const std::vector<uint8_t>& payload, uint32_t flags, uint64_t id) {
+  namespace protocol = edgevit::protocol;
+  protocol::Header h;
+  h.op = static_cast<uint16_t>(op);
+  h.flags = flags;
+  h.payload_bytes = static_cast<uint32_t>(payload.size());
+  h.request_id = id;
+  uint8_t head[protocol::kHeaderBytes];
+  protocol::encode_header(h, head);
+  return std::string(head, head + sizeof head) + std::string(payload.begin(), payload.end());
 }
 
 }  // namespace
@@ -90,6 +105,39 @@ int main(int argc, char** argv) {
          write_bytes(img + tag + ".bmp", bmp) && write_bytes(img + tag + ".tga", tga);
   }
   ok = ok && write_bytes(img + "grey.pgm", netpbm("P5", 8, 8, 1)) && write_bytes(img + "rgb.ppm", netpbm("P6", 7, 5, 3));
+
+  // Daemon frames for fuzz_frame's two models (1x8x8 batch 4, 3x8x8 batch 1).
+  namespace protocol = edgevit::protocol;
+  using protocol::Op;
+  const std::string fr = dir + "/frame/";
+  ok = ok && write_bytes(fr + "health.frame", request_frame(Op::kHealth, {}, 0, 1)) &&
+       write_bytes(fr + "stats.frame", request_frame(Op::kStats, {}, 0, 2)) &&
+       write_bytes(fr + "version.frame", request_frame(Op::kVersion, {}, 0, 3));
+  {
+    const std::vector<uint8_t> p = gradient(8, 8, 1);
+    std::string png;
+    stbi_write_png_to_func(append, &png, 8, 8, 1, p.data(), 8);
+    ok = ok && write_bytes(fr + "image_png.frame",
+                           request_frame(Op::kInferImage, protocol::encode_infer_image_payload(png.data(), png.size(), 5),
+                                         protocol::kFlagWantLogits, 4));
+  }
+  const std::vector<float> values = [] {
+    std::vector<float> v(4 * 64);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 17) * 0.125f - 1.f;
+    return v;
+  }();
+  const uint32_t chw1[3] = {1, 8, 8}, chw3[3] = {3, 8, 8}, nchw2[4] = {2, 1, 8, 8}, nchw4[4] = {4, 1, 8, 8};
+  ok = ok &&
+       write_bytes(fr + "tensor_1x8x8.frame",
+                   request_frame(Op::kInferTensor, protocol::encode_infer_tensor_payload(values.data(), chw1, 3, 3), 0, 5)) &&
+       write_bytes(fr + "tensor_3x8x8.frame",
+                   request_frame(Op::kInferTensor, protocol::encode_infer_tensor_payload(values.data(), chw3, 3, 0),
+                                 protocol::kFlagWantLogits, 6)) &&
+       write_bytes(fr + "tensor_2x1x8x8.frame",
+                   request_frame(Op::kInferTensor, protocol::encode_infer_tensor_payload(values.data(), nchw2, 4, 10),
+                                 protocol::kFlagWantLogits, 7)) &&
+       write_bytes(fr + "tensor_4x1x8x8.frame",
+                   request_frame(Op::kInferTensor, protocol::encode_infer_tensor_payload(values.data(), nchw4, 4, 1), 0, 8));
   if (!ok) std::fprintf(stderr, "make_fuzz_seeds: writing into %s failed\n", dir.c_str());
   return ok ? 0 : 1;
 }

@@ -79,10 +79,12 @@ const HostileCase kCases[] = {
   {"model_int_overflow.yaml",           Loader::kModel,       SC::kConfigError,     "architecture.img_size: integer '99999999999999999999999' is out of range"},
   {"model_too_many_tokens.yaml",        Loader::kModel,       SC::kConfigError,     "16777217 tokens is longer than 65536"},
   {"model_leading_comma.yaml",          Loader::kModel,       SC::kConfigError,     "2:1: ',' outside a flow collection"},
+  {"model_tag_comma.yaml",              Loader::kModel,       SC::kConfigError,     "2:6: ',' outside a flow collection"},
   {"model_not_a_mapping.yaml",          Loader::kModel,       SC::kConfigError,     "top level must be a mapping"},
   // device profiles
   {"device_budget_over_total.yaml",     Loader::kDevice,      SC::kConfigError,     "memory.budget_mib: 4096 is out of range [1, 1024]"},
   {"device_leading_comma.yaml",         Loader::kDevice,      SC::kConfigError,     "1:1: ',' outside a flow collection"},
+  {"device_tag_comma.yaml",             Loader::kDevice,      SC::kConfigError,     "1:3: ',' outside a flow collection"},
   {"device_alias.yaml",                 Loader::kDevice,      SC::kConfigError,     "anchor not allowed"},
   {"device_gpu_on_cpu.yaml",            Loader::kDevice,      SC::kConfigError,     "gpu: not allowed for kind cpu"},
   {"device_name_mismatch.yaml",         Loader::kDevice,      SC::kConfigError,     "does not match the file name"},
@@ -95,6 +97,7 @@ const HostileCase kCases[] = {
   {"img_truncated.png",                 Loader::kImage,       SC::kInputError,      "corrupt or truncated"},
   {"img_bad_zlib.png",                  Loader::kImage,       SC::kInputError,      "corrupt or truncated"},
   {"img_pnm16_channels.pgm",            Loader::kImageRgb224, SC::kInputError,      "16-bit PGM with 1 channel(s) for a model with 3 is not supported"},
+  {"img_zlib_bomb.png",                 Loader::kImage,       SC::kInputError,      "bytes, the budget for a 8x8 image"},
   {"img_wide_strip.png",                Loader::kImageRgb224, SC::kInputError,      "would be resized to 3670016x224"},
   // input files
   {"input_wrong_shape.safetensors",     Loader::kInput,       SC::kInputError,      "needs [N,1,8,8]"},

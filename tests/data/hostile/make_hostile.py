@@ -90,6 +90,10 @@ files["model_too_many_tokens.yaml"] = (
 # A document that starts with ',' (after a comment): yaml-cpp 0.7 never returns (refused by the guard).
 files["model_leading_comma.yaml"] = b"# a comment\n, 7 classes\nname: x\n"
 files["device_leading_comma.yaml"] = b","
+# The same loop behind a tag: a shorthand tag ends at ',', so `!!str,` leaves a node starting with ','
+# (found by fuzz_model_config as a libFuzzer timeout; refused by the guard).
+files["model_tag_comma.yaml"] = b"# a comment\n!!str,7 classes\n"
+files["device_tag_comma.yaml"] = b"!t,"
 files["model_not_a_mapping.yaml"] = b"- just\n- a list\n"
 
 # ---- device profiles (load_device_profile) --------------------------------------------------------------
@@ -113,6 +117,9 @@ files["img_huge_dims.ppm"] = b"P6\n16385 16385\n255\n" + b"\x00" * 64
 # 16-bit PGM fed to a 3-channel model: stb 2.27 overflows its buffer converting it (refused before decoding).
 files["img_pnm16_channels.pgm"] = b"P5\n4 4\n65535\n" + b"\x12\x34" * 16
 files["img_wide_strip.png"] = png(16384, 1, 0, raw=b"\x00" + b"\x80" * 16384)
+# zlib bomb: an 8x8 grey PNG (72 bytes of scanlines) whose IDAT inflates to 128 MiB (a ~128 KB file).
+# stb_image grows its output buffer past what IHDR allows; the per-decode budget stops it at ~8 MiB.
+files["img_zlib_bomb.png"] = png(8, 8, 0, raw=b"\x00" * (128 << 20))
 
 # ---- input files (load_input_file for vit-digits) -------------------------------------------------------
 files["input_wrong_shape.safetensors"] = st({"input": {"dtype": "F32", "shape": [1, 3, 8, 8], "data_offsets": [0, 768]}}, f32(192))
