@@ -79,11 +79,13 @@ const HostileCase kCases[] = {
   {"model_int_overflow.yaml",           Loader::kModel,       SC::kConfigError,     "architecture.img_size: integer '99999999999999999999999' is out of range"},
   {"model_too_many_tokens.yaml",        Loader::kModel,       SC::kConfigError,     "16777217 tokens is longer than 65536"},
   {"model_leading_comma.yaml",          Loader::kModel,       SC::kConfigError,     "2:1: ',' outside a flow collection"},
+  {"model_nbsp_escape.yaml",            Loader::kModel,       SC::kConfigError,     "1:9: escape '\\_' is not supported"},
   {"model_tag_comma.yaml",              Loader::kModel,       SC::kConfigError,     "2:6: ',' outside a flow collection"},
   {"model_not_a_mapping.yaml",          Loader::kModel,       SC::kConfigError,     "top level must be a mapping"},
   // device profiles
   {"device_budget_over_total.yaml",     Loader::kDevice,      SC::kConfigError,     "memory.budget_mib: 4096 is out of range [1, 1024]"},
   {"device_leading_comma.yaml",         Loader::kDevice,      SC::kConfigError,     "1:1: ',' outside a flow collection"},
+  {"device_nel_escape.yaml",            Loader::kDevice,      SC::kConfigError,     "1:9: escape '\\N' is not supported"},
   {"device_tag_comma.yaml",             Loader::kDevice,      SC::kConfigError,     "1:3: ',' outside a flow collection"},
   {"device_alias.yaml",                 Loader::kDevice,      SC::kConfigError,     "anchor not allowed"},
   {"device_gpu_on_cpu.yaml",            Loader::kDevice,      SC::kConfigError,     "gpu: not allowed for kind cpu"},

@@ -94,6 +94,10 @@ files["device_leading_comma.yaml"] = b","
 # (found by fuzz_model_config as a libFuzzer timeout; refused by the guard).
 files["model_tag_comma.yaml"] = b"# a comment\n!!str,7 classes\n"
 files["device_tag_comma.yaml"] = b"!t,"
+# yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
+# parsed string (found by fuzz_model_config; refused by the guard).
+files["model_nbsp_escape.yaml"] = b'name: "a\\_b"\n'
+files["device_nel_escape.yaml"] = b'name: "a\\Nb"\nkind: cpu\n'
 files["model_not_a_mapping.yaml"] = b"- just\n- a list\n"
 
 # ---- device profiles (load_device_profile) --------------------------------------------------------------
