@@ -52,6 +52,7 @@ class CpuBackend final : public Backend {
       timings_[i].flops = g.ops[i].flops;
       timings_[i].bytes = g.ops[i].bytes;
     }
+    prepare_libxsmm();
     return Status::Ok();
   }
 
@@ -63,7 +64,7 @@ class CpuBackend final : public Backend {
     std::memcpy(f32(g.input), input, sizeof(float) * static_cast<size_t>(g.tensors[g.input].numel() / g.batch * n));
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      run_op(g.ops[i], n);
+      run_op(i, g.ops[i], n);
       if (profile_)
         timings_[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -84,7 +85,42 @@ class CpuBackend final : public Backend {
     return nullptr;
   }
 
-  void run_op(const Op& o, int n) {
+  // With libxsmm built in (x86-64): the fused attention's tile kernels are generated now, and every linear
+  // layer's weight is re-laid out in its own arena slot for the pre-packed GEMM (kernels/cpu/gemm_packed.cpp):
+  // no byte outside the plan, the plan unchanged. The JIT kernels run on the calling thread's OpenMP team
+  // like linear_f32, so --threads governs them too.
+  // A layer libxsmm cannot serve keeps its torch-layout weight and OpenBLAS; its profile kernel name
+  // says so ("FALLBACK"), and `run -v` / `bench` print it.
+  void prepare_libxsmm() {
+    const Graph& g = plan_.graph;
+    packed_.resize(g.ops.size());
+    if (!cpu_packed_gemm_available()) return;
+    cpu_init_threads(threads_);
+    if (g.attention == AttentionPath::kFused) {
+      const VitArch& a = g.arch;
+      const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f);
+      const bool tiles = mha_fused_prepare(p);
+      for (size_t i = 0; i < g.ops.size(); ++i)
+        if (g.ops[i].kind == OpKind::kAttention && tiles) timings_[i].kernel = g.ops[i].kernel + "+libxsmm_tiles";
+    }
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& o = g.ops[i];
+      if (o.kind != OpKind::kLinear || o.weights.empty()) continue;
+      const std::string why = packed_[i].init(f32(o.weights[0]), static_cast<int>(o.m), static_cast<int>(o.n),
+                                              static_cast<int>(o.k), epilogue_of(o));
+      timings_[i].kernel = why.empty() ? "cpu.gemm_libxsmm_packed" + epilogue_suffix(o)
+                                       : o.kernel + " (FALLBACK from libxsmm: " + why + ")";
+    }
+  }
+
+  static Epilogue epilogue_of(const Op& o) {
+    return o.epilogue == 1 ? Epilogue::kGelu : o.epilogue == 2 ? Epilogue::kResidualAdd : Epilogue::kNone;
+  }
+  static std::string epilogue_suffix(const Op& o) {
+    return o.epilogue == 1 ? "+bias_gelu" : o.epilogue == 2 ? "+bias_residual" : "+bias";
+  }
+
+  void run_op(size_t index, const Op& o, int n) {
     const Graph& g = plan_.graph;
     const VitArch& a = g.arch;
     // Row counts scale with the batch actually run; the plan was laid out for g.batch.
@@ -93,12 +129,14 @@ class CpuBackend final : public Backend {
       case OpKind::kIm2col:
         im2col_patches_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.in_chans, a.img_size, a.patch_size);
         break;
-      case OpKind::kLinear: {
-        const Epilogue ep = o.epilogue == 1 ? Epilogue::kGelu : o.epilogue == 2 ? Epilogue::kResidualAdd : Epilogue::kNone;
-        linear_f32(f32(o.inputs[0]), weight(o, 0), weight(o, 1), f32(o.outputs[0]), rows, static_cast<int>(o.n),
-                   static_cast<int>(o.k), ep);
+      case OpKind::kLinear:
+        if (packed_[index].ready()) {
+          packed_[index].run(f32(o.inputs[0]), weight(o, 1), f32(o.outputs[0]), rows);
+        } else {
+          linear_f32(f32(o.inputs[0]), weight(o, 0), weight(o, 1), f32(o.outputs[0]), rows, static_cast<int>(o.n),
+                     static_cast<int>(o.k), epilogue_of(o));
+        }
         break;
-      }
       case OpKind::kAssembleTokens:
         assemble_tokens_f32(f32(o.inputs[0]), weight_named(o, "cls_token"), weight_named(o, "reg_token"),
                             a.reg_tokens, weight_named(o, "pos_embed"), a.no_embed_class, f32(o.outputs[0]), n,
@@ -138,6 +176,7 @@ class CpuBackend final : public Backend {
   uint8_t* arena_ = nullptr;  // owned: the single allocation
   size_t arena_bytes_ = 0;
   std::vector<OpTiming> timings_;
+  std::vector<PackedLinear> packed_;  // per op; ready() for linear layers libxsmm serves
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/attn_params.h"
 
@@ -39,6 +40,36 @@ void linear_f32(const float* x, const float* w, const float* bias, float* y, int
                 Epilogue ep);
 void linear_ref(const float* x, const float* w, const float* bias, float* y, int m, int n, int k,
                 Epilogue ep);
+
+// Pre-packed linear (kernels/cpu/gemm_packed.cpp): the same y = epilogue(x W^T + b) as linear_f32 through
+// libxsmm's JIT kernels, with W re-laid out once at load. Built when EDGEVIT_LIBXSMM is on (x86-64).
+// True when built with libxsmm and the CPU has a JIT target for it (AVX2 or newer).
+bool cpu_packed_gemm_available();
+// The GEMM library that serves linear layers in this build on this CPU, for the user.
+const char* cpu_gemm_library();
+
+class PackedLinear {
+ public:
+  // One tile: 64 output features (four AVX-512 registers per token) x up to 32 tokens; tiles are the
+  // unit of OpenMP work and their bounds do not depend on the thread count, so results do not either.
+  static constexpr int kColBlock = 64;
+  static constexpr int kTileRows = 32;
+
+  // Re-lays out w (N, K) in place (same bytes, a blocked layout only run() understands; w is not a
+  // torch-layout weight afterwards) and generates the kernels for up to max_rows rows. The caller keeps
+  // ownership of w, which must outlive this object. Returns "" on success, else why this GEMM cannot be
+  // served (w is then unchanged and the caller uses linear_f32). Allocates; call at load, not per inference.
+  std::string init(float* w, int max_rows, int n, int k, Epilogue ep);
+  bool ready() const { return w_ != nullptr; }
+  // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
+  void run(const float* x, const float* bias, float* y, int m) const;
+
+ private:
+  float* w_ = nullptr;   // (N, K) packed, not owned
+  int n_ = 0, k_ = 0, max_rows_ = 0;
+  Epilogue ep_ = Epilogue::kNone;
+  void* kernels_[2][kTileRows + 1] = {};  // [full | tail column block][tile rows]: JIT entry points
+};
 
 // y (M, C) = (x - mean) / sqrt(var + eps) * gamma + beta, statistics in fp32 or better. y may alias x.
 void layernorm_f32(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
@@ -77,6 +108,10 @@ void pool_ref(const float* x, float* out, int batch, int tokens, int embed, bool
 constexpr int kMhaFusedMaxHeadDim = 128;
 void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
                    int threads);
+// With libxsmm (cpu_packed_gemm_available()), generates the JIT tile kernels mha_fused_f32 uses for p's
+// shapes, so that inference only looks them up (call at load: it allocates). Returns true when the
+// libxsmm tiles will serve p; false: the portable V8 tiles do (always correct, slower on AVX-512).
+bool mha_fused_prepare(const AttnParams& p);
 // Attention, explicit: S = scale Q K^T into scratch, softmax (fp32 statistics), O = S V.
 // scratch holds mha_explicit_scratch_floats(p, threads) floats (the planner reserves it).
 size_t mha_explicit_scratch_floats(const AttnParams& p, int threads);

@@ -27,6 +27,10 @@
 #include "kernels/cpu/cpu_math.h"
 #include "kernels/cpu/kernels.h"
 
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+#include <libxsmm.h>
+#endif
+
 namespace edgevit {
 namespace {
 
@@ -37,6 +41,19 @@ constexpr int kNR = 16;     // register block columns
 constexpr int kMaxD = kMhaFusedMaxHeadDim;
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+// Row-major C (rows, cols) = A (rows, kk) B (kk, cols) + beta C through a libxsmm JIT kernel (column
+// major: C^T = B^T A^T, so the kernel is called as f(B, A, C)). Leading dimensions are row-major strides.
+// A registry lookup once generated (mha_fused_prepare generates them at load); nullptr if libxsmm cannot.
+libxsmm_smmfunction xsmm_rowmajor(int rows, int cols, int kk, int lda_rm, int ldb_rm, int ldc_rm, float beta) {
+  const libxsmm_blasint lda = ldb_rm, ldb = lda_rm, ldc = ldc_rm;
+  const float alpha = 1.f;
+  const int flags = LIBXSMM_GEMM_FLAG_NONE;
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  return libxsmm_smmdispatch(cols, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+}
+#endif
 
 // 8 floats in GCC/clang's generic vector extension: one ymm with AVX2, two xmm (SSE2) or q registers
 // (NEON) otherwise; this gives the register blocking without intrinsics.
@@ -126,7 +143,9 @@ EV_ALWAYS_INLINE float exp_and_sum(float* __restrict row, float mx, int n) {
   return sum;
 }
 
-// One (b, h, query block) of the fused kernel.
+// One (b, h, query block) of the fused kernel. kXsmm: the two tile GEMMs through libxsmm's JIT kernels
+// (AVX-512 where the CPU has it) instead of the V8 loops.
+template <bool kXsmm>
 EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b, int h,
                 int q0) {
   alignas(64) float qs[kQB * kMaxD];    // (nqp, dp) scaled Q, zero padded
@@ -180,7 +199,13 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
       for (int t = d; t < dp; ++t) vd[t] = 0.f;
     }
 
-    tile_qk(qs, kt, s, nqp, dp, nkp);
+    if constexpr (kXsmm) {
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+      xsmm_rowmajor(nqp, nkp, dp, dp, nkp, nkp, 0.f)(kt, qs, s);
+#endif
+    } else {
+      tile_qk(qs, kt, s, nqp, dp, nkp);
+    }
 
     for (int i = 0; i < nq; ++i) {
       float* row = s + i * nkp;
@@ -199,7 +224,13 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
       }
     }
     // Padded rows of s (i >= nq) hold 0 scores from zero Q rows and are never written out.
-    tile_pv(s, nkp, vs, acc, nqp, nk, dp);
+    if constexpr (kXsmm) {
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+      xsmm_rowmajor(nqp, dp, nk, nkp, dp, dp, 1.f)(vs, s, acc);
+#endif
+    } else {
+      tile_pv(s, nkp, vs, acc, nqp, nk, dp);
+    }
   }
 
   float* ob = o + b * p.o.batch + h * p.o.head;
@@ -212,11 +243,48 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
 
 EV_TARGET_AVX2 void fused_task_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
                                     float* o, int b, int h, int q0) {
-  fused_task_body(p, q, k, v, o, b, h, q0);
+  fused_task_body<false>(p, q, k, v, o, b, h, q0);
 }
 void fused_task_base(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b,
                      int h, int q0) {
-  fused_task_body(p, q, k, v, o, b, h, q0);
+  fused_task_body<false>(p, q, k, v, o, b, h, q0);
+}
+void fused_task_xsmm(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b,
+                     int h, int q0) {
+  fused_task_body<true>(p, q, k, v, o, b, h, q0);
+}
+
+// The fused kernel's tile shapes for p: query blocks (nqp) x key blocks (nkp, nk) x dp. Calls
+// f(nqp, nkp, nk, dp) once per distinct combination.
+template <typename F>
+void for_each_fused_tile_shape(const AttnParams& p, F f) {
+  const int dp = round_up(p.head_dim, kNR);
+  int q_shapes[2] = {std::min(kQB, p.seq_q), p.seq_q % kQB};
+  int k_shapes[2] = {std::min(kKB, p.seq_kv), p.seq_kv % kKB};
+  for (int qi = 0; qi < 2; ++qi) {
+    if (q_shapes[qi] == 0 || (qi == 1 && q_shapes[1] == q_shapes[0])) continue;
+    for (int ki = 0; ki < 2; ++ki) {
+      if (k_shapes[ki] == 0 || (ki == 1 && k_shapes[1] == k_shapes[0])) continue;
+      f(round_up(q_shapes[qi], kMR), round_up(k_shapes[ki], kNR), k_shapes[ki], dp);
+    }
+  }
+}
+
+// True when libxsmm generated every tile kernel the fused kernel needs for p (generating them on the
+// first call: later calls are lookups, allocation-free).
+bool fused_xsmm_ready(const AttnParams& p) {
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+  if (!cpu_packed_gemm_available()) return false;
+  bool ok = true;
+  for_each_fused_tile_shape(p, [&](int nqp, int nkp, int nk, int dp) {
+    ok = ok && xsmm_rowmajor(nqp, nkp, dp, dp, nkp, nkp, 0.f) != nullptr &&
+         xsmm_rowmajor(nqp, dp, nk, nkp, dp, dp, 1.f) != nullptr;
+  });
+  return ok;
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 // Softmax over each row of s (rows, n) with the key mask; a fully masked row becomes zeros.
@@ -288,11 +356,14 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
   const int tasks = p.batch * p.heads * qblocks;
   const int team = std::max(1, std::min(threads, tasks));
   const bool avx2 = cpu_detail::use_avx2();
+  const bool xsmm = fused_xsmm_ready(p);
   const auto task = [&](int t) {
     const int qb = t % qblocks;
     const int h = (t / qblocks) % p.heads;
     const int b = t / (qblocks * p.heads);
-    if (avx2) {
+    if (xsmm) {
+      fused_task_xsmm(p, q, k, v, o, b, h, qb * kQB);
+    } else if (avx2) {
       fused_task_avx2(p, q, k, v, o, b, h, qb * kQB);
     } else {
       fused_task_base(p, q, k, v, o, b, h, qb * kQB);
@@ -304,6 +375,11 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
   }
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1)
   for (int t = 0; t < tasks; ++t) task(t);
+}
+
+bool mha_fused_prepare(const AttnParams& p) {
+  if (p.batch <= 0 || p.heads <= 0 || p.seq_q <= 0 || p.head_dim <= 0 || p.head_dim > kMaxD) return false;
+  return fused_xsmm_ready(p);
 }
 
 size_t mha_explicit_scratch_floats(const AttnParams& p, int threads) {

@@ -1,0 +1,144 @@
+// PackedLinear: y = epilogue(x W^T + b) through libxsmm's JIT GEMM kernels over weights re-laid out once
+// at load (they never change), the way ONNX Runtime's MLAS packs its weights. linear_f32 (OpenBLAS) stays
+// the default wherever libxsmm is not built in (EDGEVIT_LIBXSMM, x86-64 only) or cannot serve a shape.
+//
+// Layout: W (N, K) row-major becomes column blocks of kColBlock output features; block b (features
+// [c0, c0 + w), w = kColBlock or the tail N % kColBlock) is stored as (K, w), i.e. W[c0:c0+w, :]^T, at
+// the same byte range the block occupied before (c0 * K floats from the start): the packed weights fill
+// exactly the planned weight slot, so the plan is the same with or without libxsmm.
+// In libxsmm's column-major terms one tile computes C (w x mt) = A (w x K) B (K x mt) with A the packed
+// block (lda = w), B = x rows [r0, r0 + mt) (ldb = K) and C = y[r0:r0+mt, c0:c0+w] (ldc = N).
+//
+// Variants and what they measured: see docs/notes/cpu_gemm.md (oneDNN's matmul primitive was faster
+// still, but allocates on every execute; BLIS 0.9 was slower than OpenBLAS).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/kernels.h"
+
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+#include <libxsmm.h>
+#endif
+
+namespace edgevit {
+
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+
+namespace {
+
+using SmmKernel = libxsmm_smmfunction;
+
+SmmKernel dispatch(int w, int rows, int n, int k, float beta) {
+  const libxsmm_blasint lda = w, ldb = k, ldc = n;
+  const float alpha = 1.f;
+  const int flags = LIBXSMM_GEMM_FLAG_NONE;
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  return libxsmm_smmdispatch(w, rows, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+}
+
+bool libxsmm_cpu_ok() {
+  libxsmm_init();  // idempotent; detects the CPU
+  return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX2;
+}
+
+}  // namespace
+
+bool cpu_packed_gemm_available() {
+  static const bool ok = libxsmm_cpu_ok();
+  return ok;
+}
+
+const char* cpu_gemm_library() {
+  return cpu_packed_gemm_available() ? "libxsmm (JIT kernels, weights pre-packed at load)"
+                                     : "OpenBLAS (libxsmm built in, but this CPU has no AVX2)";
+}
+
+std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep) {
+  *this = PackedLinear();
+  if (!cpu_packed_gemm_available()) return "libxsmm has no JIT target for this CPU (needs AVX2)";
+  if (n <= 0 || k <= 0 || max_rows <= 0) return "empty GEMM (n, k or rows is 0)";
+  const float beta = ep == Epilogue::kResidualAdd ? 1.f : 0.f;
+  const int tail_w = n % kColBlock;
+  // Every tile height 1..kTileRows, for the full column width and the tail width: any row count up to
+  // max_rows (smaller batches too) then runs without a JIT call in infer().
+  for (int h = 1; h <= kTileRows; ++h) {
+    SmmKernel full = n >= kColBlock ? dispatch(kColBlock, h, n, k, beta) : nullptr;
+    SmmKernel tail = tail_w > 0 ? dispatch(tail_w, h, n, k, beta) : nullptr;
+    if ((n >= kColBlock && full == nullptr) || (tail_w > 0 && tail == nullptr))
+      return "libxsmm could not generate a kernel for " + std::to_string(n >= kColBlock ? kColBlock : tail_w) + "x" +
+             std::to_string(h) + "x" + std::to_string(k);
+    kernels_[0][h] = reinterpret_cast<void*>(full);
+    kernels_[1][h] = reinterpret_cast<void*>(tail);
+  }
+  // Re-lay out each column block in place: it keeps its byte range, so one block of scratch suffices.
+  std::vector<float> block(static_cast<size_t>(std::min(n, kColBlock)) * k);  // load time, not infer()
+  for (int c0 = 0; c0 < n; c0 += kColBlock) {
+    const int bw = std::min(kColBlock, n - c0);
+    float* dst = w + static_cast<int64_t>(c0) * k;  // (bw, K) row-major on entry, (K, bw) on exit
+    std::memcpy(block.data(), dst, sizeof(float) * static_cast<size_t>(bw) * k);
+    for (int i = 0; i < bw; ++i)
+      for (int j = 0; j < k; ++j) dst[static_cast<int64_t>(j) * bw + i] = block[static_cast<size_t>(i) * k + j];
+  }
+  w_ = w;
+  n_ = n;
+  k_ = k;
+  max_rows_ = max_rows;
+  ep_ = ep;
+  return "";
+}
+
+void PackedLinear::run(const float* x,     // (M, K)
+                       const float* bias,  // (N) or nullptr
+                       float* y,           // (M, N)
+                       int m) const {
+  if (m <= 0 || w_ == nullptr) return;
+  const int n = n_, k = k_;
+  const int col_blocks = (n + kColBlock - 1) / kColBlock;
+  const int row_tiles = (m + kTileRows - 1) / kTileRows;
+  const int tiles = col_blocks * row_tiles;
+  // Tile t: column block t / row_tiles, row tile t % row_tiles. A static schedule gives each thread a
+  // run of consecutive tiles, mostly of one column block: its packed weights stay in cache.
+  auto tile = [&](int t) {
+    const int cb = t / row_tiles, rt = t % row_tiles;
+    const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
+    const int r0 = rt * kTileRows, h = std::min(kTileRows, m - r0);
+    const auto kernel = reinterpret_cast<SmmKernel>(kernels_[bw == kColBlock ? 0 : 1][h]);
+    float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
+    kernel(w_ + static_cast<int64_t>(c0) * k, x + static_cast<int64_t>(r0) * k, yt);
+    if (ep_ != Epilogue::kGelu && bias == nullptr) return;
+    for (int i = 0; i < h; ++i) {
+      float* row = yt + static_cast<int64_t>(i) * n;  // (bw)
+      if (ep_ == Epilogue::kGelu) {
+        cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, bw);
+      } else {
+        for (int j = 0; j < bw; ++j) row[j] += bias[c0 + j];
+      }
+    }
+  };
+  const double flops = 2.0 * m * n * static_cast<double>(k);
+  if (omp_get_max_threads() <= 1 || tiles <= 1 || flops < 2e6) {
+    for (int t = 0; t < tiles; ++t) tile(t);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < tiles; ++t) tile(t);
+}
+
+#else  // !EDGEVIT_HAVE_LIBXSMM
+
+bool cpu_packed_gemm_available() { return false; }
+const char* cpu_gemm_library() { return "OpenBLAS"; }
+std::string PackedLinear::init(float*, int, int, int, Epilogue) {
+  *this = PackedLinear();
+  return "built without libxsmm";
+}
+void PackedLinear::run(const float*, const float*, float*, int) const {}
+
+#endif
+
+}  // namespace edgevit

@@ -1,0 +1,115 @@
+// PackedLinear (libxsmm JIT kernels over weights packed once) against linear_ref (double): every epilogue,
+// column tails (N % 64), row tails (M % 32), fewer rows than planned (smaller batches), 1 and 2 threads,
+// and bit-identical results across runs and thread counts. Skipped (with the reason) where the build or
+// CPU has no libxsmm: OpenBLAS's linear_f32 serves there and linear_test covers it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+#define SKIP_WITHOUT_PACKED_GEMM()                                                  \
+  do {                                                                             \
+    if (!cpu_packed_gemm_available()) GTEST_SKIP() << "skipped: " << cpu_gemm_library(); \
+  } while (0)
+
+// Packs a copy of w for max_rows rows and runs m rows; compares with linear_ref on the plain weights.
+void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint32_t seed) {
+  SCOPED_TRACE("m=" + std::to_string(m) + " max_rows=" + std::to_string(max_rows) + " n=" + std::to_string(n) +
+               " k=" + std::to_string(k) + " ep=" + std::to_string(static_cast<int>(ep)) +
+               (with_bias ? " bias" : " no-bias"));
+  const auto x = testutil::random_floats(static_cast<size_t>(m) * k, seed);
+  const auto w = testutil::random_floats(static_cast<size_t>(n) * k, seed + 1);
+  const auto b = testutil::random_floats(n, seed + 2);
+  const size_t out = static_cast<size_t>(m) * n;
+  std::vector<float> y = ep == Epilogue::kResidualAdd ? testutil::random_floats(out, seed + 3)
+                                                      : std::vector<float>(out, kNaN);
+  std::vector<float> ref = y;
+  const float* bias = with_bias ? b.data() : nullptr;
+  linear_ref(x.data(), w.data(), bias, ref.data(), m, n, k, ep);
+
+  std::vector<float> packed = w;
+  PackedLinear lin;
+  ASSERT_EQ(lin.init(packed.data(), max_rows, n, k, ep), "");
+  ASSERT_TRUE(lin.ready());
+  if (n > 1 && k > 1) {
+    EXPECT_NE(std::memcmp(packed.data(), w.data(), sizeof(float) * w.size()), 0) << "not re-laid out";
+  }
+  lin.run(x.data(), bias, y.data(), m);
+  ASSERT_TRUE(testutil::all_finite(ref.data(), out));
+  EXPECT_TRUE(testutil::all_finite(y.data(), out));
+  EXPECT_LE(testutil::rel_error(y.data(), ref.data(), out), tol::kFp32Kernel);
+}
+
+TEST(PackedLinear, AllEpiloguesAndTails) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  cpu_init_threads(1);
+  uint32_t seed = 10;
+  // {m, n, k}: ViT-Ti shapes, the head (m = 1, n = 1000: a 40-wide column tail), and odd sizes below one
+  // column block / one row tile.
+  const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 197}, {197, 576, 192}, {197, 192, 768},
+                           {197, 768, 192}, {1, 1000, 192}, {5, 7, 1}, {33, 65, 9}, {64, 128, 64}};
+  for (const auto& s : shapes)
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+      for (bool bias : {true, false}) check(s[0], s[0], s[1], s[2], ep, bias, seed += 10);
+}
+
+// Planned for batch 4 (788 rows), run with 1, 2 and 3 images: every row tail has its kernel.
+TEST(PackedLinear, FewerRowsThanPlanned) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  cpu_init_threads(1);
+  uint32_t seed = 500;
+  for (int images = 1; images <= 4; ++images)
+    check(197 * images, 197 * 4, 192, 64, Epilogue::kResidualAdd, true, seed += 10);
+}
+
+TEST(PackedLinear, TwoThreads) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  cpu_init_threads(2);
+  uint32_t seed = 1000;
+  for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+    check(197, 197, 768, 192, ep, true, seed += 10);
+  cpu_init_threads(1);
+}
+
+// Tile bounds do not depend on the thread count, so neither do the bits; and runs repeat exactly.
+TEST(PackedLinear, BitIdenticalAcrossRunsAndThreads) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  const int m = 197, n = 576, k = 192;
+  const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 7);
+  auto w = testutil::random_floats(static_cast<size_t>(n) * k, 8);
+  const auto b = testutil::random_floats(n, 9);
+  PackedLinear lin;
+  ASSERT_EQ(lin.init(w.data(), m, n, k, Epilogue::kGelu), "");
+  std::vector<float> first(static_cast<size_t>(m) * n), again(first.size());
+  cpu_init_threads(1);
+  lin.run(x.data(), b.data(), first.data(), m);
+  for (int threads : {1, 2, 1}) {
+    cpu_init_threads(threads);
+    lin.run(x.data(), b.data(), again.data(), m);
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0) << threads << " threads";
+  }
+  cpu_init_threads(1);
+}
+
+// An empty GEMM is refused with a reason (the backend then keeps OpenBLAS for that layer, loudly).
+TEST(PackedLinear, RefusesEmptyShapeWithReason) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  float w[1] = {1.f};
+  PackedLinear lin;
+  EXPECT_NE(lin.init(w, 1, 1, 0, Epilogue::kNone), "");
+  EXPECT_FALSE(lin.ready());
+  EXPECT_EQ(w[0], 1.f);
+}
+
+}  // namespace
+}  // namespace edgevit
