@@ -7,6 +7,11 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libstb-dev libgtest-dev libgmock-dev libbenchmark-dev
       libxxhash-dev libgpiod-dev libsystemd-dev)
+# x86-64: libxsmm's JIT GEMM kernels serve the CPU backend's linear layers (EDGEVIT_LIBXSMM=AUTO finds it);
+# elsewhere OpenBLAS does (libxsmm 1.17 has no aarch64 JIT).
+if [ "$(uname -m)" = x86_64 ]; then
+  pkgs+=(libxsmm-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

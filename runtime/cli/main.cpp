@@ -114,6 +114,14 @@ void announce_plan(const ev::Plan& plan, bool verbose) {
   }
 }
 
+// CPU engines: which GEMM library runs (-v), and loudly any layer that fell back from it.
+void announce_cpu_gemm(const ev::Engine& e, bool verbose) {
+  if (e.plan().device.kind != ev::DeviceKind::kCpu) return;
+  if (verbose) std::fprintf(stderr, "CPU GEMM: %s; OpenBLAS core %s\n", ev::cpu_gemm_library(), ev::cpu_blas_core());
+  for (const ev::OpTiming& t : e.op_timings())
+    if (t.kernel.find("FALLBACK") != std::string::npos) spdlog::warn("{}: {}", t.name, t.kernel);
+}
+
 std::vector<float> softmax_row(const float* x, int n) {
   std::vector<float> p(n);
   const float m = *std::max_element(x, x + n);
@@ -220,6 +228,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
+  announce_cpu_gemm(e, o.verbose);
   if (o.verbose) std::fprintf(stderr, "device %s (%s), threads %d\n", dev->profile.name.c_str(), dev->how.c_str(), e.threads());
 
   std::vector<std::string> labels;
@@ -327,6 +336,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
+  announce_cpu_gemm(e, o.verbose);
   const int n = e.max_batch();
   // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically).
   std::vector<float> input(static_cast<size_t>(e.input_numel_per_image()) * n);
