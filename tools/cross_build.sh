@@ -75,7 +75,7 @@ echo "cross_build: configure + build $((built - start)) s"
 exclude="^$"
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || exclude="^(cli_test|daemon_process_test)$"
 status=0
-(cd "$build" && ctest -L cpu -LE slow -E "$exclude" -j"$jobs" --output-on-failure --timeout 1200) || status=1
+(cd "$build" && ctest -L cpu -LE slow -E "$exclude" -j"$jobs" --output-on-failure --timeout 600) || status=1
 # No -L with multiarch: /lib/ld-linux-aarch64.so.1 (libc6:arm64) loads everything from /usr/lib/aarch64-linux-gnu;
 # -L /usr/aarch64-linux-gnu would mix in the cross toolchain's libc/libgomp, where OpenMP regions hang.
 qemu=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64)

@@ -1,24 +1,20 @@
 #!/usr/bin/env bash
-# Builds edgevit's libFuzzer targets (tests/fuzz/fuzz_*.cpp, clang, ASan + UBSan) into build-fuzz/ and runs
+# Builds edgevit's libFuzzer targets (tests/fuzz/fuzz_*.cpp, clang, ASan + UBSan) into build-hardening/ and runs
 # each for SECONDS (default 60), one after the other, on a scratch corpus seeded from tests/fuzz/corpus/NAME/
 # (the checked-in seeds are read, never written). Fails on any crash, leak, timeout, out-of-memory or
-# sanitizer report; reproducers are left in build-fuzz/artifacts/NAME/ and logs in build-fuzz/logs/.
+# sanitizer report; reproducers are left in build-hardening/artifacts/NAME/ and logs in build-hardening/logs/.
 # Called by tools/test.sh when EDGEVIT_CI_HARDENING=1; docs/reliability.md records longer runs.
 # Usage: tools/fuzz.sh [SECONDS] [NAME...]      (NAME: safetensors, model_config, device_profile, image, ...)
 #   env: FUZZ_JOBS (build parallelism, default nproc), FUZZ_ARGS (extra libFuzzer flags)
-# Reproduce a finding: build-fuzz/bin/fuzz_NAME build-fuzz/artifacts/NAME/crash-...
+# Reproduce a finding: build-hardening/bin/fuzz_NAME build-hardening/artifacts/NAME/crash-...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 root=$PWD
-build=$root/build-fuzz
-
-mkdir -p "$build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DEDGEVIT_CUDA=OFF -DEDGEVIT_TESTS=OFF -DEDGEVIT_FUZZ=ON >"$build/configure.log" 2>&1 ||
-  { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j"${FUZZ_JOBS:-$(nproc)}" --target fuzzers
+. tools/lib/hardening_build.sh
+build=$hardening_dir
+hardening_build -j"${FUZZ_JOBS:-$(nproc)}" --target fuzzers
 
 # Input size caps per target (bytes): seeds are well under them; larger inputs only slow the search.
 declare -A max_len=([safetensors]=16384 [model_config]=4096 [device_profile]=4096 [image]=16384 [frame]=4096)

@@ -59,10 +59,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tar -C "$tmp" -xzf "$out/$name.tar.gz"
 root="$tmp/$name"
+# The CUDA libraries are not bundled (tools/cmake/Packaging.cmake says why): the target's CUDA installation
+# provides them (JetPack puts /usr/local/cuda/lib64 on the loader path). Here they come from wherever the
+# build tree's binary found them, passed explicitly, so the check below still proves everything else is
+# bundled.
+cuda_dirs=""
 if [ ${#run[@]} -eq 0 ]; then
+  cuda_dirs=$(ldd "$build/bin/edgevit" | awk '/lib(cudart|cublas|cublasLt)\.so/ {print $3}' | xargs -r -n1 dirname |
+              sort -u | paste -sd: -)
+  for b in "$root"/lib/*; do
+    case "$(basename "$b")" in libcuda.so*|libcudart*|libcublas*|libnvidia-*) fail "$b: CUDA library bundled";; esac
+  done
+  [ -z "$cuda_dirs" ] || { echo "package: CUDA build: libraries from the target's CUDA installation ($cuda_dirs here)"; run=(env LD_LIBRARY_PATH="$cuda_dirs"); }
+fi
+if [ -z "${run[*]:-}" ] || [ -n "$cuda_dirs" ]; then
   for b in "$root"/bin/*; do
-    ! ldd "$b" | grep -q "not found" || fail "$b: unresolved libraries"
-    ldd "$b" | grep -q "libyaml-cpp[^ ]* => $root/bin/../lib/" || fail "$b does not load the bundled libyaml-cpp: $(ldd "$b")"
+    ! "${run[@]}" ldd "$b" | grep -q "not found" || fail "$b: unresolved libraries"
+    "${run[@]}" ldd "$b" | grep -q "libyaml-cpp[^ ]* => $root/bin/../lib/" || fail "$b does not load the bundled libyaml-cpp: $(ldd "$b")"
   done
 fi
 (cd "$tmp" && env -u EDGEVIT_CONFIG_DIR "${run[@]}" "$root/bin/edgevit-selftest" --quick --json >"$tmp/selftest.json") ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ASan + UBSan build of the whole library and test suite (CUDA off, -O1 -g, asserts on) into build-asan/,
-# then runs the tests labelled cpu. Any sanitizer report fails the run: UBSan halts on the first error,
-# ASan on any memory error, LeakSanitizer at exit. Suppressions (third-party frames only, each explained):
+# ASan + UBSan build of the whole library and test suite (clang, CUDA off, -O1 -g, asserts on; the same
+# build as tools/fuzz.sh: tools/lib/hardening_build.sh) into build-hardening/, then runs the tests labelled
+# cpu. Any sanitizer report fails the run: UBSan halts on the first error, ASan on any memory error,
+# LeakSanitizer at exit. Suppressions (third-party frames only, each explained):
 # tests/fuzz/lsan.supp. Called by tools/test.sh when EDGEVIT_CI_HARDENING=1.
 # Usage: tools/sanitize.sh [extra ctest arguments, e.g. -LE slow or -R safetensors]
 #   env: SANITIZE_JOBS (build and test parallelism, default nproc)
@@ -9,12 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=${SANITIZE_JOBS:-$(nproc)}
-mkdir -p build-asan
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DEDGEVIT_CUDA=OFF \
-  -DEDGEVIT_SANITIZE="address;undefined" >build-asan/configure.log 2>&1 || { cat build-asan/configure.log; exit 1; }
-cmake --build build-asan -j"$jobs"
+. tools/lib/hardening_build.sh
+hardening_build -j"$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}
-cd build-asan
+cd "$hardening_dir"
 ctest -L cpu -j"$jobs" --output-on-failure --timeout 1800 "$@"

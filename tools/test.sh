@@ -1,28 +1,53 @@
 #!/usr/bin/env bash
 # The README's second command (and what CI runs): installs what is missing, builds once, then runs the
-# tests by label: fast cpu tests, slow cpu tests, and cuda tests (which report "skipped: no GPU" and
-# count as skipped on machines without one).
+# tests by label: cuda tests (which report "skipped: no GPU" and count as skipped on machines without one),
+# slow cpu tests, fast cpu tests; then builds and checks the amd64 .deb and relocatable tarball.
+# Extra stages, off by default (they take about half an hour on 2 cores); .ci/run turns both on:
+#   EDGEVIT_CI_HARDENING=1  ASan + UBSan build of the cpu suite, then every fuzzer for EDGEVIT_FUZZ_SECONDS
+#                           (default 60) each (tools/sanitize.sh, tools/fuzz.sh; docs/reliability.md)
+#   EDGEVIT_CI_CROSS=1      aarch64 cross build, its tests and `edgevit-selftest --quick` under qemu, and the
+#                           arm64 .deb and tarball (tools/cross_build.sh, tools/package.sh; docs/deploy.md)
+# Every stage runs even when an earlier one failed; the exit status is 1 if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
+status=0
+failed=()
+stage_start=$start
+stage() {  # stage NAME: prints how long the previous stage took, then NAME
+  local now
+  now=$(date +%s)
+  echo "== tools/test.sh: $1 (at $((now - start)) s)"
+  stage_start=$now
+}
+fail() { status=1; failed+=("$1"); }
+
+stage "dependencies and native build"
 tools/deps.sh
 tools/build.sh
-cd build
 jobs=$(nproc)
-status=0
+stage "native tests"
 # cuda and slow first, so the closing summary is the main cpu run's.
-ctest -L cuda --output-on-failure --timeout 900 || status=1
-ctest -L slow --output-on-failure --timeout 1800 || status=1
-ctest -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900 || status=1
-# Reliability hardening (CI sets EDGEVIT_CI_HARDENING=1; docs/reliability.md): the whole cpu suite under
-# ASan + UBSan, then every fuzzer for EDGEVIT_FUZZ_SECONDS each.
+(cd build && ctest -L cuda --output-on-failure --timeout 900) || fail "ctest -L cuda"
+(cd build && ctest -L slow --output-on-failure --timeout 1800) || fail "ctest -L slow"
+(cd build && ctest -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900) || fail "ctest -L cpu"
+stage "native packages"
+tools/package.sh build || fail "tools/package.sh build"
+
 if [ "${EDGEVIT_CI_HARDENING:-0}" = 1 ]; then
-  cd ..
-  tools/sanitize.sh -LE slow || status=1
-  tools/fuzz.sh "${EDGEVIT_FUZZ_SECONDS:-60}" || status=1
+  stage "hardening: ASan + UBSan cpu suite"
+  tools/sanitize.sh -LE slow || fail "tools/sanitize.sh"
+  stage "hardening: fuzzers, ${EDGEVIT_FUZZ_SECONDS:-60} s each"
+  tools/fuzz.sh "${EDGEVIT_FUZZ_SECONDS:-60}" || fail "tools/fuzz.sh"
 fi
-# aarch64 cross build + tests under qemu (about 30 min on 2 cores, docs/deploy.md): only when asked
-# (EDGEVIT_CI_CROSS=1, e.g. from .ci/run).
 if [ "${EDGEVIT_CI_CROSS:-0}" = 1 ]; then
-  (cd "$(git rev-parse --show-toplevel)" && tools/cross_build.sh) || status=1
+  stage "aarch64: cross build, tests and self-test under qemu"
+  tools/cross_build.sh || fail "tools/cross_build.sh"
+  stage "aarch64: packages"
+  tools/package.sh build-aarch64 || fail "tools/package.sh build-aarch64"
+fi
+stage "done"
+if [ $status -ne 0 ]; then
+  echo "tools/test.sh: FAILED: ${failed[*]}" >&2
 fi
 exit $status

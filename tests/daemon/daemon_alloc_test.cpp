@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "tests/daemon/daemon_fixture.h"
+#include "tests/testutil/testutil.h"
 
 extern "C" {
 void* __libc_malloc(size_t);
@@ -95,6 +96,7 @@ TEST(DaemonAlloc, CountingWorks) {
 }
 
 TEST(DaemonAlloc, TensorRequestsAllocateNothingInTheSteadyState) {
+  EDGEVIT_SKIP_IF_EMULATED();  // minutes under qemu; engine_alloc_test covers the engine there
   const std::string dir = make_temp_dir();
   DaemonConfig cfg = digits_config(dir, 4);
   auto server = Server::start(server_options(cfg));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/daemon/daemon_fixture.h"
+#include "tests/testutil/testutil.h"
 
 namespace edgevit::daemon {
 namespace {
@@ -75,6 +76,7 @@ class DaemonServer : public ::testing::Test {
 };
 
 TEST_F(DaemonServer, ConcurrentClientsGetBitIdenticalAnswers) {
+  EDGEVIT_SKIP_IF_EMULATED();
   DaemonConfig cfg = digits_config(dir_, 8);
   auto server = Server::start(server_options(cfg));
   ASSERT_TRUE(server.ok()) << server.status().to_string();
@@ -291,6 +293,7 @@ TEST_F(DaemonServer, SecondDaemonOnTheSameSocketIsRefused) {
 }
 
 TEST_F(DaemonServer, ReloadUnderLoadLosesNoRequest) {
+  EDGEVIT_SKIP_IF_EMULATED();
   DaemonConfig cfg = digits_config(dir_, 8);
   auto server = Server::start(server_options(cfg));
   ASSERT_TRUE(server.ok()) << server.status().to_string();

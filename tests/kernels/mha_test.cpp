@@ -154,12 +154,14 @@ TEST(Mha, HeadDimsAndSequenceLengths) {
 }
 
 TEST(Mha, LongSequence577) {
+  EDGEVIT_SKIP_IF_EMULATED();
   uint32_t seed = 2000;
   for (int d : {64, 80})
     for (int threads : {1, 2}) check_case({1, 2, 577, 577, d, Layout::kPacked, false, false}, threads, seed += 10);
 }
 
 TEST(Mha, CrossAttentionSeparateLayout) {
+  EDGEVIT_SKIP_IF_EMULATED();
   uint32_t seed = 3000;
   const int pairs[][2] = {{1, 7}, {7, 1}, {64, 197}, {197, 64}, {7, 577}, {577, 7}};
   for (int d : {16, 40, 64, 128})
@@ -170,6 +172,7 @@ TEST(Mha, CrossAttentionSeparateLayout) {
 }
 
 TEST(Mha, KeyMaskWithFullyMaskedBatch) {
+  EDGEVIT_SKIP_IF_EMULATED();
   uint32_t seed = 4000;
   for (int d : {32, 64, 80})
     for (int s : {7, 64, 197})
@@ -180,6 +183,7 @@ TEST(Mha, KeyMaskWithFullyMaskedBatch) {
 }
 
 TEST(Mha, LargeLogits) {
+  EDGEVIT_SKIP_IF_EMULATED();
   uint32_t seed = 5000;
   for (int d : {16, 64, 128})
     for (int s : {7, 197})

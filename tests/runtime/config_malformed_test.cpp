@@ -226,7 +226,7 @@ TEST(MalformedText, HostileInputsAreRejectedQuicklyAndCheaply) {
     if (c.line > 0) {
       EXPECT_NE(m.find(display + ":" + std::to_string(c.line) + ":"), std::string::npos) << m;
     }
-    EXPECT_LT(ms, kMaxMsHostile) << m;
+    EXPECT_LT(ms, kMaxMsHostile * testutil::emulation_time_scale()) << m;
     EXPECT_LT(rss_growth_kib, 8 * 1024) << "peak memory grew by " << rss_growth_kib << " KiB";
   }
 }
@@ -280,7 +280,7 @@ TEST(MalformedFiles, FileOverOneMiBIsRefusedBeforeReading) {
   EXPECT_EQ(spec.status().code(), StatusCode::kConfigError);
   EXPECT_NE(spec.status().message().find(path + ": file is larger than the 1048576-byte limit"), std::string::npos)
       << spec.status().message();
-  EXPECT_LT(ms, kMaxMsHostile);
+  EXPECT_LT(ms, kMaxMsHostile * testutil::emulation_time_scale());
   fs::remove_all(dir);
 }
 

@@ -336,7 +336,7 @@ void memory_checks(Engine& e, const float* input, int n, int runs, const std::st
   CheckResult m;
   m.name = "memory.no_new_mappings";
   m.model = model;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EDGEVIT_SANITIZER_BUILD)
   constexpr bool kAsan = true;  // ASan's allocator maps its own memory as it goes: the check means nothing
 #else
   constexpr bool kAsan = false;

@@ -18,7 +18,7 @@
 #include "tests/selftest/selftest.h"
 #include "tests/testutil/testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EDGEVIT_SANITIZER_BUILD)
 constexpr bool kAsanBuild = true;
 #else
 constexpr bool kAsanBuild = false;
@@ -125,6 +125,7 @@ TEST_F(FakeJetson, PowerModeFallsBackToTheDefaultThenToUnknown) {
 }
 
 TEST(Selftest, CleanQuickRunPassesEveryCheck) {
+  EDGEVIT_SKIP_IF_EMULATED();
   auto r = run_selftest(repo_options());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << format_report_text(*r);
@@ -156,6 +157,7 @@ TEST(Selftest, CleanQuickRunPassesEveryCheck) {
 }
 
 TEST(Selftest, FullRunChecksAllStoredImages) {
+  EDGEVIT_SKIP_IF_EMULATED();
   SelftestOptions o = repo_options();
   o.quick = false;
   o.repeat_runs = 5;
@@ -167,6 +169,7 @@ TEST(Selftest, FullRunChecksAllStoredImages) {
 }
 
 TEST(Selftest, WrongAttentionScaleFailsTheAttentionAndEndToEndChecks) {
+  EDGEVIT_SKIP_IF_EMULATED();
   SelftestOptions o = repo_options();
   o.fault = Fault::kAttentionScale;
   auto r = run_selftest(o);
@@ -185,6 +188,7 @@ TEST(Selftest, WrongAttentionScaleFailsTheAttentionAndEndToEndChecks) {
 }
 
 TEST(Selftest, CorruptWeightFailsTheEndToEndLogits) {
+  EDGEVIT_SKIP_IF_EMULATED();
   SelftestOptions o = repo_options();
   o.fault = Fault::kCorruptWeight;
   auto r = run_selftest(o);

@@ -1,6 +1,7 @@
 #include "tests/testutil/testutil.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace edgevit::testutil {
 
@@ -58,5 +59,12 @@ std::vector<int> argmax_rows(const float* x, int rows, int cols) {
   }
   return out;
 }
+
+bool under_emulator() {
+  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  return emu != nullptr && emu[0] != '\0';
+}
+
+double emulation_time_scale() { return under_emulator() ? 20.0 : 1.0; }
 
 }  // namespace edgevit::testutil

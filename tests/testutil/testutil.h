@@ -27,4 +27,20 @@ std::string binary_path(const std::string& relative);
 // Index of the largest element of each row of x (rows, cols).
 std::vector<int> argmax_rows(const float* x, int rows, int cols);
 
+// Cross builds run their tests under qemu-aarch64 (toolchain/aarch64-linux-gnu.cmake sets
+// EDGEVIT_TEST_EMULATOR for every test). Emulated code runs 10-50x slower, so wall-clock bounds are
+// multiplied by emulation_time_scale() (1 natively), and the few cases that take minutes there (float64
+// references at large shapes, ViT-Ti end to end, multi-client daemon loads) call EDGEVIT_SKIP_IF_EMULATED();
+// they run natively in every CI run.
+bool under_emulator();
+double emulation_time_scale();
+
 }  // namespace edgevit::testutil
+
+// In a TEST body (needs <gtest/gtest.h>): skips the case under an emulator, saying why.
+#define EDGEVIT_SKIP_IF_EMULATED()                                                                      \
+  do {                                                                                                  \
+    if (::edgevit::testutil::under_emulator()) {                                                        \
+      GTEST_SKIP() << "too slow under emulation; runs in the native test suite";                        \
+    }                                                                                                   \
+  } while (0)

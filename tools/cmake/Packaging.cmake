@@ -48,10 +48,14 @@ foreach(t IN LISTS _ev_installed_bins)
   target_link_options(${t} PRIVATE -Wl,--disable-new-dtags)  # DT_RPATH: also searched for indirect deps
 endforeach()
 
-# Base-system libraries never bundled: glibc, the GCC runtime (libstdc++, libgcc_s) and libsystemd (part of
-# every systemd system, and tied to the running systemd).
+# Libraries never bundled: glibc, the GCC runtime (libstdc++, libgcc_s), libsystemd (part of every systemd
+# system, and tied to the running systemd), and the CUDA libraries: the driver (libcuda, libnvidia-*) must be
+# the target's own, and cudart/cuBLAS(Lt) come with the target's CUDA installation (JetPack on a board),
+# whose version matches its driver; bundling them would pin a toolkit the board may not support (and
+# cuBLASLt alone is ~500 MB).
 set(_ev_system_libs "^ld-linux" "^linux-vdso" "^libc\\.so" "^libm\\.so" "^libdl\\.so" "^librt\\.so"
-    "^libpthread\\.so" "^libresolv\\.so" "^libstdc\\+\\+\\.so" "^libgcc_s\\.so" "^libsystemd\\.so")
+    "^libpthread\\.so" "^libresolv\\.so" "^libstdc\\+\\+\\.so" "^libgcc_s\\.so" "^libsystemd\\.so"
+    "^libcuda\\.so" "^libnvidia-" "^libcudart\\.so" "^libcublas\\.so" "^libcublasLt\\.so")
 set(_ev_lib_dirs "")
 if(CMAKE_LIBRARY_ARCHITECTURE)
   foreach(root IN LISTS CMAKE_FIND_ROOT_PATH)
