@@ -33,12 +33,12 @@ namespace {
 
 using SmmKernel = libxsmm_smmfunction;
 
-SmmKernel dispatch(int w, int rows, int n, int k, float beta) {
-  const libxsmm_blasint lda = w, ldb = k, ldc = n;
+SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
+  const libxsmm_blasint lda = w, ldb = ldb_k, ldc = ldc_n;
   const float alpha = 1.f;
   const int flags = LIBXSMM_GEMM_FLAG_NONE;
   const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-  return libxsmm_smmdispatch(w, rows, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
 bool libxsmm_cpu_ok() {
@@ -58,23 +58,28 @@ const char* cpu_gemm_library() {
                                      : "OpenBLAS (libxsmm built in, but this CPU has no AVX2)";
 }
 
-std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep) {
+std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep, int k_chunk) {
   *this = PackedLinear();
   if (!cpu_packed_gemm_available()) return "libxsmm has no JIT target for this CPU (needs AVX2)";
-  if (n <= 0 || k <= 0 || max_rows <= 0) return "empty GEMM (n, k or rows is 0)";
-  const float beta = ep == Epilogue::kResidualAdd ? 1.f : 0.f;
-  const int tail_w = n % kColBlock;
-  // Every tile height 1..kTileRows, for the full column width and the tail width: any row count up to
-  // max_rows (smaller batches too) then runs without a JIT call in infer().
-  for (int h = 1; h <= kTileRows; ++h) {
-    SmmKernel full = n >= kColBlock ? dispatch(kColBlock, h, n, k, beta) : nullptr;
-    SmmKernel tail = tail_w > 0 ? dispatch(tail_w, h, n, k, beta) : nullptr;
-    if ((n >= kColBlock && full == nullptr) || (tail_w > 0 && tail == nullptr))
-      return "libxsmm could not generate a kernel for " + std::to_string(n >= kColBlock ? kColBlock : tail_w) + "x" +
-             std::to_string(h) + "x" + std::to_string(k);
-    kernels_[0][h] = reinterpret_cast<void*>(full);
-    kernels_[1][h] = reinterpret_cast<void*>(tail);
-  }
+  if (n <= 0 || k <= 0 || max_rows <= 0 || k_chunk <= 0) return "empty GEMM (n, k, rows or k_chunk is 0)";
+  const int kc = std::min(k, k_chunk), tail_k = k > kc ? k % kc : 0;
+  const float first_beta = ep == Epilogue::kResidualAdd ? 1.f : 0.f;
+  const int widths[2] = {n >= kColBlock ? kColBlock : 0, n % kColBlock};
+  const int chunks[2] = {kc, tail_k};
+  // Every tile height 1..kTileRows, for the full and tail column width, the full and tail K chunk, the
+  // first chunk's beta and the accumulating one: any row count up to max_rows (smaller batches too) then
+  // runs without a JIT call in infer().
+  for (int wi = 0; wi < 2; ++wi)
+    for (int ci = 0; ci < 2; ++ci)
+      for (int bi = 0; bi < 2; ++bi)
+        for (int h = 1; h <= kTileRows; ++h) {
+          if (widths[wi] == 0 || chunks[ci] == 0) continue;
+          const SmmKernel f = dispatch(widths[wi], h, chunks[ci], k, n, bi == 0 ? first_beta : 1.f);
+          if (f == nullptr)
+            return "libxsmm could not generate a kernel for " + std::to_string(widths[wi]) + "x" + std::to_string(h) +
+                   "x" + std::to_string(chunks[ci]);
+          kernels_[wi][ci][bi][h] = reinterpret_cast<void*>(f);
+        }
   // Re-lay out each column block in place: it keeps its byte range, so one block of scratch suffices.
   std::vector<float> block(static_cast<size_t>(std::min(n, kColBlock)) * k);  // load time, not infer()
   for (int c0 = 0; c0 < n; c0 += kColBlock) {
@@ -87,6 +92,7 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   w_ = w;
   n_ = n;
   k_ = k;
+  k_chunk_ = kc;
   max_rows_ = max_rows;
   ep_ = ep;
   return "";
@@ -107,9 +113,17 @@ void PackedLinear::run(const float* x,     // (M, K)
     const int cb = t / row_tiles, rt = t % row_tiles;
     const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
     const int r0 = rt * kTileRows, h = std::min(kTileRows, m - r0);
-    const auto kernel = reinterpret_cast<SmmKernel>(kernels_[bw == kColBlock ? 0 : 1][h]);
+    const int wi = bw == kColBlock ? 0 : 1;
     float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
-    kernel(w_ + static_cast<int64_t>(c0) * k, x + static_cast<int64_t>(r0) * k, yt);
+    const float* wt = w_ + static_cast<int64_t>(c0) * k;  // (K, bw) packed block
+    const float* xt = x + static_cast<int64_t>(r0) * k;   // (h, K) with row stride K
+    // K in chunks of k_chunk_ (packed A chunk and x chunk stay in L1/L2); the first chunk writes (or,
+    // for the residual epilogue, accumulates into) y, later chunks accumulate. Fixed order: deterministic.
+    for (int k0 = 0; k0 < k; k0 += k_chunk_) {
+      const int ci = k - k0 >= k_chunk_ ? 0 : 1;
+      const auto kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][k0 == 0 ? 0 : 1][h]);
+      kernel(wt + static_cast<int64_t>(k0) * bw, xt + k0, yt);
+    }
     if (ep_ != Epilogue::kGelu && bias == nullptr) return;
     for (int i = 0; i < h; ++i) {
       float* row = yt + static_cast<int64_t>(i) * n;  // (bw)
@@ -133,7 +147,7 @@ void PackedLinear::run(const float* x,     // (M, K)
 
 bool cpu_packed_gemm_available() { return false; }
 const char* cpu_gemm_library() { return "OpenBLAS"; }
-std::string PackedLinear::init(float*, int, int, int, Epilogue) {
+std::string PackedLinear::init(float*, int, int, int, Epilogue, int) {
   *this = PackedLinear();
   return "built without libxsmm";
 }

@@ -54,21 +54,24 @@ class PackedLinear {
   // unit of OpenMP work and their bounds do not depend on the thread count, so results do not either.
   static constexpr int kColBlock = 64;
   static constexpr int kTileRows = 32;
+  static constexpr int kKChunk = 256;
 
   // Re-lays out w (N, K) in place (same bytes, a blocked layout only run() understands; w is not a
   // torch-layout weight afterwards) and generates the kernels for up to max_rows rows. The caller keeps
   // ownership of w, which must outlive this object. Returns "" on success, else why this GEMM cannot be
   // served (w is then unchanged and the caller uses linear_f32). Allocates; call at load, not per inference.
-  std::string init(float* w, int max_rows, int n, int k, Epilogue ep);
+  // k_chunk: the K extent of one kernel call (tuning; see docs/notes/cpu_gemm.md).
+  std::string init(float* w, int max_rows, int n, int k, Epilogue ep, int k_chunk = kKChunk);
   bool ready() const { return w_ != nullptr; }
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
   void run(const float* x, const float* bias, float* y, int m) const;
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
-  int n_ = 0, k_ = 0, max_rows_ = 0;
+  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0;
   Epilogue ep_ = Epilogue::kNone;
-  void* kernels_[2][kTileRows + 1] = {};  // [full | tail column block][tile rows]: JIT entry points
+  // JIT entry points: [full | tail column block][full | tail K chunk][first chunk | accumulate][tile rows]
+  void* kernels_[2][2][2][kTileRows + 1] = {};
 };
 
 // y (M, C) = (x - mean) / sqrt(var + eps) * gamma + beta, statistics in fp32 or better. y may alias x.

@@ -23,9 +23,10 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
   } while (0)
 
 // Packs a copy of w for max_rows rows and runs m rows; compares with linear_ref on the plain weights.
-void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint32_t seed) {
+void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint32_t seed,
+           int k_chunk = PackedLinear::kKChunk) {
   SCOPED_TRACE("m=" + std::to_string(m) + " max_rows=" + std::to_string(max_rows) + " n=" + std::to_string(n) +
-               " k=" + std::to_string(k) + " ep=" + std::to_string(static_cast<int>(ep)) +
+               " k=" + std::to_string(k) + " k_chunk=" + std::to_string(k_chunk) + " ep=" + std::to_string(static_cast<int>(ep)) +
                (with_bias ? " bias" : " no-bias"));
   const auto x = testutil::random_floats(static_cast<size_t>(m) * k, seed);
   const auto w = testutil::random_floats(static_cast<size_t>(n) * k, seed + 1);
@@ -39,7 +40,7 @@ void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint3
 
   std::vector<float> packed = w;
   PackedLinear lin;
-  ASSERT_EQ(lin.init(packed.data(), max_rows, n, k, ep), "");
+  ASSERT_EQ(lin.init(packed.data(), max_rows, n, k, ep, k_chunk), "");
   ASSERT_TRUE(lin.ready());
   if (n > 1 && k > 1) {
     EXPECT_NE(std::memcmp(packed.data(), w.data(), sizeof(float) * w.size()), 0) << "not re-laid out";
@@ -61,6 +62,17 @@ TEST(PackedLinear, AllEpiloguesAndTails) {
   for (const auto& s : shapes)
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
       for (bool bias : {true, false}) check(s[0], s[0], s[1], s[2], ep, bias, seed += 10);
+}
+
+// K in chunks (first chunk writes or accumulates, later ones accumulate), with and without a K tail.
+TEST(PackedLinear, KChunks) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  cpu_init_threads(1);
+  uint32_t seed = 300;
+  for (int k_chunk : {1, 64, 100, 256})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+      check(45, 45, 70, 197, ep, true, seed += 10, k_chunk);
+  check(197, 197, 192, 3072, Epilogue::kResidualAdd, true, seed += 10);  // ViT-B fc2: 12 chunks of 256
 }
 
 // Planned for batch 4 (788 rows), run with 1, 2 and 3 images: every row tail has its kernel.

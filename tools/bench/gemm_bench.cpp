@@ -69,7 +69,7 @@ void BM_Packed(benchmark::State& st) {
   auto x = rnd(size_t(s.m) * s.k, 1), w = rnd(size_t(s.n) * s.k, 2), b = rnd(s.n, 3);
   std::vector<float> y(size_t(s.m) * s.n);
   edgevit::PackedLinear lin;
-  const std::string why = lin.init(w.data(), s.m, s.n, s.k, edgevit::Epilogue::kNone);
+  const std::string why = lin.init(w.data(), s.m, s.n, s.k, edgevit::Epilogue::kNone, static_cast<int>(st.range(3)));
   if (!why.empty()) {
     st.SkipWithError(why.c_str());
     return;
@@ -152,7 +152,14 @@ void args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Linear)->Apply(args);
-BENCHMARK(BM_Packed)->Apply(args);
+// Fourth argument: K chunk (PackedLinear::kKChunk is the default; 4096 = no chunking).
+BENCHMARK(BM_Packed)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int model = 0; model < 2; ++model)
+    for (int op = 0; op < 5; ++op)
+      for (int t : {1, 2, 16})
+        for (int kc : {128, 256, 512, 4096}) b->Args({model, op, t, kc});
+  b->ArgNames({"model", "op", "threads", "kchunk"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+});
 BENCHMARK(BM_DnnlSgemm)->Apply(args);
 BENCHMARK(BM_DnnlMatmul)->Apply(args);
 #ifdef GEMM_BENCH_BLIS
