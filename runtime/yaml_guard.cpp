@@ -154,7 +154,10 @@ Status check_structure(const std::string& text, const std::string& display_name,
           p += 2;
           continue;
         }
-        if (c == '"') quote = 0;
+        if (c == '"') {
+          quote = 0;
+          node_start = true;  // see below
+        }
         prev = c;
         ++p;
         continue;
@@ -166,6 +169,10 @@ Status check_structure(const std::string& text, const std::string& display_name,
             continue;
           }
           quote = 0;
+          // yaml-cpp's scanner starts a new token after a quoted scalar or a flow collection, whatever
+          // the grammar says: `'a' ,x`, `[a],x` or `"" "",x` loop like a leading ',' and `"a" "b"` is
+          // two scalars (found by fuzz_model_config and fuzz_device_profile). So does the guard.
+          node_start = true;
         }
         prev = c;
         ++p;
@@ -241,6 +248,10 @@ Status check_structure(const std::string& text, const std::string& display_name,
         }
       } else if ((c == ']' || c == '}') && flow_depth > 0) {
         --flow_depth;
+        node_start = true;  // a new token follows (see the quoted scalars above)
+        prev = c;
+        ++p;
+        continue;
       } else if (c == ',' && flow_depth > 0) {
         node_start = true;
         prev = c;

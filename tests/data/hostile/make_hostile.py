@@ -94,6 +94,11 @@ files["device_leading_comma.yaml"] = b","
 # (found by fuzz_model_config as a libFuzzer timeout; refused by the guard).
 files["model_tag_comma.yaml"] = b"# a comment\n!!str,7 classes\n"
 files["device_tag_comma.yaml"] = b"!t,"
+# ...and after a quoted scalar or a flow collection, where yaml-cpp's scanner starts a new token (fuzz_model_config,
+# fuzz_device_profile timeouts).
+files["model_quote_comma.yaml"] = b"# a comment\n'e:' , x\n"
+files["device_flow_comma.yaml"] = b"[a] ,x"
+files["device_quote_comma.yaml"] = b'"a" "b",x'
 # yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
 # parsed string (found by fuzz_model_config; refused by the guard).
 files["model_nbsp_escape.yaml"] = b'name: "a\\_b"\n'
