@@ -9,8 +9,12 @@
 // In libxsmm's column-major terms one tile computes C (w x mt) = A (w x K) B (K x mt) with A the packed
 // block (lda = w), B = x rows [r0, r0 + mt) (ldb = K) and C = y[r0:r0+mt, c0:c0+w] (ldc = N).
 //
-// Variants and what they measured: see docs/notes/cpu_gemm.md (oneDNN's matmul primitive was faster
-// still, but allocates on every execute; BLIS 0.9 was slower than OpenBLAS).
+// Variants and what they measured (tools/bench/gemm_bench.cpp, 16-core lent host, us per GEMM, 1 / 16
+// threads; full table and caveats in docs/notes/cpu_gemm.md):
+//   ViT-Ti qkv 197x576x192: OpenBLAS tiles (linear_f32) 345 / 125, this (kept) 307 / 53,
+//     oneDNN matmul with packed weights 401 / 52 (allocates 7x per execute: unusable in infer()),
+//     BLIS 0.9 618 / 103
+//   ViT-B fc2 197x768x3072: OpenBLAS 6996 / 1324, this 6265 / 1100 (K chunk 256; unchunked 6776 / 916)
 #include <omp.h>
 
 #include <algorithm>
@@ -39,6 +43,27 @@ SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
   const int flags = LIBXSMM_GEMM_FLAG_NONE;
   const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
   return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+}
+
+// The fused bias + GELU epilogue once more for AVX-512 (cpu_math.h's dispatch stops at AVX2): the
+// same loop body, 16 lanes. ViT-Ti fc1's epilogue is ~40% of that layer's time at 1 thread.
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512"))) void bias_gelu_avx512(
+    float* x, const float* bias, int64_t n) {
+  cpu_detail::bias_gelu_body(x, bias, n);
+}
+
+bool use_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  return ok;
+}
+
+void bias_gelu(float* x, const float* bias, int64_t n) {
+  if (use_avx512()) {
+    bias_gelu_avx512(x, bias, n);
+  } else {
+    cpu_detail::bias_gelu(x, bias, n);
+  }
 }
 
 bool libxsmm_cpu_ok() {
@@ -128,7 +153,7 @@ void PackedLinear::run(const float* x,     // (M, K)
     for (int i = 0; i < h; ++i) {
       float* row = yt + static_cast<int64_t>(i) * n;  // (bw)
       if (ep_ == Epilogue::kGelu) {
-        cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, bw);
+        bias_gelu(row, bias ? bias + c0 : nullptr, bw);
       } else {
         for (int j = 0; j < bw; ++j) row[j] += bias[c0 + j];
       }

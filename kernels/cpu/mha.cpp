@@ -1,5 +1,6 @@
 // Attention on the CPU, fp32: mha_fused_f32 (online softmax, no Sq x Skv buffer) and mha_explicit_f32
-// (S = scale Q K^T in scratch, row softmax, O = P V with OpenBLAS).
+// (S = scale Q K^T in scratch, row softmax, O = P V with OpenBLAS). With libxsmm built in, the fused
+// kernel's two tile GEMMs run libxsmm's JIT kernels (generated at load by mha_fused_prepare).
 //
 // Fused: one task per (b, h, block of kQB queries), OpenMP-parallel over tasks. Per task, Q is copied
 // (pre-scaled: the scale is applied once, to Q K^T) into a zero-padded (kQB, Dp) tile, Dp = D rounded up
@@ -13,6 +14,8 @@
 //   fused, scalar-indexed tile loops, target_clones("arch=haswell") (dispatch fell to baseline)  17.4 ms
 //   fused, V8 vector-extension 4x16 register blocks, hand dispatch to AVX2+FMA (kept)             1.12 ms
 //   explicit, OpenBLAS sgemm per (b, h) + vectorised softmax (kept)                              1.00 ms
+//   fused, tile GEMMs through libxsmm's JIT kernels, V read in place (x86-64 with EDGEVIT_LIBXSMM; kept
+//   there): in-model profile on the 16-core lent host, 1 thread, per layer: 1.34 ms (V8 tiles) -> ~0.65 ms
 // Timings: CPU time (min of 5) on this machine (Xeon @ 2.5 GHz, AVX-512 capable, 2 cores shared with
 // other builds: load average ~6 while measuring, so wall times were 2-3x these and 2-thread runs meaningless).
 #include <cblas.h>
@@ -191,12 +194,14 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
       for (int j = nk; j < nkp; ++j) kt[t * nkp + j] = 0.f;
     for (int j = 0; j < nk; ++j) {
       const float* kr = kb + (k0 + j) * p.k.row;
-      const float* vr = vb + (k0 + j) * p.v.row;
-      float* vd = vs + j * dp;
       for (int t = 0; t < d; ++t) kt[t * nkp + j] = kr[t];
       for (int t = d; t < dp; ++t) kt[t * nkp + j] = 0.f;
-      for (int t = 0; t < d; ++t) vd[t] = vr[t];
-      for (int t = d; t < dp; ++t) vd[t] = 0.f;
+      if constexpr (!kXsmm) {  // libxsmm reads V in place (row stride p.v.row)
+        const float* vr = vb + (k0 + j) * p.v.row;
+        float* vd = vs + j * dp;
+        for (int t = 0; t < d; ++t) vd[t] = vr[t];
+        for (int t = d; t < dp; ++t) vd[t] = 0.f;
+      }
     }
 
     if constexpr (kXsmm) {
@@ -226,7 +231,7 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
     // Padded rows of s (i >= nq) hold 0 scores from zero Q rows and are never written out.
     if constexpr (kXsmm) {
 #if defined(EDGEVIT_HAVE_LIBXSMM)
-      xsmm_rowmajor(nqp, dp, nk, nkp, dp, dp, 1.f)(vs, s, acc);
+      xsmm_rowmajor(nqp, d, nk, nkp, static_cast<int>(p.v.row), dp, 1.f)(vb + static_cast<int64_t>(k0) * p.v.row, s, acc);
 #endif
     } else {
       tile_pv(s, nkp, vs, acc, nqp, nk, dp);
@@ -278,7 +283,7 @@ bool fused_xsmm_ready(const AttnParams& p) {
   bool ok = true;
   for_each_fused_tile_shape(p, [&](int nqp, int nkp, int nk, int dp) {
     ok = ok && xsmm_rowmajor(nqp, nkp, dp, dp, nkp, nkp, 0.f) != nullptr &&
-         xsmm_rowmajor(nqp, dp, nk, nkp, dp, dp, 1.f) != nullptr;
+         xsmm_rowmajor(nqp, p.head_dim, nk, nkp, static_cast<int>(p.v.row), dp, 1.f) != nullptr;
   });
   return ok;
 #else

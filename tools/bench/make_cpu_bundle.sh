@@ -15,4 +15,5 @@ ldd build-cpu-bench/bin/edgevit | awk '/=>/ {print $3}' |
     cp -L "$lib" .bundle-cpu/lib/
   done
 # OpenBLAS is found through Debian's alternatives symlink; keep the real file's SONAME.
+# libxsmm (EDGEVIT_LIBXSMM, x86-64) is linked statically (Debian ships only libxsmm.a): nothing to bundle.
 ls -la .bundle-cpu .bundle-cpu/lib
