@@ -124,7 +124,7 @@ Status check_structure(const std::string& text, const std::string& display_name,
       } else if (text.compare(first, 3, "...") == 0 && indent == 0 &&
                  (first + 3 >= line_end || is_space(text[first + 3]))) {
         indents.clear();
-        continue;
+        p = first + 3;  // yaml-cpp scans on after a document end marker: `... ,x` loops it too (fuzzers)
       } else {
         while (!indents.empty() && indents.back() >= indent) indents.pop_back();
         indents.push_back(indent);
