@@ -47,8 +47,13 @@ SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
 
 // The fused bias + GELU epilogue once more for AVX-512 (cpu_math.h's dispatch stops at AVX2): the
 // same loop body, 16 lanes. ViT-Ti fc1's epilogue is ~40% of that layer's time at 1 thread.
-__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512"))) void bias_gelu_avx512(
-    float* x, const float* bias, int64_t n) {
+// gcc spells "use 512-bit vectors" as a target option, clang as its own attribute (and warns on the other).
+#if defined(__clang__)
+#define EDGEVIT_AVX512_FN __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"), min_vector_width(512)))
+#else
+#define EDGEVIT_AVX512_FN __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512")))
+#endif
+EDGEVIT_AVX512_FN void bias_gelu_avx512(float* x, const float* bias, int64_t n) {
   cpu_detail::bias_gelu_body(x, bias, n);
 }
 

@@ -4,6 +4,8 @@
 #include <stb_image_write.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "runtime/inputs.h"
 
@@ -62,6 +64,23 @@ TEST(Inputs, ShorterSideResizeThenCentreCrop) {
     EXPECT_NEAR(out[y * 8 + 2], black, 1e-5);
     EXPECT_NEAR(out[y * 8 + 5], white, 1e-5);
     EXPECT_NEAR(out[y * 8 + 7], white, 1e-5);
+  }
+}
+
+TEST(Inputs, DownsampleRatiosWhereStbFilterWeightsMissItsSanityWindowStillDecode) {
+  // 12 x 100 -> 8 x 67 and 12 x 521 -> 8 x 347: stb_image_resize's triangle-filter weights for some output
+  // rows sum outside 0.9..1.1 before it normalises them, and its STBIR_ASSERT aborted asserts-on builds
+  // (found by fuzz_image). A uniform grey image must come out uniform and finite.
+  const ModelSpec s = rgb_spec(8, 8);
+  for (const auto& [w, h] : {std::pair{12, 100}, std::pair{12, 521}, std::pair{100, 12}}) {
+    SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
+    const std::vector<uint8_t> px(static_cast<size_t>(w) * h * 3, 102);
+    const auto bytes = png(w, h, 3, px);
+    std::vector<float> out(3 * 64);
+    ASSERT_TRUE(decode_image(bytes.data(), bytes.size(), "strip.png", s, out.data()).ok());
+    for (int c = 0; c < 3; ++c)
+      for (int i = 0; i < 64; ++i)
+        EXPECT_NEAR(out[c * 64 + i], (102 / 255.0 - s.preprocess.mean[c]) / s.preprocess.std[c], 1e-5);
   }
 }
 
