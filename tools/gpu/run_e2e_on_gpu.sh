@@ -3,11 +3,12 @@
 # (tools/gpu/make_e2e_bundle.sh):
 #   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test
 #   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap)
-#   3. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
+#   3. edgevit-selftest on the GPU: --quick, full, --json, and both injected faults (must exit 1)
+#   4. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
 #      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
 # Logs go to $OUT (gpu.txt, *.log, bench_e2e.json); a summary is printed last.
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|all]   (default all; quick: ops_cuda_test and
-#          cuda_engine_test, no sanitizer, no attention tests, then the benchmark)
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|all]   (default all; quick: ops_cuda_test
+#          and cuda_engine_test, no sanitizer, no attention tests, then the benchmark; selftest: step 3 only)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
@@ -27,7 +28,26 @@ mkdir -p /work/shared/testdata "$(dirname "$repo")/shared/testdata"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$out/gpu.txt"
 summary=()
+selftest_on_gpu() {  # the on-target self-test, as an engineer runs it on a fresh board: here on this GPU
+  local st=$B/bin/edgevit-selftest rc
+  (cd "$repo" && "$st" --quick) >"$out/selftest_quick.log" 2>&1; rc=$?
+  summary+=("edgevit-selftest --quick: rc=$rc (want 0) $(grep -cE '^ *PASS' "$out/selftest_quick.log") PASS, $(grep -cE '^ *FAIL' "$out/selftest_quick.log") FAIL")
+  cat "$out/selftest_quick.log"
+  (cd "$repo" && "$st") >"$out/selftest_full.log" 2>&1; rc=$?
+  summary+=("edgevit-selftest (full): rc=$rc (want 0) $(grep -cE '^ *PASS' "$out/selftest_full.log") PASS, $(grep -cE '^ *FAIL' "$out/selftest_full.log") FAIL")
+  (cd "$repo" && "$st" --quick --json) >"$out/selftest_quick.json" 2>"$out/selftest_json.err"; rc=$?
+  summary+=("edgevit-selftest --quick --json: rc=$rc (want 0)")
+  for f in attention-scale corrupt-weight; do
+    (cd "$repo" && "$st" --quick --inject-fault="$f") >"$out/selftest_fault_$f.log" 2>&1; rc=$?
+    summary+=("edgevit-selftest --inject-fault=$f: rc=$rc (want 1): $(grep -E '^ *FAIL' "$out/selftest_fault_$f.log" | cut -c1-90 | paste -sd';')")
+  done
+}
+if [ "$what" = selftest ]; then
+  selftest_on_gpu
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
+fi
 if [ "$what" != bench ]; then
+  selftest_on_gpu
   tests="ops_cuda_test cuda_engine_test mha_cuda_test"
   [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
   for t in $tests; do
