@@ -103,7 +103,11 @@ Status check_structure(const std::string& text, const std::string& display_name,
     const int indent = static_cast<int>(first - line_start);
 
     if (block_scalar_indent >= 0) {
-      if (blank && quote == 0) continue;
+      // Only an empty line or a deeper one is block scalar text: a comment line at the scalar's own
+      // indentation ends it, as in yaml-cpp (the lines after it are tokens again: `>\n#\n  ,` loops
+      // yaml-cpp like a leading ','; found by fuzz_model_config).
+      const bool empty = first >= line_end || (text[first] == '\r' && first + 1 >= line_end);
+      if (empty && quote == 0) continue;
       if (indent > block_scalar_indent) continue;
       block_scalar_indent = -1;
     }

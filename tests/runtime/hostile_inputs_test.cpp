@@ -81,6 +81,7 @@ const HostileCase kCases[] = {
   {"model_leading_comma.yaml",          Loader::kModel,       SC::kConfigError,     "2:1: ',' outside a flow collection"},
   {"model_nbsp_escape.yaml",            Loader::kModel,       SC::kConfigError,     "1:9: escape '\\_' is not supported"},
   {"model_quote_comma.yaml",            Loader::kModel,       SC::kConfigError,     "2:6: ',' outside a flow collection"},
+  {"model_block_comment_comma.yaml",    Loader::kModel,       SC::kConfigError,     "3:3: ',' outside a flow collection"},
   {"model_tag_comma.yaml",              Loader::kModel,       SC::kConfigError,     "2:6: ',' outside a flow collection"},
   {"model_not_a_mapping.yaml",          Loader::kModel,       SC::kConfigError,     "top level must be a mapping"},
   // device profiles

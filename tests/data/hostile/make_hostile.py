@@ -100,6 +100,7 @@ files["model_quote_comma.yaml"] = b"# a comment\n'e:' , x\n"
 files["device_flow_comma.yaml"] = b"[a] ,x"
 files["device_quote_comma.yaml"] = b'"a" "b",x'
 files["device_docend_comma.yaml"] = b"name: x\n... ,x\n"
+files["model_block_comment_comma.yaml"] = b">\n# a comment ends the block scalar\n  ,x\n"
 # yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
 # parsed string (found by fuzz_model_config; refused by the guard).
 files["model_nbsp_escape.yaml"] = b'name: "a\\_b"\n'
