@@ -259,7 +259,7 @@ TEST(MalformedText, GuardAcceptsLegitimateTextThatLooksSuspicious) {
       "a: 'it''s [ fine'\n",
       "a: \"multi\n  line [ quote\"\nb: 1\n",
       "a:\n  - [1, 2]\n  - {x: 1}\n",
-      "\xef\xbb\xbf" "a: 1\n",             // UTF-8 byte order mark
+      ("\xef\xbb\xbf" "a: 1\n"),           // UTF-8 byte order mark
       "a: caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n",
   };
   for (const char* t : texts) EXPECT_TRUE(check_yaml_text(t, "t").ok()) << t << "\n" << check_yaml_text(t, "t").message();
