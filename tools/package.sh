@@ -13,7 +13,7 @@ build=${1:-build}
 [ -f "$build/CMakeCache.txt" ] || { echo "package: $build is not a configured build tree" >&2; exit 2; }
 targets=(edgevit edgevit-selftest)
 help=$(cmake --build "$build" --target help)
-echo "$help" | grep -qE "(^|[ .])edgevitd(:|$)" && targets+=(edgevitd)
+grep -qE "(^|[ .])edgevitd(:|$)" <<<"$help" && targets+=(edgevitd)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 if grep -q "^CMAKE_CROSSCOMPILING:.*=ON\|^CMAKE_TOOLCHAIN_FILE:.*aarch64" "$build/CMakeCache.txt"; then
   arch=arm64; run=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64)
@@ -33,18 +33,18 @@ mv "$deb" "$out/" && deb="$out/$(basename "$deb")"
 info=$(dpkg-deb -I "$deb")
 contents=$(dpkg-deb -c "$deb")
 echo "$info" | grep -E "^ (Package|Version|Architecture|Depends):"
-echo "$info" | grep -q "Architecture: $arch" || fail "$deb: architecture is not $arch"
+grep -q "Architecture: $arch" <<<"$info" || fail "$deb: architecture is not $arch"
 depends=$(echo "$info" | sed -n 's/^ Depends: //p')
 [ -n "$depends" ] || fail "$deb: no Depends"
 for lib in libyaml-cpp libspdlog libfmt libopenblas libxxhash libgomp libstdc++6 libc6; do
-  echo "$depends" | grep -q "$lib" || fail "$deb: Depends lacks $lib: $depends"
+  grep -q "$lib" <<<"$depends" || fail "$deb: Depends lacks $lib: $depends"
 done
 for f in ./usr/bin/edgevit ./usr/bin/edgevit-selftest ./usr/share/edgevit/config/models/vit-digits.yaml \
          ./usr/share/edgevit/config/models/vit-digits.safetensors ./usr/share/edgevit/config/models/vit-digits.labels.txt \
          ./usr/share/edgevit/config/devices/orin-nx-16gb.yaml ./usr/share/edgevit/testdata/digits/test_split.safetensors; do
-  echo "$contents" | grep -q " $f\$" || fail "$deb: missing $f"
+  grep -q " $f\$" <<<"$contents" || fail "$deb: missing $f"
 done
-echo "$contents" | grep -q " ./usr/lib/.*\.so" && fail "$deb: bundles shared libraries (the .deb uses Depends)"
+grep -q " ./usr/lib/.*\.so" <<<"$contents" && fail "$deb: bundles shared libraries (the .deb uses Depends)"
 echo "package: $deb ok ($(echo "$contents" | wc -l) entries)"
 
 # ---- relocatable tarball ------------------------------------------------------------------------------------
@@ -74,8 +74,11 @@ if [ ${#run[@]} -eq 0 ]; then
 fi
 if [ -z "${run[*]:-}" ] || [ -n "$cuda_dirs" ]; then
   for b in "$root"/bin/*; do
-    ! "${run[@]}" ldd "$b" | grep -q "not found" || fail "$b: unresolved libraries"
-    "${run[@]}" ldd "$b" | grep -q "libyaml-cpp[^ ]* => $root/bin/../lib/" || fail "$b does not load the bundled libyaml-cpp: $(ldd "$b")"
+    # ldd's output captured first: `ldd | grep -q` under pipefail fails whenever grep exits before ldd has
+    # written everything (SIGPIPE).
+    deps=$("${run[@]}" ldd "$b")
+    ! grep -q "not found" <<<"$deps" || fail "$b: unresolved libraries: $deps"
+    grep -q "libyaml-cpp[^ ]* => $root/bin/../lib/" <<<"$deps" || fail "$b does not load the bundled libyaml-cpp: $deps"
   done
 fi
 (cd "$tmp" && env -u EDGEVIT_CONFIG_DIR "${run[@]}" "$root/bin/edgevit-selftest" --quick --json >"$tmp/selftest.json") ||
@@ -85,5 +88,5 @@ grep -q "\"config\": \"$root/share/edgevit/config/models/vit-digits.yaml\"" "$tm
 cp tests/data/digits/digit-7.png "$tmp/"
 ran=$(cd "$tmp" && env -u EDGEVIT_CONFIG_DIR "${run[@]}" "$root/bin/edgevit" run "$root/share/edgevit/config/models/vit-digits.yaml" \
       --input "$tmp/digit-7.png") || fail "edgevit run from the extracted tarball"
-echo "$ran" | grep -q "prediction: 7 " || fail "edgevit run did not predict 7: $ran"
+grep -q "prediction: 7 " <<<"$ran" || fail "edgevit run did not predict 7: $ran"
 echo "package: tarball relocated to $tmp: edgevit-selftest --quick passed, edgevit run predicted 7"

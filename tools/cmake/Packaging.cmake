@@ -102,7 +102,7 @@ if(CMAKE_CROSSCOMPILING)
   # packages of the shared libraries the binaries link (tools/package.sh checks them against the ELF
   # NEEDED entries).
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libgomp1 (>= 12), libyaml-cpp0.7, libspdlog1.10-fmt9, libfmt9, libopenblas0 | libblas3, libstb0, libxxhash0, libgpiod2, libsystemd0")
+      "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libgomp1 (>= 12), libyaml-cpp0.7, libspdlog1.10-fmt9, libfmt9, libopenblas0 | libblas3, libxxhash0, libgpiod2, libsystemd0")
 else()
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 endif()
