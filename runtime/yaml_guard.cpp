@@ -36,6 +36,11 @@ Status check_bytes(const std::string& text, const std::string& display_name) {
         std::snprintf(hex, sizeof(hex), "0x%02x", c);
         return text_error(display_name, line, col, std::string("control character ") + hex + " in text");
       }
+      // CRLF line ends are fine; a lone CR is a line break in YAML but part of the scalar for yaml-cpp 0.7
+      // (`path: x.safetensors\r` loaded with the CR in the file name; found by fuzz_model_config as a
+      // failed save/parse round trip).
+      if (c == '\r' && (i + 1 >= n || s[i + 1] != '\n'))
+        return text_error(display_name, line, col, "carriage return not followed by a line feed (use LF or CRLF line ends)");
       if (c == '\n') {
         ++line;
         col = 1;
@@ -198,7 +203,12 @@ Status check_structure(const std::string& text, const std::string& display_name,
           // fuzz_model_config and fuzz_device_profile).
           return text_error(display_name, line, here(p), "',' outside a flow collection ([...] or {...})");
         }
-        if ((c == '-' || c == '?') && next_is_space && flow_depth == 0) {
+        if (c == '?' && next_is_space) {
+          // Explicit ("complex") mapping keys: no edgevit config needs one, and yaml-cpp 0.7's LoadAll
+          // never returns on `!x: a` followed by `? b` (found by fuzz_device_profile).
+          return text_error(display_name, line, here(p), "explicit mapping key ('? ') is not supported in edgevit configs");
+        }
+        if (c == '-' && next_is_space && flow_depth == 0) {
           ++dash_levels;  // block sequence entry / explicit key: one more level on this line
           if (depth() > limits.max_depth) return too_deep(p);
           prev = c;

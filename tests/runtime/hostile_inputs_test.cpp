@@ -91,6 +91,8 @@ const HostileCase kCases[] = {
   {"device_flow_comma.yaml",            Loader::kDevice,      SC::kConfigError,     "1:5: ',' outside a flow collection"},
   {"device_quote_comma.yaml",           Loader::kDevice,      SC::kConfigError,     "1:8: ',' outside a flow collection"},
   {"device_docend_comma.yaml",          Loader::kDevice,      SC::kConfigError,     "2:5: ',' outside a flow collection"},
+  {"model_lone_cr.yaml",                Loader::kModel,       SC::kConfigError,     "10:22: carriage return not followed by a line feed"},
+  {"device_explicit_key.yaml",          Loader::kDevice,      SC::kConfigError,     "2:2: explicit mapping key ('? ') is not supported"},
   {"device_unclosed_flow.yaml",         Loader::kDevice,      SC::kConfigError,     "YAML syntax error: '[' is never closed"},
   {"device_tag_comma.yaml",             Loader::kDevice,      SC::kConfigError,     "1:3: ',' outside a flow collection"},
   {"device_alias.yaml",                 Loader::kDevice,      SC::kConfigError,     "anchor not allowed"},

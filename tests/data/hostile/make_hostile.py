@@ -100,8 +100,12 @@ files["model_quote_comma.yaml"] = b"# a comment\n'e:' , x\n"
 files["device_flow_comma.yaml"] = b"[a] ,x"
 files["device_quote_comma.yaml"] = b'"a" "b",x'
 files["device_docend_comma.yaml"] = b"name: x\n... ,x\n"
+# fuzz_model_config: a lone CR (no LF) stayed inside the scalar: weights.path "x.safetensors\r".
+files["model_lone_cr.yaml"] = b"name: x\narchitecture:\n  img_size: 8\n  patch_size: 2\n  embed_dim: 8\n  depth: 1\n  num_heads: 1\n  num_classes: 2\nweights:\n  path: x.safetensors\r"
+# fuzz_device_profile: a tagged key, then an explicit key: yaml-cpp 0.7 LoadAll loops (minimised reproducer).
+files["device_explicit_key.yaml"] = b" !: mNUL\n ? mAE"
 # fuzz_device_profile: a flow sequence never closed, with block-scalar indicators inside, loops yaml-cpp 0.7.
-files["device_unclosed_flow.yaml"] = b'#l\n | \n s$wd:# Jetson AGX O rin 32Gmodel: re G CPN and GPU share !RAM\n >>>>> rint8_ |r^eEe: dense16GB (SM8b: [[>>>smem_per_im_kib: >              #  share DRAM\n >l2_kib: >>> \n,     #\n\n\n\n\n\n\n\n\n>:\n>\n\n\n\n\n\n\n\netso\n\n\n\n\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\n\n\n\n\n:\n:bt>G:btGB::tGlbk3i_>\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r kib: ueo D\n\n\n\n\n\n\n>\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\nU share zRAM\n >l2_kib: >>>>>>>>>>>>>>>>>>>\n>'
+files["device_unclosed_flow.yaml"] = b'#l\n | \n s$wd:# Jetson AGX O rin 32Gmodel: re G CPN and GPU share !RAM\n >>>>> rint8_ |r^eEe: dense16GB (SM8b: [[>>>smem_per_im_kib: >              #  share DRAM\n >l2_kib: >>> \n,     #\n\n\n\n\n\n\n\n\n>:\n>\n\n\n\n\n\n\n\netso\n\n\n\n\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\n\n\n\n\n:\n:bt>G:btGB::tGlbk3i_>\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r kib: ueo D\n\n\n\n\n\n\n>\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\nU share zRAM\n >l2_kib: >>>>>>>>>>>>>>>>>>>\n>'.replace(b"\r", b" ")  # (its CRs, now refused first, replaced: it still loops yaml-cpp)
 files["model_block_comment_comma.yaml"] = b">\n# a comment ends the block scalar\n  ,x\n"
 # yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
 # parsed string (found by fuzz_model_config; refused by the guard).
