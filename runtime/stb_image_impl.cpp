@@ -76,7 +76,12 @@ extern "C" {
 
 void* edgevit_stbi_malloc(size_t size) {
   if (size > std::numeric_limits<size_t>::max() - edgevit::kBlockHeader || !edgevit::admit(size)) return nullptr;
-  char* block = static_cast<char*>(std::malloc(size + edgevit::kBlockHeader));
+  // Zeroed: stb_image 2.27 reads memory it never wrote when a JPEG scan names a Huffman table no DHT
+  // defined (stbi__jpeg is malloc'd, its tables left as they were): with stale heap contents the slow
+  // decode path indexed far outside the table (heap-use-after-free and SEGV under ASan, found by
+  // fuzz_image on the 16-core host). Zeroed tables take the fast path, which stays inside the struct and
+  // decodes deterministically.
+  char* block = static_cast<char*>(std::calloc(1, size + edgevit::kBlockHeader));
   if (block == nullptr) return nullptr;
   std::memcpy(block, &size, sizeof size);
   edgevit::charge(static_cast<int64_t>(size));
@@ -98,6 +103,7 @@ void* edgevit_stbi_realloc(void* p, size_t size) {
   char* block = static_cast<char*>(std::realloc(static_cast<char*>(p) - edgevit::kBlockHeader, size + edgevit::kBlockHeader));
   if (block == nullptr) return nullptr;
   std::memcpy(block, &size, sizeof size);
+  if (size > old) std::memset(block + edgevit::kBlockHeader + old, 0, size - old);  // zeroed, as malloc'd
   edgevit::charge(static_cast<int64_t>(size) - static_cast<int64_t>(old));
   return block + edgevit::kBlockHeader;
 }

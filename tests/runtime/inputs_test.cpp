@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <stb_image_write.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -81,6 +85,60 @@ TEST(Inputs, DownsampleRatiosWhereStbFilterWeightsMissItsSanityWindowStillDecode
     for (int c = 0; c < 3; ++c)
       for (int i = 0; i < 64; ++i)
         EXPECT_NEAR(out[c * 64 + i], (102 / 255.0 - s.preprocess.mean[c]) / s.preprocess.std[c], 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace edgevit
+
+// runtime/stb_image_impl.cpp: stb_image's allocator (extern "C", not in a header: only stb calls it).
+extern "C" void* edgevit_stbi_malloc(size_t size);
+extern "C" void* edgevit_stbi_realloc(void* p, size_t size);
+extern "C" void edgevit_stbi_free(void* p);
+
+namespace edgevit {
+namespace {
+
+TEST(Inputs, StbAllocationsAreZeroedEvenOnADirtyHeap) {
+  // stb_image 2.27 reads Huffman tables a hostile JPEG never defined; zeroed blocks make that read
+  // harmless and deterministic (see runtime/stb_image_impl.cpp).
+  for (int round = 0; round < 4; ++round) {
+    auto* dirty = static_cast<unsigned char*>(edgevit_stbi_malloc(20000));
+    ASSERT_NE(dirty, nullptr);
+    std::memset(dirty, 0xa5, 20000);
+    edgevit_stbi_free(dirty);
+    auto* p = static_cast<unsigned char*>(edgevit_stbi_malloc(20000));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(std::count(p, p + 20000, 0), 20000);
+    std::memset(p, 0x5a, 100);
+    p = static_cast<unsigned char*>(edgevit_stbi_realloc(p, 40000));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(std::count(p, p + 100, 0x5a), 100);
+    EXPECT_EQ(std::count(p + 100, p + 40000, 0), 39900);
+    edgevit_stbi_free(p);
+  }
+}
+
+TEST(Inputs, JpegScanNamingAnUndefinedHuffmanTableDecodesTheSameEveryTime) {
+  // A fuzz_image finding (heap-use-after-free / SEGV in stbi__jpeg_huff_decode with stale heap contents):
+  // whatever the heap held before, the outcome is the same and nothing is read out of bounds (ASan build).
+  std::ifstream f(std::string(EDGEVIT_SOURCE_DIR) + "/tests/data/images/jpeg_undefined_huffman.jpg", std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  const ModelSpec s = rgb_spec(8, 8);
+  std::vector<float> first(3 * 64), out(3 * 64);
+  const Status s0 = decode_image(bytes.data(), bytes.size(), "u.jpg", s, first.data());
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::vector<uint8_t>> junk;  // leave freed, dirty blocks of many sizes behind
+    for (size_t n = 64; n < (1u << 20); n *= 2) junk.emplace_back(n, static_cast<uint8_t>(0x11 * round + 0x0f));
+    junk.clear();
+    auto* dirty = static_cast<unsigned char*>(edgevit_stbi_malloc(18000));
+    std::memset(dirty, 0xff - round, 18000);
+    edgevit_stbi_free(dirty);
+    std::fill(out.begin(), out.end(), -7.f);
+    const Status si = decode_image(bytes.data(), bytes.size(), "u.jpg", s, out.data());
+    ASSERT_EQ(si.code(), s0.code()) << si.message();
+    if (s0.ok()) EXPECT_EQ(std::memcmp(out.data(), first.data(), out.size() * sizeof(float)), 0);
   }
 }
 
