@@ -70,6 +70,11 @@ Status read_memory(ConfigMap& m, DeviceProfile* p) {
   if (p->kind == DeviceKind::kCpu && context_mib != 0) {
     return m.error("cuda_context_mib", "must be 0 for kind cpu");
   }
+  if (context_mib >= budget_mib) {
+    // Reached when cuda_context_mib is absent and its default does not fit (found by fuzz_device_profile).
+    return m.error("budget_mib", std::to_string(budget_mib) + " MiB leaves nothing after the CUDA context estimate (" +
+                                     std::to_string(context_mib) + " MiB, cuda_context_mib)");
+  }
   p->cuda_context_bytes = context_mib * kMiB;
   EV_RETURN_IF_ERROR(m.get_double("bandwidth_gbps", true, 0.0, 1e5, &p->dram_bandwidth_gbps, true));
   return m.finish();

@@ -88,6 +88,8 @@ Status check_structure(const std::string& text, const std::string& display_name,
   int flow_depth = 0;
   int flow_open_line = 0, flow_open_col = 0;  // where the outermost open flow collection started
   char flow_open = 0;
+  std::string flow_stack;  // the open brackets, innermost last; bounded by max_depth (checked on push)
+  flow_stack.reserve(static_cast<size_t>(limits.max_depth) + 1);
   char quote = 0;             // '"' or '\'' while inside a quoted scalar
   int block_scalar_indent = -1;  // inside a `|`/`>` scalar: lines indented more than this are text
   int line = 0;
@@ -262,12 +264,20 @@ Status check_structure(const std::string& text, const std::string& display_name,
           }
           ++flow_depth;
           if (depth() > limits.max_depth) return too_deep(p);
+          flow_stack.push_back(c);
           node_start = true;
           prev = c;
           ++p;
           continue;
         }
       } else if ((c == ']' || c == '}') && flow_depth > 0) {
+        // A closer that does not match its opener (`[a}`) loops yaml-cpp 0.7 (found by fuzz_device_profile).
+        const char want = flow_stack.back() == '[' ? ']' : '}';
+        if (c != want)
+          return text_error(display_name, line, here(p),
+                            std::string("YAML syntax error: '") + c + "' closes a '" + flow_stack.back() +
+                                "' (expected '" + want + "')");
+        flow_stack.pop_back();
         --flow_depth;
         node_start = true;  // a new token follows (see the quoted scalars above)
         prev = c;

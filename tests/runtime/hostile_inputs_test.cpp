@@ -93,6 +93,8 @@ const HostileCase kCases[] = {
   {"device_docend_comma.yaml",          Loader::kDevice,      SC::kConfigError,     "2:5: ',' outside a flow collection"},
   {"model_lone_cr.yaml",                Loader::kModel,       SC::kConfigError,     "10:22: carriage return not followed by a line feed"},
   {"device_explicit_key.yaml",          Loader::kDevice,      SC::kConfigError,     "2:2: explicit mapping key ('? ') is not supported"},
+  {"device_mismatched_bracket.yaml",    Loader::kDevice,      SC::kConfigError,     "4:1: YAML syntax error: '}' closes a '['"},
+  {"device_context_over_budget.yaml",   Loader::kDevice,      SC::kConfigError,     "leaves nothing after the CUDA context estimate"},
   {"device_unclosed_flow.yaml",         Loader::kDevice,      SC::kConfigError,     "YAML syntax error: '[' is never closed"},
   {"device_tag_comma.yaml",             Loader::kDevice,      SC::kConfigError,     "1:3: ',' outside a flow collection"},
   {"device_alias.yaml",                 Loader::kDevice,      SC::kConfigError,     "anchor not allowed"},

@@ -104,6 +104,12 @@ files["device_docend_comma.yaml"] = b"name: x\n... ,x\n"
 files["model_lone_cr.yaml"] = b"name: x\narchitecture:\n  img_size: 8\n  patch_size: 2\n  embed_dim: 8\n  depth: 1\n  num_heads: 1\n  num_classes: 2\nweights:\n  path: x.safetensors\r"
 # fuzz_device_profile: a tagged key, then an explicit key: yaml-cpp 0.7 LoadAll loops (minimised reproducer).
 files["device_explicit_key.yaml"] = b" !: mNUL\n ? mAE"
+# fuzz_device_profile: '[' closed by '}' loops yaml-cpp 0.7 (minimised reproducer).
+files["device_mismatched_bracket.yaml"] = b" A Xib: s *\n  [da\n,p\n}   \n"
+# fuzz_device_profile: no cuda_context_mib, so its 384 MiB default, with a 4 MiB budget.
+files["device_context_over_budget.yaml"] = b"".join(
+    line for line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../config/devices/orin-nx-16gb.yaml"), "rb")
+    if b"cuda_context_mib" not in line).replace(b"budget_mib: 12288", b"budget_mib: 4").replace(b"name: orin-nx-16gb", b"name: device_context_over_budget")
 # fuzz_device_profile: a flow sequence never closed, with block-scalar indicators inside, loops yaml-cpp 0.7.
 files["device_unclosed_flow.yaml"] = b'#l\n | \n s$wd:# Jetson AGX O rin 32Gmodel: re G CPN and GPU share !RAM\n >>>>> rint8_ |r^eEe: dense16GB (SM8b: [[>>>smem_per_im_kib: >              #  share DRAM\n >l2_kib: >>> \n,     #\n\n\n\n\n\n\n\n\n>:\n>\n\n\n\n\n\n\n\netso\n\n\n\n\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\n\n\n\n\n:\n:bt>G:btGB::tGlbk3i_>\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r kib: ueo D\n\n\n\n\n\n\n>\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\nU share zRAM\n >l2_kib: >>>>>>>>>>>>>>>>>>>\n>'.replace(b"\r", b" ")  # (its CRs, now refused first, replaced: it still loops yaml-cpp)
 files["model_block_comment_comma.yaml"] = b">\n# a comment ends the block scalar\n  ,x\n"
