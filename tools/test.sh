@@ -13,12 +13,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 status=0
 failed=()
-stage_start=$start
-stage() {  # stage NAME: prints how long the previous stage took, then NAME
-  local now
-  now=$(date +%s)
-  echo "== tools/test.sh: $1 (at $((now - start)) s)"
-  stage_start=$now
+stage() {  # stage NAME: prints NAME and the seconds since tools/test.sh started
+  echo "== tools/test.sh: $1 (at $(( $(date +%s) - start )) s)"
 }
 fail() { status=1; failed+=("$1"); }
 
