@@ -1,5 +1,7 @@
 // CPU backend (fp32): walks the plan's op list over one arena. The arena is the only allocation; every
-// tensor is arena base + plan offset. infer() allocates nothing (tests/runtime/engine_test.cpp counts).
+// tensor is arena base + plan offset. infer() allocates nothing (tests/runtime/engine_alloc_test.cpp counts).
+// infer() copies the input into the arena's input tensor, which is also Engine::input_buffer(): a caller
+// that writes its images there saves the copy.
 #include <sys/mman.h>
 
 #include <chrono>
@@ -61,7 +63,10 @@ class CpuBackend final : public Backend {
     // created the engine would otherwise run every parallel region on all cores.
     cpu_init_threads(threads_);
     const Graph& g = plan_.graph;
-    std::memcpy(f32(g.input), input, sizeof(float) * static_cast<size_t>(g.tensors[g.input].numel() / g.batch * n));
+    // The input tensor lives for the whole forward and no op writes it, so a caller that filled
+    // input_buffer() needs no copy; memmove for one that passes a pointer inside it.
+    if (input != f32(g.input))
+      std::memmove(f32(g.input), input, sizeof(float) * static_cast<size_t>(g.tensors[g.input].numel() / g.batch * n));
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       run_op(i, g.ops[i], n);
@@ -75,6 +80,7 @@ class CpuBackend final : public Backend {
   const float* pre_logits() const override { return f32(plan_.graph.pre_logits); }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
   int64_t device_bytes() const override { return static_cast<int64_t>(arena_bytes_); }
+  float* input_buffer() override { return f32(plan_.graph.input); }
 
  private:
   float* f32(int tensor_id) const { return reinterpret_cast<float*>(arena_ + plan_.offsets[tensor_id]); }

@@ -6,11 +6,30 @@
 //          for the fp32 input and the fp32 outputs; weights converted by WeightSource straight from the
 //          mmap'd checkpoint into ONE reusable pinned staging buffer (the largest weight tensor) and copied
 //          into the arena, so no second full host copy of the weights exists (Jetson's DRAM is shared);
-//          one cuBLASLt algorithm chosen per GEMM and captured batch size, then pinned; the forward captured
-//          as a CUDA graph for n = 1, 2, 4, ... and max_batch.
-//   infer  memcpy the input into the pinned staging buffer, replay the smallest captured graph with
-//          n' >= n rows (rows are independent in a ViT: padded rows are computed and ignored), synchronize.
+//          one cuBLASLt algorithm chosen per GEMM and captured batch size, then pinned (below); the forward
+//          captured as a CUDA graph for n = 1, 2, 4, ... and max_batch.
+//   infer  memcpy the input into the pinned staging buffer (skipped when the caller wrote it there:
+//          Engine::input_buffer() is that buffer), replay the smallest captured graph with n' >= n rows
+//          (rows are independent in a ViT: padded rows are computed and ignored), synchronize.
 //          No allocation, host or device (tests/runtime/cuda_engine_test.cu counts both).
+//
+// GEMM algorithms (EngineOptions::tune_gemms, on by default; `--no-gemm-tuning` turns it off): cuBLASLt's
+// heuristic ranks algorithms by a model, and its first pick at M = 197 (batch 1) leaves most of an H100's 132
+// SMs idle. So init asks for up to kTuneCandidates results (same 4 MiB workspace limit, the arena's), times
+// each on the GEMM's own arena tensors (CUDA events, kTuneWarmup warm-ups, median of kTuneRuns; each run
+// after a pass of xor_fold_u32 over up to 2x the L2 size of the arena, so weights that do not fit in L2
+// come from DRAM as in a forward pass) and pins the fastest; the heuristic's first stays unless another is
+// at least 3% faster by median, so noise does not flip the choice. The timing runs write only the GEMM's
+// output tensor (the residual GEMMs, beta = 1 with C == D, accumulate into it again and again): activations,
+// which the warm-up forward that follows rewrites before anything reads them; weights, biases and the
+// staging buffers are only read. Cost, once at start-up: up to 8 x 9 GEMM runs and as many L2 sweeps per
+// GEMM and captured size (~2 s for ViT-B/16 with max_batch 64 on an H100, estimated; slower candidates are
+// dropped after their warm-ups).
+// The choice is pinned for the engine's lifetime, so one engine's outputs are bit-identical run to run;
+// another process may measure differently and pin another algorithm, whose outputs can differ in the last
+// bits (within the fp16 tolerance). gemm_choices() and the profile's kernel names ("[algo#k/C]": the k-th
+// of C timed heuristic results, 0 = the heuristic's first) say what was pinned; `run -v` and `bench -v` print
+// it.
 //
 // Graph contents: input cast (mapped fp32 -> arena input, fp16 or fp32) | im2col | patch GEMM | assemble |
 // per block: LN, qkv GEMM (+bias), attention, proj GEMM (+bias, += residual: beta = 1, C == D in place),
@@ -86,7 +105,16 @@ struct Gemm {
   float beta = 0.f;
   bool exact_gelu_after = false;  // fp32 plans: bias epilogue, then gpu::gelu_f32
   int64_t out_elems = 0;
+  int choice = -1;                 // index into CudaBackend::choices_
 };
+
+// GEMM tuning (see the header comment).
+constexpr int kTuneCandidates = 8;   // heuristic results asked for and timed
+constexpr int kTuneWarmup = 2;
+constexpr int kTuneRuns = 7;         // timed runs per candidate; the median decides
+constexpr int kTuneRunsLong = 3;     // when one run takes over kTuneLongMs (large GEMMs on Orin)
+constexpr float kTuneLongMs = 2.f;
+constexpr double kTuneMargin = 0.97;  // another algorithm replaces the first only when >= 3% faster
 
 class CudaBackend final : public Backend {
  public:
@@ -95,6 +123,7 @@ class CudaBackend final : public Backend {
       : plan_(plan),
         fp16_(plan.graph.precision == Precision::kFp16),
         profile_(options.profile_ops),
+        tune_(options.tune_gemms),
         fault_(options.fault) {}
 
   ~CudaBackend() override {
@@ -109,6 +138,8 @@ class CudaBackend final : public Backend {
         if (g.c) cublasLtMatrixLayoutDestroy(g.c);
       }
     for (cudaEvent_t ev : events_)
+      if (ev != nullptr) cudaEventDestroy(ev);
+    for (cudaEvent_t ev : tune_events_)
       if (ev != nullptr) cudaEventDestroy(ev);
     if (lt_ != nullptr) cublasLtDestroy(lt_);
     if (host_in_ != nullptr) cudaFreeHost(host_in_);
@@ -150,6 +181,12 @@ class CudaBackend final : public Backend {
 
     EV_RETURN_IF_ERROR(load_weights(weights));
     EV_CUBLAS_CHECK("init", cublasLtCreate(&lt_));
+    if (tune_) {
+      int l2 = 0;
+      EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+      flush_bytes_ = std::min<int64_t>(2 * int64_t{l2}, plan_.arena_bytes - kCudaLtWorkspaceBytes) / 16 * 16;
+      for (cudaEvent_t& ev : tune_events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
+    }
 
     // Captured batch sizes: powers of two below max_batch, and max_batch.
     for (int s = 1; s < g.batch; s *= 2) sizes_.push_back(s);
@@ -164,6 +201,11 @@ class CudaBackend final : public Backend {
       timings_[i].kernel = g.ops[i].kernel;
       timings_[i].flops = g.ops[i].flops;
       timings_[i].bytes = g.ops[i].bytes;
+      // The profile runs max_batch (bench): name the algorithm pinned for that size.
+      const Gemm& gm = gemms_.back()[i];
+      if (g.ops[i].kind == OpKind::kLinear && gm.choice >= 0 && choices_[gm.choice].candidates > 0)
+        timings_[i].kernel += "[algo#" + std::to_string(choices_[gm.choice].chosen) + "/" +
+                              std::to_string(choices_[gm.choice].candidates) + "]";  // no space: scripts split on them
     }
     if (profile_) {
       events_.assign(g.ops.size() + 1, nullptr);
@@ -186,7 +228,8 @@ class CudaBackend final : public Backend {
     if (n < 1 || n > g.batch)
       return invalid_argument("cuda backend: batch " + std::to_string(n) + " outside [1, " +
                               std::to_string(g.batch) + "]");
-    std::memcpy(host_in_, input, sizeof(float) * static_cast<size_t>(in_per_image_ * n));
+    // memmove: a caller may pass a pointer inside the staging buffer itself.
+    if (input != host_in_) std::memmove(host_in_, input, sizeof(float) * static_cast<size_t>(in_per_image_ * n));
     size_t si = 0;
     while (sizes_[si] < n) ++si;
     if (profile_) {
@@ -209,6 +252,8 @@ class CudaBackend final : public Backend {
   const float* pre_logits() const override { return host_pre_; }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
   int64_t device_bytes() const override { return plan_.arena_bytes; }
+  float* input_buffer() override { return host_in_; }
+  const std::vector<GemmChoice>& gemm_choices() const override { return choices_; }
 
  private:
   uint8_t* at(int tensor_id) const { return arena_ + plan_.offsets[tensor_id]; }
@@ -307,16 +352,110 @@ class CudaBackend final : public Backend {
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->a, dt, k, nn, k));   // w: (N, K) row-major
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->b, dt, k, m, k));    // x: (M, K) row-major
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->c, dt, nn, m, nn));  // y: (M, N) row-major
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
     int found = 0;
-    EV_CUBLAS_CHECK(where, cublasLtMatmulAlgoGetHeuristic(lt_, out->desc, out->a, out->b, out->c, out->c, pref, 1,
-                                                          &result, &found));
-    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+    EV_CUBLAS_CHECK(where, cublasLtMatmulAlgoGetHeuristic(lt_, out->desc, out->a, out->b, out->c, out->c, pref,
+                                                          tune_ ? kTuneCandidates : 1, results, &found));
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    for (int r = 0; r < found; ++r)
+      if (results[r].state == CUBLAS_STATUS_SUCCESS && results[r].workspaceSize <= kCudaLtWorkspaceBytes)
+        candidates.push_back(results[r].algo);
+    if (candidates.empty())
       return device_error("cuda backend: " + where + ": cuBLASLt has no algorithm for " + std::to_string(m) + "x" +
                           std::to_string(nn) + "x" + std::to_string(k) + " " + (fp16_ ? "fp16" : "fp32") +
                           " with this epilogue");
-    out->algo = result.algo;  // pinned: the same algorithm on every run, so outputs are bit-identical
+    GemmChoice c;
+    c.op = o.name;
+    c.batch = n;
+    out->algo = candidates[0];
+    if (tune_) EV_RETURN_IF_ERROR(tune_gemm(o, candidates, out, &c));
+    c.algo = describe_algo(out->algo);  // pinned: the same algorithm on every run, so outputs are bit-identical
+    out->choice = static_cast<int>(choices_.size());
+    choices_.push_back(std::move(c));
     return Status::Ok();
+  }
+
+  // Times every candidate on the op's own tensors and pins the fastest into g->algo (the first unless
+  // another is kTuneMargin faster); see the header comment for what the runs may write.
+  Status tune_gemm(const Op& o, const std::vector<cublasLtMatmulAlgo_t>& candidates, Gemm* g, GemmChoice* c) {
+    std::vector<double> median(candidates.size(), -1.0);
+    double best = -1.0;
+    size_t best_i = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      EV_RETURN_IF_ERROR(time_gemm(o, *g, candidates[i], best, &median[i]));
+      if (median[i] >= 0 && (best < 0 || median[i] < best)) {
+        best = median[i];
+        best_i = i;
+      }
+    }
+    if (best < 0)
+      return device_error("cuda backend: gemm tuning: op '" + o.name + "': cuBLASLt refused all " +
+                          std::to_string(candidates.size()) + " of its heuristic's algorithms at launch");
+    if (best_i != 0 && median[0] >= 0 && best > kTuneMargin * median[0]) best_i = 0;
+    g->algo = candidates[best_i];
+    c->candidates = static_cast<int>(candidates.size());
+    c->chosen = static_cast<int>(best_i);
+    c->first_us = median[0] >= 0 ? median[0] * 1e3 : 0.0;
+    c->chosen_us = median[best_i] * 1e3;
+    return Status::Ok();
+  }
+
+  // Median milliseconds of one GEMM with `algo` over kTuneRuns timed runs (kTuneRunsLong when a warm-up
+  // takes over kTuneLongMs), each after an L2 sweep and timed alone with events. -1 when cuBLASLt refuses
+  // the algorithm at launch, or when its last warm-up is already 1.5x slower than `best_ms` (it cannot win).
+  Status time_gemm(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo, double best_ms, double* median_ms) {
+    const std::string where = "gemm tuning: op '" + o.name + "'";
+    *median_ms = -1.0;
+    float ms[kTuneWarmup + kTuneRuns] = {};
+    int runs = kTuneWarmup + kTuneRuns;
+    for (int r = 0; r < runs; ++r) {
+      if (flush_bytes_ > 0)
+        EV_CUDA_CHECK(where, gpu::xor_fold_u32(arena_, flush_bytes_, static_cast<uint32_t*>(static_cast<void*>(
+                                                                       at(o.outputs[0]))), stream_));
+      EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[0], stream_));
+      if (launch_gemm(o, g, algo) != CUBLAS_STATUS_SUCCESS) return Status::Ok();  // refused: not a candidate
+      EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[1], stream_));
+      EV_CUDA_CHECK(where, cudaEventSynchronize(tune_events_[1]));
+      EV_CUDA_CHECK(where, cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]));
+      if (r == kTuneWarmup - 1) {
+        if (best_ms > 0 && ms[r] > 1.5 * best_ms) return Status::Ok();
+        if (ms[r] > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
+      }
+    }
+    // Insertion sort of the timed runs (a handful; std::sort on this array trips GCC 12's -Warray-bounds).
+    float* t = ms + kTuneWarmup;
+    const int nt = runs - kTuneWarmup;
+    for (int i = 1; i < nt; ++i)
+      for (int j = i; j > 0 && t[j] < t[j - 1]; --j) std::swap(t[j], t[j - 1]);
+    *median_ms = t[nt / 2];
+    return Status::Ok();
+  }
+
+  // y = x w^T (+ bias, GELU, += y) with `algo`, enqueued on stream_ (also inside a capture).
+  cublasStatus_t launch_gemm(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo) const {
+    const float alpha = 1.f;
+    void* y = at(o.outputs[0]);
+    return cublasLtMatmul(lt_, g.desc, &alpha, at(o.weights[0]), g.a, at(o.inputs[0]), g.b, &g.beta, y, g.c, y, g.c,
+                          &algo, workspace_, kCudaLtWorkspaceBytes, stream_);
+  }
+
+  static std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+    int32_t id = -1, splitk = 1;
+    uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction,
+                                         &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle,
+                                         &written);
+    std::string d = "id " + std::to_string(id) + " tile " + std::to_string(tile) + " stages " +
+                    std::to_string(stages) + " splitK " + std::to_string(splitk);
+    if (splitk > 1) d += " reduction " + std::to_string(reduction);
+    if (swizzle != 0) d += " swizzle " + std::to_string(swizzle);
+    return d;
   }
 
   Status check_attention_workspace() {
@@ -377,12 +516,10 @@ class CudaBackend final : public Backend {
                                                              a.img_size, a.patch_size, stream_));
         break;
       case OpKind::kLinear: {
-        const float alpha = 1.f;
-        void* y = at(o.outputs[0]);
-        EV_CUBLAS_CHECK(where, cublasLtMatmul(lt_, gemm.desc, &alpha, at(o.weights[0]), gemm.a, at(o.inputs[0]),
-                                              gemm.b, &gemm.beta, y, gemm.c, y, gemm.c, &gemm.algo, workspace_,
-                                              kCudaLtWorkspaceBytes, stream_));
-        if (gemm.exact_gelu_after) EV_CUDA_CHECK(where, gpu::gelu_f32(static_cast<float*>(y), gemm.out_elems, stream_));
+        EV_CUBLAS_CHECK(where, launch_gemm(o, gemm, gemm.algo));
+        if (gemm.exact_gelu_after)
+          EV_CUDA_CHECK(where, gpu::gelu_f32(static_cast<float*>(static_cast<void*>(at(o.outputs[0]))),
+                                             gemm.out_elems, stream_));
         break;
       }
       case OpKind::kAssembleTokens: {
@@ -463,6 +600,7 @@ class CudaBackend final : public Backend {
   const Plan& plan_;
   const bool fp16_;
   const bool profile_;
+  const bool tune_;
   const InjectedFault fault_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
@@ -481,6 +619,9 @@ class CudaBackend final : public Backend {
   std::vector<cudaGraphExec_t> execs_;      // [size index]
   std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
   std::vector<OpTiming> timings_;
+  std::vector<GemmChoice> choices_;         // one per (size, kLinear op), in planning order
+  cudaEvent_t tune_events_[2] = {nullptr, nullptr};  // GEMM tuning: start, stop (null when tuning is off)
+  int64_t flush_bytes_ = 0;                 // GEMM tuning: bytes of the arena swept through L2 before each run
 };
 
 }  // namespace

@@ -24,6 +24,11 @@ int available_cores() {
 
 }  // namespace
 
+const std::vector<GemmChoice>& Backend::gemm_choices() const {
+  static const std::vector<GemmChoice> kNone;
+  return kNone;
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const DeviceProfile& device,
                                                const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());

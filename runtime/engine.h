@@ -24,6 +24,12 @@ struct EngineOptions {
   PlanOptions plan;
   int threads = 0;  // CPU threads for kernels and OpenBLAS; 0 = all available cores
   bool profile_ops = false;  // record per-op wall time in infer() (bench --profile)
+  // CUDA: at create(), time up to 8 cuBLASLt heuristic algorithms per GEMM and captured batch size on the
+  // arena's own tensors and pin the fastest (the heuristic's first unless another is >= 3% faster by median).
+  // Off: the heuristic's first, untimed. Either way the choice is pinned for the engine's lifetime, so its
+  // outputs are bit-identical run to run; another process (or engine) may time differently and pin another
+  // algorithm, whose outputs can differ in the last bits (within the fp16 tolerance). CPU backend: ignored.
+  bool tune_gemms = true;
   InjectedFault fault = InjectedFault::kNone;
 };
 
@@ -35,6 +41,18 @@ struct OpTiming {
   double seconds = 0;  // last infer()
 };
 
+// CUDA backend: the cuBLASLt algorithm pinned for one GEMM at one captured batch size, and the timings
+// that chose it (EngineOptions::tune_gemms).
+struct GemmChoice {
+  std::string op;         // op name, e.g. "blocks.0.attn.qkv"
+  int batch = 0;          // captured batch size
+  int candidates = 0;     // heuristic results timed; 0 when tuning is off (the first pinned, untimed)
+  int chosen = 0;         // rank of the pinned algorithm in cuBLASLt's heuristic order (0 = its first choice)
+  double first_us = 0;    // median time of the heuristic's first choice (0 when not timed)
+  double chosen_us = 0;   // median time of the pinned one
+  std::string algo;       // the pinned algorithm's configuration, e.g. "id 21 tile 18 stages 8 splitK 1"
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -43,6 +61,10 @@ class Backend {
   virtual const float* pre_logits() const = 0;  // host memory, (n, embed)
   virtual const std::vector<OpTiming>& op_timings() const = 0;
   virtual int64_t device_bytes() const = 0;     // bytes of the single arena allocation
+  // Host memory for (max_batch, C, H, W) fp32 that infer() reads its input from; infer(input_buffer(), n)
+  // skips the copy. Owned by the backend, valid for its lifetime, never written by infer().
+  virtual float* input_buffer() = 0;
+  virtual const std::vector<GemmChoice>& gemm_choices() const;  // empty unless the backend has cuBLASLt GEMMs
 };
 
 class Engine {
@@ -61,8 +83,18 @@ class Engine {
   int embed_dim() const { return spec_.arch.embed_dim; }
   int threads() const { return threads_; }
 
-  // input: (n, C, H, W) float32, already normalized; 1 <= n <= max_batch.
+  // input: (n, C, H, W) float32, already normalized; 1 <= n <= max_batch. Any host pointer; infer() first
+  // copies it into the backend's input buffer unless input == input_buffer().
   Status infer(const float* input, int n);
+  // The backend's own input buffer, (max_batch, C, H, W) float32 host memory: write the images there and
+  // call infer(input_buffer(), n) to save the copy (on CUDA it is pinned and mapped, and the forward's first
+  // kernel reads it directly; for ViT-B/16 at batch 64 the copy is 38.5 MB). Valid for the engine's
+  // lifetime; infer(input_buffer(), n) reads it and never writes it, so its contents stay for the next call
+  // (a pointer inside it, input_buffer() + k images, is moved to its start first).
+  float* input_buffer() { return backend_->input_buffer(); }
+  // CUDA: the cuBLASLt algorithm pinned per GEMM and captured batch size (EngineOptions::tune_gemms);
+  // empty on the CPU backend.
+  const std::vector<GemmChoice>& gemm_choices() const { return backend_->gemm_choices(); }
   const float* logits() const { return backend_->logits(); }          // (n, output_dim)
   const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
   const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }

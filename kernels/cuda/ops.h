@@ -72,4 +72,9 @@ constexpr int kMhaF32MaxSmemFloats = 48 * 1024 / 4;
 cudaError_t mha_f32(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
                     cudaStream_t stream);
 
+// *acc ^= the XOR of the 32-bit words of src (bytes a multiple of 16, src 16-byte aligned; otherwise
+// cudaErrorInvalidValue). Its use is the reading: the backend streams part of the arena through L2 with it
+// before each timed GEMM run, so the GEMM meets the cache state of a forward pass, not its own last run.
+cudaError_t xor_fold_u32(const void* src, int64_t bytes, uint32_t* acc, cudaStream_t stream);
+
 }  // namespace edgevit::gpu

@@ -77,6 +77,7 @@ struct CommonOpts {
   std::string attention;
   int threads = 0;
   bool verbose = false;
+  bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
 };
 
 ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
@@ -120,6 +121,39 @@ void announce_cpu_gemm(const ev::Engine& e, bool verbose) {
   if (verbose) std::fprintf(stderr, "CPU GEMM: %s; OpenBLAS core %s\n", ev::cpu_gemm_library(), ev::cpu_blas_core());
   for (const ev::OpTiming& t : e.op_timings())
     if (t.kernel.find("FALLBACK") != std::string::npos) spdlog::warn("{}: {}", t.name, t.kernel);
+}
+
+// CUDA engines (-v): the cuBLASLt algorithm pinned per GEMM (EngineOptions::tune_gemms), summed per captured
+// batch size, and GEMM by GEMM for `batch`.
+void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
+  const std::vector<ev::GemmChoice>& cs = e.gemm_choices();
+  if (!verbose || cs.empty()) return;
+  if (cs.front().candidates == 0) {
+    std::fprintf(stderr, "cuBLASLt GEMM algorithms: the heuristic's first, pinned untimed (--no-gemm-tuning)\n");
+    return;
+  }
+  for (size_t i = 0; i < cs.size();) {
+    const int b = cs[i].batch;
+    int count = 0, changed = 0;
+    double first = 0, chosen = 0;
+    for (; i < cs.size() && cs[i].batch == b; ++i, ++count) {
+      changed += cs[i].chosen != 0;
+      first += cs[i].first_us;
+      chosen += cs[i].chosen_us;
+    }
+    std::fprintf(stderr,
+                 "cuBLASLt GEMM algorithms, batch %d: %d GEMMs timed at init, %d pinned another than the heuristic's "
+                 "first; sum of medians %.1f us (first choices) -> %.1f us\n",
+                 b, count, changed, first, chosen);
+  }
+  std::fprintf(stderr, "  %-26s %-9s %10s %10s  %s   (batch %d; algo#k/C: k-th of C timed heuristic results)\n", "op",
+               "algo", "us", "first us", "configuration", batch);
+  for (const ev::GemmChoice& c : cs) {
+    if (c.batch != batch) continue;
+    const std::string pick = "#" + std::to_string(c.chosen) + "/" + std::to_string(c.candidates);
+    std::fprintf(stderr, "  %-26s %-9s %10.2f %10.2f  %s\n", c.op.c_str(), pick.c_str(), c.chosen_us, c.first_us,
+                 c.algo.c_str());
+  }
 }
 
 std::vector<float> softmax_row(const float* x, int n) {
@@ -223,12 +257,14 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   ev::EngineOptions eo;
   eo.plan = *popts;
   eo.threads = o.threads;
+  eo.tune_gemms = !o.no_gemm_tuning;
   if (eo.plan.batch == 0) eo.plan.batch = std::min(batch->count, spec->max_batch);
   auto engine = ev::Engine::create(*spec, dev->profile, eo);
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
   announce_cpu_gemm(e, o.verbose);
+  announce_gemm_choices(e, o.verbose, e.max_batch());
   if (o.verbose) std::fprintf(stderr, "device %s (%s), threads %d\n", dev->profile.name.c_str(), dev->how.c_str(), e.threads());
 
   std::vector<std::string> labels;
@@ -319,6 +355,7 @@ struct BenchOpts {
   int warmup = 5;
   bool profile = false;
   bool json = false;
+  bool pageable_input = false;  // infer() from a separate host array (copied each call), not input_buffer()
 };
 
 int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::string>& dirs) {
@@ -332,25 +369,39 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   eo.plan = *popts;
   eo.threads = o.threads;
   eo.profile_ops = b.profile;
+  eo.tune_gemms = !o.no_gemm_tuning;
   auto engine = ev::Engine::create(*spec, dev->profile, eo);
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
   announce_cpu_gemm(e, o.verbose);
+  announce_gemm_choices(e, o.verbose, e.max_batch());
   const int n = e.max_batch();
-  // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically).
-  std::vector<float> input(static_cast<size_t>(e.input_numel_per_image()) * n);
+  // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically),
+  // written once into the engine's own input buffer (infer() then copies nothing: the numbers are the
+  // forward's), or with --pageable-input into a separate array that every infer() copies in.
+  const size_t input_len = static_cast<size_t>(e.input_numel_per_image()) * n;
+  std::vector<float> pageable(b.pageable_input ? input_len : 0);
+  float* input = b.pageable_input ? pageable.data() : e.input_buffer();
   uint32_t s = 12345;
-  for (float& v : input) { s = s * 1664525u + 1013904223u; v = static_cast<float>(s >> 8) / 8388608.0f - 1.0f; }
+  for (size_t i = 0; i < input_len; ++i) {
+    s = s * 1664525u + 1013904223u;
+    input[i] = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
+  }
+  const char* input_path = b.pageable_input ? "pageable_copy" : "engine_buffer";
+  const char* input_desc = b.pageable_input
+                               ? "a separate pageable host array, copied into the engine's input buffer by every infer()"
+                               : "written once into the engine's input buffer (Engine::input_buffer(); pinned and mapped "
+                                 "on CUDA), no copy in infer()";
   for (int i = 0; i < b.warmup; ++i) {
-    const ev::Status st = e.infer(input.data(), n);
+    const ev::Status st = e.infer(input, n);
     if (!st.ok()) return fail(st);
   }
   std::vector<double> ms;
   std::vector<double> op_sum(e.op_timings().size(), 0.0);
   for (int i = 0; i < b.iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const ev::Status st = e.infer(input.data(), n);
+    const ev::Status st = e.infer(input, n);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (!st.ok()) return fail(st);
     if (b.profile)
@@ -366,7 +417,8 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
     nlohmann::ordered_json j{{"model", spec->name}, {"device", dev->profile.name}, {"batch", n},
                              {"precision", ev::to_string(e.plan().graph.precision)}, {"threads", e.threads()},
                              {"iters", b.iters}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99}, {"mean_ms", mean},
-                             {"images_per_s", ips}, {"attention_kernel", e.plan().attention_kernel}};
+                             {"images_per_s", ips}, {"attention_kernel", e.plan().attention_kernel},
+                             {"input_path", input_path}, {"gemm_tuning", eo.tune_gemms}};
     if (b.profile) {
       nlohmann::ordered_json ops = nlohmann::ordered_json::array();
       for (size_t k = 0; k < op_sum.size(); ++k)
@@ -378,6 +430,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   }
   std::printf("bench %s on %s: batch %d, %s, %d threads, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
               ev::to_string(e.plan().graph.precision), e.threads(), e.plan().attention_kernel.c_str());
+  std::printf("input: %s\n", input_desc);
   std::printf("latency over %d iterations (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
               b.iters, b.warmup, p50, p90, p99, mean);
   std::printf("throughput: %.1f images/s\n", ips);
@@ -465,6 +518,11 @@ int main(int argc, char** argv) {
   bench->add_option("--threads,-t", bench_o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
   bench->add_flag("--profile", bench_b.profile, "per-op time table");
   bench->add_flag("--json", bench_b.json, "one JSON object");
+  bench->add_flag("--pageable-input", bench_b.pageable_input,
+                  "feed infer() from a separate host array it must copy (default: the engine's own input buffer)");
+  for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
+    sub->add_flag("--no-gemm-tuning", opts->no_gemm_tuning,
+                  "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing up to 8 at start-up");
 
   CLI::App* devices = app.add_subcommand("devices", "list device profiles");
   devices->add_flag("--json", devices_json, "JSON array");

@@ -290,6 +290,31 @@ TEST(OpsCuda, PoolTokenAndAverage) {
   }
 }
 
+// ---- xor fold (the backend's L2 sweep before timed GEMM runs) --------------------------------------------
+
+TEST(OpsCuda, XorFoldMatchesTheHostAndRejectsMisalignment) {
+  // Sizes below one warp's worth, one block's, and past the grid's cap (grid-stride tail).
+  for (const int64_t words : {int64_t{4}, int64_t{4 * 33}, int64_t{4} * 1024 * 256 * 3 + 12}) {
+    std::vector<uint32_t> h(static_cast<size_t>(words));
+    std::mt19937 gen(fresh_seed());
+    uint32_t want = 0x5a5a5a5au;  // the accumulator's starting value
+    for (uint32_t& v : h) want ^= (v = gen());
+    DevBuf<uint32_t> d(h.size()), acc(1);
+    cudaMemcpy(d.get(), h.data(), h.size() * sizeof(uint32_t), cudaMemcpyHostToDevice);
+    const uint32_t start = 0x5a5a5a5au;
+    cudaMemcpy(acc.get(), &start, sizeof start, cudaMemcpyHostToDevice);
+    EV_ASSERT_CUDA(gpu::xor_fold_u32(d.get(), words * 4, acc.get(), nullptr));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    uint32_t got = 0;
+    cudaMemcpy(&got, acc.get(), sizeof got, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got, want) << words << " words";
+  }
+  DevBuf<uint32_t> d(8), acc(1);
+  EXPECT_EQ(gpu::xor_fold_u32(d.get(), 12, acc.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::xor_fold_u32(d.get() + 1, 16, acc.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::xor_fold_u32(d.get(), 0, acc.get(), nullptr), cudaSuccess);
+}
+
 // ---- fp32 attention --------------------------------------------------------------------------------------
 
 struct MhaCase { int b, h, sq, skv, d; bool packed; bool mask; };

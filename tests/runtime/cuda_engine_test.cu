@@ -7,7 +7,11 @@
 //   - infer() allocates nothing (host: malloc interposed in this binary, as tests/runtime/engine_alloc_test.cpp
 //     does, counted on the calling thread; device: cudaMemGetInfo's free bytes unchanged) and gives
 //     bit-identical outputs over 100 runs (then no allocation over 1000 more);
-//     the op-by-op profile run gives the same bits as the graph replay;
+//     the op-by-op profile run gives the same bits as the graph replay (two engines with the heuristic's
+//     first algorithms: tuned engines may pin different ones);
+//   - GEMM algorithm tuning (EngineOptions::tune_gemms) on and off: every GEMM and captured size recorded,
+//     the pinned one no slower than the first by the rule, outputs within the golden tolerance and
+//     bit-identical run to run; Engine::input_buffer() gives the same bits as a separate array, no copy;
 //   - injected faults (wrong attention scale, one corrupted weight byte) push the error past the tolerance.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -139,7 +143,8 @@ GoldenData load_golden(const Golden& g) {
 }
 
 Result<std::unique_ptr<Engine>> make_engine(const char* config, Precision precision, AttentionImpl attention, int batch,
-                                            InjectedFault fault = InjectedFault::kNone, bool profile = false) {
+                                            InjectedFault fault = InjectedFault::kNone, bool profile = false,
+                                            bool tune_gemms = true) {
   EV_ASSIGN_OR_RETURN(ModelSpec spec, load_model_spec(testutil::source_path(std::string("config/models/") + config)));
   EngineOptions o;
   o.plan.precision = precision;
@@ -147,6 +152,7 @@ Result<std::unique_ptr<Engine>> make_engine(const char* config, Precision precis
   o.plan.batch = batch;
   o.fault = fault;
   o.profile_ops = profile;
+  o.tune_gemms = tune_gemms;
   return Engine::create(spec, gpu_profile(), o);
 }
 
@@ -274,11 +280,15 @@ void zero_alloc_case(const Golden& g, Precision precision, AttentionImpl attenti
               g.config, to_string(precision), other_100, g_other_thread_allocs.load());
   EXPECT_EQ(free0, free1) << g.config << ": device memory changed across 100 inferences";
 
-  // The op-by-op profile run uses the same pinned algorithms: same bits as the graph replay.
-  auto prof = make_engine(g.config, precision, attention, d.n, InjectedFault::kNone, true);
+  // The op-by-op profile run uses the same pinned algorithms: same bits as the graph replay. Two engines
+  // pin the same ones only without tuning (the heuristic's first); timing may pick others in each.
+  auto plain = make_engine(g.config, precision, attention, d.n, InjectedFault::kNone, false, false);
+  auto prof = make_engine(g.config, precision, attention, d.n, InjectedFault::kNone, true, false);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   ASSERT_TRUE(prof.ok()) << prof.status().to_string();
+  ASSERT_TRUE((*plain)->infer(d.input.data(), d.n).ok());
   ASSERT_TRUE((*prof)->infer(d.input.data(), d.n).ok());
-  EXPECT_EQ(std::memcmp(first.data(), (*prof)->logits(), first.size() * sizeof(float)), 0)
+  EXPECT_EQ(std::memcmp((*plain)->logits(), (*prof)->logits(), first.size() * sizeof(float)), 0)
       << g.config << ": profile run differs from the graph replay";
   double total_s = 0;
   for (const OpTiming& t : (*prof)->op_timings()) {
@@ -303,6 +313,96 @@ TEST(CudaEngine, ZeroAllocationsBitIdenticalFp16Explicit) {
   zero_alloc_case(kTiny, Precision::kFp16, AttentionImpl::kExplicit);
 }
 TEST(CudaEngine, ZeroAllocationsBitIdenticalFp32) { zero_alloc_case(kAvgpool, Precision::kFp32, AttentionImpl::kAuto); }
+
+// ---- GEMM algorithm tuning, input buffer ------------------------------------------------------------------
+
+// One engine with tuning on or off: what it recorded, its accuracy, run-to-run bits, and the input buffer.
+void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
+  const GoldenData d = load_golden(g);
+  ASSERT_GT(d.n, 1);
+  auto engine = make_engine(g.config, precision, AttentionImpl::kAuto, d.n, InjectedFault::kNone, false, tune);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  const Graph& graph = e.plan().graph;
+  const std::string what = std::string(g.config) + " " + to_string(precision) + (tune ? " tuned" : " untuned");
+
+  // One record per kLinear op and captured size (1, 2, 4, ... and max_batch), in op order within a size.
+  std::vector<std::string> linear;
+  for (const Op& o : graph.ops)
+    if (o.kind == OpKind::kLinear) linear.push_back(o.name);
+  std::vector<int> sizes;
+  for (int s = 1; s < d.n; s *= 2) sizes.push_back(s);
+  sizes.push_back(d.n);
+  const std::vector<GemmChoice>& cs = e.gemm_choices();
+  ASSERT_EQ(cs.size(), linear.size() * sizes.size()) << what;
+  int changed = 0;
+  double first_sum = 0, chosen_sum = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const GemmChoice& c = cs[i];
+    EXPECT_EQ(c.batch, sizes[i / linear.size()]) << what << " record " << i;
+    EXPECT_EQ(c.op, linear[i % linear.size()]) << what << " record " << i;
+    EXPECT_FALSE(c.algo.empty()) << what << " " << c.op;
+    if (!tune) {
+      EXPECT_EQ(c.candidates, 0) << what << " " << c.op;
+      EXPECT_EQ(c.chosen, 0) << what << " " << c.op;
+      continue;
+    }
+    EXPECT_GE(c.candidates, 1) << what << " " << c.op;
+    EXPECT_LE(c.candidates, 8) << what << " " << c.op;
+    EXPECT_GE(c.chosen, 0) << what << " " << c.op;
+    EXPECT_LT(c.chosen, c.candidates) << what << " " << c.op;
+    EXPECT_GT(c.chosen_us, 0.0) << what << " " << c.op;
+    // Another algorithm replaces the first only when >= 3% faster by median.
+    if (c.chosen != 0 && c.first_us > 0) EXPECT_LE(c.chosen_us, 0.97 * c.first_us + 1e-9) << what << " " << c.op;
+    changed += c.chosen != 0;
+    first_sum += c.first_us;
+    chosen_sum += c.chosen_us;
+  }
+  // The profile's kernel names say which algorithm was pinned for max_batch when tuning is on.
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    if (graph.ops[i].kind == OpKind::kLinear)
+      EXPECT_EQ(e.op_timings()[i].kernel.find("algo#") != std::string::npos, tune) << e.op_timings()[i].kernel;
+
+  // Accuracy against timm, and the same bits run after run (the algorithms are pinned).
+  ASSERT_TRUE(e.infer(d.input.data(), d.n).ok());
+  const std::vector<float> first(e.logits(), e.logits() + int64_t{d.n} * d.classes);
+  const std::vector<float> first_pre(e.pre_logits(), e.pre_logits() + int64_t{d.n} * d.embed);
+  const double err = testutil::rel_error(first.data(), d.logits.data(), d.logits.size());
+  EXPECT_LE(err, tolerance(precision)) << what;
+  EXPECT_LE(testutil::rel_error(first_pre.data(), d.pre.data(), d.pre.size()), tolerance(precision)) << what;
+  EXPECT_EQ(testutil::argmax_rows(first.data(), d.n, d.classes), testutil::argmax_rows(d.logits.data(), d.n, d.classes));
+  bool identical = true;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(e.infer(d.input.data(), d.n).ok());
+    identical = identical && std::memcmp(first.data(), e.logits(), first.size() * sizeof(float)) == 0 &&
+                std::memcmp(first_pre.data(), e.pre_logits(), first_pre.size() * sizeof(float)) == 0;
+  }
+  EXPECT_TRUE(identical) << what << ": outputs differ between runs";
+
+  // The engine's own (pinned, mapped) input buffer: same bits with no copy, no allocation, left unmodified.
+  float* buf = e.input_buffer();
+  ASSERT_NE(buf, nullptr);
+  std::memcpy(buf, d.input.data(), d.input.size() * sizeof(float));
+  g_allocs = 0;
+  t_counting = true;
+  bool ok = true;
+  for (int i = 0; i < 20; ++i) {
+    ok = ok && e.infer(buf, d.n).ok();
+    identical = identical && std::memcmp(first.data(), e.logits(), first.size() * sizeof(float)) == 0;
+  }
+  t_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(identical) << what << ": infer(input_buffer()) differs from infer(separate array)";
+  EXPECT_EQ(g_allocs.load(), 0) << what << ": host heap allocations inside infer(input_buffer())";
+  EXPECT_EQ(std::memcmp(buf, d.input.data(), d.input.size() * sizeof(float)), 0) << what << ": infer() wrote the input";
+  std::printf("%s: %zu GEMM records, %d pinned another than the heuristic's first, sum of medians %.1f -> %.1f us; "
+              "logits rel err %.3g\n", what.c_str(), cs.size(), changed, first_sum, chosen_sum, err);
+}
+
+TEST(CudaEngine, GemmTuningOnFp16) { gemm_tuning_case(kTiny, Precision::kFp16, true); }
+TEST(CudaEngine, GemmTuningOffFp16) { gemm_tuning_case(kTiny, Precision::kFp16, false); }
+TEST(CudaEngine, GemmTuningOnFp32) { gemm_tuning_case(kAvgpool, Precision::kFp32, true); }
+TEST(CudaEngine, GemmTuningOffFp32) { gemm_tuning_case(kAvgpool, Precision::kFp32, false); }
 
 // ---- fault injection -------------------------------------------------------------------------------------
 

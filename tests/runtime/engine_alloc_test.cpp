@@ -1,6 +1,7 @@
 // infer() performs zero heap allocations (malloc/calloc/realloc/new, counted by interposing the C
 // allocator in this binary, which catches OpenBLAS, libgomp and libstdc++ too) over 100 inferences after
-// warm-up, and its outputs are bit-identical run to run.
+// warm-up, and its outputs are bit-identical run to run. Engine::input_buffer(): images written there run
+// without the copy, give the same bits as from a separate array, allocate nothing and stay unmodified.
 #include <gtest/gtest.h>
 
 #include <execinfo.h>
@@ -117,6 +118,64 @@ TEST(EngineAlloc, CountingWorks) {
   std::free(p);
   delete q;
   EXPECT_GE(g_allocs.load(), 2) << "the interposed allocator is not seeing allocations";
+}
+
+TEST(EngineAlloc, InputBufferSameLogitsNoCopyNoAllocation) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-micro.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  EngineOptions o;
+  o.plan.batch = 2;
+  o.threads = 1;
+  auto engine = Engine::create(*spec, *dev, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  const int64_t per = e.input_numel_per_image();
+  const size_t out = static_cast<size_t>(e.output_dim());
+  const auto input = testutil::random_floats(2 * per, 11), other = testutil::random_floats(2 * per, 12);
+  float* buf = e.input_buffer();
+  ASSERT_NE(buf, nullptr);
+  EXPECT_EQ(e.input_buffer(), buf) << "the buffer must not move";
+
+  // Reference: from a separate array (the copying path), the batch and image 1 alone.
+  ASSERT_TRUE(e.infer(input.data(), 2).ok());
+  const std::vector<float> ref(e.logits(), e.logits() + 2 * out), ref_pre(e.pre_logits(), e.pre_logits() + 2 * e.embed_dim());
+  ASSERT_TRUE(e.infer(input.data() + per, 1).ok());
+  const std::vector<float> ref1(e.logits(), e.logits() + out);
+
+  // The buffer's contents are what runs: other images give other logits, these images the same bits.
+  std::copy(other.begin(), other.end(), buf);
+  ASSERT_TRUE(e.infer(buf, 2).ok());
+  EXPECT_NE(std::memcmp(ref.data(), e.logits(), ref.size() * sizeof(float)), 0) << "infer(input_buffer()) ignored the buffer";
+  std::copy(input.begin(), input.end(), buf);
+  {
+    void* warm[2];
+    backtrace(warm, 2);
+  }
+  g_allocs = 0;
+  g_trace_count = 0;
+  g_counting = true;
+  bool ok = true, identical = true;
+  for (int i = 0; i < 100; ++i) {
+    ok = ok && e.infer(buf, 2).ok();
+    identical = identical && std::memcmp(ref.data(), e.logits(), ref.size() * sizeof(float)) == 0 &&
+                std::memcmp(ref_pre.data(), e.pre_logits(), ref_pre.size() * sizeof(float)) == 0;
+  }
+  // A pointer inside the buffer (image 1 as a batch of one) is legal: the copy overlaps, so it must move.
+  ok = ok && e.infer(buf + per, 1).ok();
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(identical) << "input_buffer() path differs from the copying path";
+  EXPECT_EQ(std::memcmp(ref1.data(), e.logits(), out * sizeof(float)), 0) << "infer(input_buffer() + one image, 1)";
+  EXPECT_EQ(g_allocs.load(), 0) << "heap allocations inside infer(input_buffer())";
+  for (int i = 0; i < std::min<int>(g_trace_count.load(), kMaxTraces); ++i) {
+    std::fprintf(stderr, "allocation %d:\n", i);
+    backtrace_symbols_fd(g_traces[i], g_trace_len[i], 2);
+  }
+  // infer(buf, 2) never wrote the buffer; image 1 moved to slot 0 by the last call, slot 1 untouched.
+  EXPECT_EQ(std::memcmp(buf, input.data() + per, sizeof(float) * per), 0);
+  EXPECT_EQ(std::memcmp(buf + per, input.data() + per, sizeof(float) * per), 0);
 }
 
 TEST(EngineAlloc, ZeroAllocationsAndBitIdenticalFusedOneThread) { run_case("vit-micro.yaml", AttentionImpl::kFused, 1); }

@@ -9,14 +9,17 @@ CUDA. tools/gpu/run_e2e_on_gpu.sh runs it; it prints a markdown table last and w
   2. correctness: `edgevit run` logits vs timm's float64 logits (fp16 plan: <= 1e-2 normwise and the same
      top-1; fp32 plan: <= 1e-4);
   3. latency at batch 1, 8, 64, medians (CUDA events for timm, `edgevit bench` p50 for edgevit):
-       edgevit        infer() from a host fp32 array: staging memcpy + graph replay (input read over the
-                      link by the first kernel) + fp32 logits written back into pinned memory
+       edgevit        `edgevit bench`: input written once into the engine's pinned staging buffer
+                      (Engine::input_buffer()), so infer() = graph replay (input read over the link by the
+                      first kernel) + fp32 logits written back into pinned memory, no host copy
+       edgevit-pageable  `bench --pageable-input`: infer() from a separate pageable fp32 array, copied into
+                      the staging buffer by one host thread first (the edgevit column before 2026-11-22)
        edgevit-dev    sum of per-op CUDA-event times of `edgevit bench --profile` (op by op, no graph:
                       device time of the kernels, no launch gaps, no input upload)
        timm-eager     timm fp16, input already on the GPU
        timm-graph     the same captured in a CUDA graph (torch.cuda.CUDAGraph), input on the GPU
        timm-graph-h2d timm-graph plus a pageable fp32 host input copied in and fp32 logits copied out
-                      (what edgevit's number includes)
+                      (what edgevit-pageable's number includes)
        compile        torch.compile(model) default mode, fp16, input on the GPU (--compile-models)
   4. floors: FLOPs / measured matmul rate and minimal bytes / measured copy bandwidth per batch.
 
@@ -133,9 +136,9 @@ def check(edgevit, models_dir, name):
     return res
 
 
-def edgevit_bench(edgevit, yaml_path, batch, iters, warmup):
+def edgevit_bench(edgevit, yaml_path, batch, iters, warmup, extra=()):
     cmd = [edgevit, "bench", yaml_path, "--device", "auto", "--batch", str(batch), "--iters", str(iters),
-           "--warmup", str(warmup), "--json"]
+           "--warmup", str(warmup), "--json", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: rc {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -226,6 +229,8 @@ def main():
             row = {}
             ev = edgevit_bench(args.edgevit, yaml_path, b, iters, warmup)
             row["edgevit"] = ev["p50_ms"]
+            row["edgevit-pageable"] = edgevit_bench(args.edgevit, yaml_path, b, iters, warmup,
+                                                    ("--pageable-input",))["p50_ms"]
             row["attention_kernel"] = ev.get("attention_kernel")
             if name in args.profile_models.split(","):
                 row["edgevit-dev"] = edgevit_profile(args.edgevit, yaml_path, b, max(10, iters // 4),
@@ -244,7 +249,7 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)
 
-    cols = ["edgevit", "edgevit-dev", "timm-eager", "timm-graph", "timm-graph-h2d", "compile"]
+    cols = ["edgevit", "edgevit-pageable", "edgevit-dev", "timm-eager", "timm-graph", "timm-graph-h2d", "compile"]
     print(f"\n{report['gpu']}, torch {report['torch']}, timm {report['timm']}, {report['date']}; ms (median)")
     print("| model | batch | " + " | ".join(cols) + " | floor compute / weights+io / op bytes | check fp16, fp32 |")
     print("|---|---|" + "---|" * len(cols) + "---|---|")
