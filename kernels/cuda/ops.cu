@@ -5,9 +5,12 @@
 //                     staging buffer over PCIe (zero-copy on Jetson), so its speed is the link's
 //   im2col_*          one thread per output element; writes coalesced, reads in runs of `patch` elements
 //   assemble_tokens_* one thread per output element
-//   layernorm_*       one warp per row; the row lives in registers as 16-byte chunks (C <= 32 * 8 chunks),
-//                     so x is read once and y written once; two-pass fp32 statistics. Rows whose C is not a
-//                     multiple of a chunk, or wider, take a three-pass loop over global memory (L1-resident)
+//   layernorm_*       one warp per row (2 rows per block below 1024 rows, else 4); the row lives in registers
+//                     as 16-byte chunks (C <= 32 * 8 chunks), gamma/beta loaded alongside it, so x is read
+//                     once and y written once; two-pass fp32 statistics. Rows whose C is not a multiple of a
+//                     chunk, or wider, take a three-pass loop over global memory (L1-resident). ViT-B/16
+//                     batch 1 (197 x 768 fp16, 300 KB each way): ~5 us per LN as of 2026-11-22 (op by op,
+//                     launch gap included); gamma/beta hoisting and 2-row blocks not yet measured
 //   gelu_f32          grid-stride, erff
 //   pool_*            one thread per (b, e), fp32 sum over tokens (coalesced across e)
 //   mha_f32           one block per (b, h, query): query and scores row in shared memory, block max/sum
@@ -48,12 +51,11 @@ struct Chunk {
   static constexpr int kElems = 16 / sizeof(T);
   float v[kElems];
 };
-__device__ __forceinline__ void load_chunk(const float* p, Chunk<float>& c) {
-  const float4 r = *reinterpret_cast<const float4*>(p);
-  c.v[0] = r.x; c.v[1] = r.y; c.v[2] = r.z; c.v[3] = r.w;
+// The 16 raw bytes, widened to floats.
+__device__ __forceinline__ void unpack_chunk(const uint4& r, Chunk<float>& c) {
+  c.v[0] = __uint_as_float(r.x); c.v[1] = __uint_as_float(r.y); c.v[2] = __uint_as_float(r.z); c.v[3] = __uint_as_float(r.w);
 }
-__device__ __forceinline__ void load_chunk(const __half* p, Chunk<__half>& c) {
-  const uint4 r = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unpack_chunk(const uint4& r, Chunk<__half>& c) {
   const __half2* h = reinterpret_cast<const __half2*>(&r);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -62,6 +64,7 @@ __device__ __forceinline__ void load_chunk(const __half* p, Chunk<__half>& c) {
     c.v[2 * i + 1] = f.y;
   }
 }
+__device__ __forceinline__ uint4 load16(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ void store_chunk(float* p, const Chunk<float>& c) {
   *reinterpret_cast<float4*>(p) = make_float4(c.v[0], c.v[1], c.v[2], c.v[3]);
 }
@@ -196,29 +199,47 @@ cudaError_t launch_assemble(const T* patches, const T* cls, const T* reg, int re
 
 // ---- layernorm -------------------------------------------------------------------------------------------
 
-constexpr int kLnWarps = 4;  // rows per block
+// Rows (warps) per block: kLnWarps, or kLnWarpsFewRows when m < kLnFewRows, so a batch-1 ViT (197 rows)
+// spreads over ~100 blocks instead of 50 (one wave on an H100's 132 SMs, and within an 8-SM Orin NX's
+// 16 resident blocks per SM).
+constexpr int kLnWarps = 4;
+constexpr int kLnWarpsFewRows = 2;
+constexpr int kLnFewRows = 1024;
 
-// Row in registers: lane l holds chunks l, l + 32, ... (kChunks of them at most), C % chunk == 0.
+// Row in registers: lane l holds chunks l, l + 32, ... (kChunks of them at most), C % chunk == 0. gamma
+// and beta are loaded (raw) together with x, so their latency hides behind the row's instead of following
+// the two reductions.
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kLnWarps * 32)
     layernorm_regs_kernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y, int m, int c,
                           float eps) {
   constexpr int kV = Chunk<T>::kElems;
-  const int row = blockIdx.x * kLnWarps + threadIdx.x / 32;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= m) return;
   const T* xr = x + static_cast<int64_t>(row) * c;
   T* yr = y + static_cast<int64_t>(row) * c;
   const int nchunks = c / kV;
-  Chunk<T> v[kChunks];
-  float sum = 0.f;
+  // Raw 16-byte words (4 registers per chunk whatever T), widened where used: holding fp16 x as floats
+  // next to gamma and beta would cost 8 more registers per chunk (occupancy at large batches).
+  uint4 xraw[kChunks], graw[kChunks], braw[kChunks];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
     const int ch = lane + 32 * i;
     if (ch < nchunks) {
-      load_chunk(xr + ch * kV, v[i]);
+      xraw[i] = load16(xr + ch * kV);
+      graw[i] = __ldg(reinterpret_cast<const uint4*>(gamma + ch * kV));
+      braw[i] = __ldg(reinterpret_cast<const uint4*>(beta + ch * kV));
+    }
+  }
+  float sum = 0.f;
 #pragma unroll
-      for (int e = 0; e < kV; ++e) sum += v[i].v[e];
+  for (int i = 0; i < kChunks; ++i) {
+    if (lane + 32 * i < nchunks) {
+      Chunk<T> v;
+      unpack_chunk(xraw[i], v);
+#pragma unroll
+      for (int e = 0; e < kV; ++e) sum += v.v[e];
     }
   }
   const float mean = warp_sum(sum) / static_cast<float>(c);
@@ -226,9 +247,11 @@ __global__ void __launch_bounds__(kLnWarps * 32)
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
     if (lane + 32 * i < nchunks) {
+      Chunk<T> v;
+      unpack_chunk(xraw[i], v);
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
-        const float d = v[i].v[e] - mean;
+        const float d = v.v[e] - mean;
         sq += d * d;
       }
     }
@@ -238,12 +261,13 @@ __global__ void __launch_bounds__(kLnWarps * 32)
   for (int i = 0; i < kChunks; ++i) {
     const int ch = lane + 32 * i;
     if (ch < nchunks) {
-      Chunk<T> g, b;
-      load_chunk(gamma + ch * kV, g);
-      load_chunk(beta + ch * kV, b);
+      Chunk<T> v, g, b;
+      unpack_chunk(xraw[i], v);
+      unpack_chunk(graw[i], g);
+      unpack_chunk(braw[i], b);
 #pragma unroll
-      for (int e = 0; e < kV; ++e) v[i].v[e] = (v[i].v[e] - mean) * rstd * g.v[e] + b.v[e];
-      store_chunk(yr + ch * kV, v[i]);
+      for (int e = 0; e < kV; ++e) v.v[e] = (v.v[e] - mean) * rstd * g.v[e] + b.v[e];
+      store_chunk(yr + ch * kV, v);
     }
   }
 }
@@ -253,7 +277,7 @@ template <typename T>
 __global__ void __launch_bounds__(kLnWarps * 32)
     layernorm_loop_kernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y, int m, int c,
                           float eps) {
-  const int row = blockIdx.x * kLnWarps + threadIdx.x / 32;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= m) return;
   const T* xr = x + static_cast<int64_t>(row) * c;
@@ -277,7 +301,8 @@ cudaError_t launch_layernorm(const T* x, const T* gamma, const T* beta, T* y, in
   if (m <= 0) return cudaSuccess;
   if (c <= 0) return cudaErrorInvalidValue;
   constexpr int kV = Chunk<T>::kElems;
-  const dim3 grid((m + kLnWarps - 1) / kLnWarps), block(kLnWarps * 32);
+  const int warps = m < kLnFewRows ? kLnWarpsFewRows : kLnWarps;
+  const dim3 grid((m + warps - 1) / warps), block(warps * 32);
   const bool vec = c % kV == 0 && aligned16(x) && aligned16(y) && aligned16(gamma) && aligned16(beta);
   const int chunks_per_lane = (c / kV + 31) / 32;
   if (vec && chunks_per_lane <= 1)

@@ -243,10 +243,14 @@ void layernorm_case(int m, int c, LnData data, bool in_place) {
 
 TEST(OpsCuda, LayerNormEveryWidthPath) {
   // Register paths with 1, 2, 4, 8 chunks per lane, and the loop path (C not a multiple of the chunk, or
-  // wider than 8 chunks per lane).
+  // wider than 8 chunks per lane), with 2-row blocks (m < 1024) and 4-row blocks.
   for (const int c : {64, 96, 192, 384, 768, 1000, 1024, 2048, 37, 4100}) layernorm_case(67, c, LnData::kUnit, false);
   layernorm_case(197 * 2, 768, LnData::kUnit, true);
   layernorm_case(5, 37, LnData::kUnit, true);
+  // 1024 rows and more take 4-row blocks (fewer, 2-row blocks); odd counts leave a partly idle last block.
+  layernorm_case(1023, 768, LnData::kUnit, false);
+  layernorm_case(1031, 768, LnData::kUnit, true);
+  layernorm_case(1025, 37, LnData::kUnit, false);
 }
 
 TEST(OpsCuda, LayerNormFp16RowsNearTheTopOfTheRangeStayFinite) {
