@@ -123,7 +123,7 @@ void announce_cpu_gemm(const ev::Engine& e, bool verbose) {
     if (t.kernel.find("FALLBACK") != std::string::npos) spdlog::warn("{}: {}", t.name, t.kernel);
 }
 
-// CUDA engines (-v): the cuBLASLt algorithm pinned per GEMM (EngineOptions::tune_gemms), summed per captured
+// CUDA engines (-v, bench --profile; on stderr): the cuBLASLt algorithm pinned per GEMM (EngineOptions::tune_gemms), summed per captured
 // batch size, and GEMM by GEMM for `batch`.
 void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
   const std::vector<ev::GemmChoice>& cs = e.gemm_choices();
@@ -375,7 +375,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
   announce_cpu_gemm(e, o.verbose);
-  announce_gemm_choices(e, o.verbose, e.max_batch());
+  announce_gemm_choices(e, o.verbose || b.profile, e.max_batch());
   const int n = e.max_batch();
   // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically),
   // written once into the engine's own input buffer (infer() then copies nothing: the numbers are the

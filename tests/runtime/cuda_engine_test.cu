@@ -18,6 +18,7 @@
 
 #include <execinfo.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -395,6 +396,18 @@ void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
   EXPECT_TRUE(identical) << what << ": infer(input_buffer()) differs from infer(separate array)";
   EXPECT_EQ(g_allocs.load(), 0) << what << ": host heap allocations inside infer(input_buffer())";
   EXPECT_EQ(std::memcmp(buf, d.input.data(), d.input.size() * sizeof(float)), 0) << what << ": infer() wrote the input";
+  // An image's logits must not depend on its row in the batch (edgevitd's self-check rotates the batch and
+  // compares bits): true of split-K, which splits every tile's K alike; an algorithm that splits tiles
+  // differently (stream-K) would break it, and the tuning could pick one.
+  std::vector<float> rotated(d.input.size());
+  const size_t per = static_cast<size_t>(e.input_numel_per_image());
+  std::rotate_copy(d.input.begin(), d.input.begin() + per, d.input.end(), rotated.begin());
+  ASSERT_TRUE(e.infer(rotated.data(), d.n).ok());
+  for (int i = 0; i < d.n; ++i) {
+    const int was = (i + 1) % d.n;
+    EXPECT_EQ(std::memcmp(first.data() + was * d.classes, e.logits() + i * d.classes, d.classes * sizeof(float)), 0)
+        << what << ": image " << was << " gives other logits in row " << i;
+  }
   std::printf("%s: %zu GEMM records, %d pinned another than the heuristic's first, sum of medians %.1f -> %.1f us; "
               "logits rel err %.3g\n", what.c_str(), cs.size(), changed, first_sum, chosen_sum, err);
 }
