@@ -45,32 +45,6 @@ SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
   return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
-// The fused bias + GELU epilogue once more for AVX-512 (cpu_math.h's dispatch stops at AVX2): the
-// same loop body, 16 lanes. ViT-Ti fc1's epilogue is ~40% of that layer's time at 1 thread.
-// gcc spells "use 512-bit vectors" as a target option, clang as its own attribute (and warns on the other).
-#if defined(__clang__)
-#define EDGEVIT_AVX512_FN __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"), min_vector_width(512)))
-#else
-#define EDGEVIT_AVX512_FN __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512")))
-#endif
-EDGEVIT_AVX512_FN void bias_gelu_avx512(float* x, const float* bias, int64_t n) {
-  cpu_detail::bias_gelu_body(x, bias, n);
-}
-
-bool use_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-  return ok;
-}
-
-void bias_gelu(float* x, const float* bias, int64_t n) {
-  if (use_avx512()) {
-    bias_gelu_avx512(x, bias, n);
-  } else {
-    cpu_detail::bias_gelu(x, bias, n);
-  }
-}
-
 bool libxsmm_cpu_ok() {
   libxsmm_init();  // idempotent; detects the CPU
   return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX2;
@@ -158,7 +132,7 @@ void PackedLinear::run(const float* x,     // (M, K)
     for (int i = 0; i < h; ++i) {
       float* row = yt + static_cast<int64_t>(i) * n;  // (bw)
       if (ep_ == Epilogue::kGelu) {
-        bias_gelu(row, bias ? bias + c0 : nullptr, bw);
+        cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, bw);
       } else {
         for (int j = 0; j < bw; ++j) row[j] += bias[c0 + j];
       }

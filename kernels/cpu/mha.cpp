@@ -2,12 +2,15 @@
 // (S = scale Q K^T in scratch, row softmax, O = P V with OpenBLAS). With libxsmm built in, the fused
 // kernel's two tile GEMMs run libxsmm's JIT kernels (generated at load by mha_fused_prepare).
 //
-// Fused: one task per (b, h, block of kQB queries), OpenMP-parallel over tasks. Per task, Q is copied
-// (pre-scaled: the scale is applied once, to Q K^T) into a zero-padded (kQB, Dp) tile, Dp = D rounded up
-// to kNR; for each block of kKB keys, K^T (Dp, kKB) and V (kKB, Dp) tiles are copied, the score tile is
-// computed by a kMR x kNR register-blocked loop, the running max / sum are updated (fp32) and the
-// accumulator is rescaled before adding P V. Everything lives in ~144 KB of stack per thread, which is why
-// head_dim is limited to kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
+// Fused: one task per (b, h, block of <= kQB queries; blocks of equal height), tasks split over the team
+// in contiguous runs. Per task, Q is copied (pre-scaled: the scale is applied once, to Q K^T) into a
+// zero-padded (nqp, Dp) tile, Dp = D rounded up to kNR; for each block of keys, K^T (Dp, nkp) (and, on
+// the V8 path, V (nk, Dp)) tiles are copied, the score tile is computed, the running max / sum are
+// updated (fp32) and the accumulator is rescaled before adding P V. libxsmm path: key blocks of kKBXsmm
+// (256), so ViT's 197 keys are one block (no rescaling) and a thread's K^T serves all its tasks of one
+// head. V8 path (no libxsmm: aarch64): key blocks of kKB, kMR x kNR register-blocked loops. Tiles live
+// on the running thread's stack (256 KB libxsmm, 144 KB V8), which is why head_dim is limited to
+// kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
 // exp is cpu_math.h's vectorisable polynomial (glibc expf does not vectorise without -ffast-math).
 //
 // ViT-Ti/16 attention (B=1, S=197, H=3, D=64, packed qkv), BM_Mha in tests/kernels/kernels_bench.cpp, 1 thread:
@@ -16,6 +19,10 @@
 //   explicit, OpenBLAS sgemm per (b, h) + vectorised softmax (kept)                              1.00 ms
 //   fused, tile GEMMs through libxsmm's JIT kernels, V read in place (x86-64 with EDGEVIT_LIBXSMM; kept
 //   there): in-model profile on the 16-core lent host, 1 thread, per layer: 1.34 ms (V8 tiles) -> ~0.65 ms
+//   same, on the 2-core AMD EPYC (Zen 4, AVX-512) dev machine, in-model, 1 thread, per layer: 1.29 ms, of
+//   which ~0.9 ms was the softmax and copies compiled for baseline SSE2; explicit path there: 0.45 ms
+//   libxsmm path with AVX-512 / AVX2 clones, 256-key blocks (one pass), K^T once per (head, thread),
+//   balanced query blocks, static contiguous task split (kept): 0.41-0.44 ms there (model 39 -> 28.5 ms)
 // Timings: CPU time (min of 5) on this machine (Xeon @ 2.5 GHz, AVX-512 capable, 2 cores shared with
 // other builds: load average ~6 while measuring, so wall times were 2-3x these and 2-thread runs meaningless).
 #include <cblas.h>
@@ -146,28 +153,55 @@ EV_ALWAYS_INLINE float exp_and_sum(float* __restrict row, float mx, int n) {
   return sum;
 }
 
-// One (b, h, query block) of the fused kernel. kXsmm: the two tile GEMMs through libxsmm's JIT kernels
-// (AVX-512 where the CPU has it) instead of the V8 loops.
-template <bool kXsmm>
-EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b, int h,
-                int q0) {
-  alignas(64) float qs[kQB * kMaxD];    // (nqp, dp) scaled Q, zero padded
-  alignas(64) float kt[kMaxD * kKB];    // (dp, nkp) K^T, zero padded
-  alignas(64) float vs[kKB * kMaxD];    // (nk, dp) V, zero padded columns
-  alignas(64) float acc[kQB * kMaxD];   // (nqp, dp) unnormalised O
-  alignas(64) float s[kQB * kKB];           // (nqp, nkp) scores, then probabilities
+// Query blocks: ceil(Sq / kQB) blocks of equal height (a multiple of kMR), the last one shorter, so that
+// a static split of the tasks is balanced (197 queries: 52, 52, 52, 41 rather than 64, 64, 64, 5). Depends
+// on the shape only, never on the thread count: outputs are bit-identical across thread counts.
+int query_block_rows(int seq_q) {
+  const int blocks = (seq_q + kQB - 1) / kQB;
+  return round_up((seq_q + blocks - 1) / blocks, kMR);
+}
+
+// Key block of the libxsmm path: one block up to kKBXsmm keys (ViT at 224: 197), so each row's softmax is
+// done in one pass (no online rescaling) and K^T, copied once per (b, h), serves every query block of that
+// head a thread runs. The V8 path keeps kKB (its V tile is copied too).
+constexpr int kKBXsmm = 256;
+
+// One thread's tiles (~256 KB with the V8 path's V tile: 384 KB; on the stack of the thread running it).
+template <int kKeyBlock, bool kCopyV>
+struct FusedScratch {
+  alignas(64) float qs[kQB * kMaxD];         // (nqp, dp) scaled Q, zero padded
+  alignas(64) float kt[kMaxD * kKeyBlock];   // (dp, nkp) K^T, zero padded
+  alignas(64) float vs[kCopyV ? kKeyBlock * kMaxD : 1];  // (nk, dp) V, zero padded columns (V8 path)
+  alignas(64) float acc[kQB * kMaxD];        // (nqp, dp) unnormalised O
+  alignas(64) float s[kQB * kKeyBlock];      // (nqp, nkp) scores, then probabilities
   float row_max[kQB];
   float row_sum[kQB];
+  // kt holds K^T of (kt_b, kt_h) keys [0, seq_kv) when the whole key range is one block; -1: nothing.
+  int kt_b = -1, kt_h = -1;
+};
+
+// One (b, h, query block [q0, q0 + nq)) of the fused kernel. kXsmm: the two tile GEMMs through libxsmm's
+// JIT kernels (AVX-512 where the CPU has it) instead of the V8 loops.
+template <bool kXsmm, int kKeyBlock, bool kCopyV>
+EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
+                                      int b, int h, int q0, int nq, FusedScratch<kKeyBlock, kCopyV>& w) {
+  float* __restrict qs = w.qs;
+  float* __restrict kt = w.kt;
+  float* __restrict vs = w.vs;
+  float* __restrict acc = w.acc;
+  float* __restrict s = w.s;
+  float* row_max = w.row_max;
+  float* row_sum = w.row_sum;
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
   const int d = p.head_dim;
   const int dp = round_up(d, kNR);
-  const int nq = std::min(kQB, p.seq_q - q0);
   const int nqp = round_up(nq, kMR);
   const float* qb = q + b * p.q.batch + h * p.q.head;
   const float* kb = k + b * p.k.batch + h * p.k.head;
   const float* vb = v + b * p.v.batch + h * p.v.head;
   const uint8_t* mask = p.key_mask != nullptr ? p.key_mask + static_cast<int64_t>(b) * p.seq_kv : nullptr;
+  const bool one_key_block = p.seq_kv <= kKeyBlock;
 
   for (int i = 0; i < nqp; ++i) {
     float* dst = qs + i * dp;
@@ -183,25 +217,29 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
     row_sum[i] = 0.f;
   }
 
-  for (int k0 = 0; k0 < p.seq_kv; k0 += kKB) {
-    const int nk = std::min(kKB, p.seq_kv - k0);
+  for (int k0 = 0; k0 < p.seq_kv; k0 += kKeyBlock) {
+    const int nk = std::min(kKeyBlock, p.seq_kv - k0);
     const int nkp = round_up(nk, kNR);
     const uint8_t* tile_mask = mask != nullptr ? mask + k0 : nullptr;
     if (tile_mask != nullptr && std::none_of(tile_mask, tile_mask + nk, [](uint8_t m) { return m != 0; }))
       continue;
 
-    for (int t = 0; t < dp; ++t)
-      for (int j = nk; j < nkp; ++j) kt[t * nkp + j] = 0.f;
-    for (int j = 0; j < nk; ++j) {
-      const float* kr = kb + (k0 + j) * p.k.row;
-      for (int t = 0; t < d; ++t) kt[t * nkp + j] = kr[t];
-      for (int t = d; t < dp; ++t) kt[t * nkp + j] = 0.f;
-      if constexpr (!kXsmm) {  // libxsmm reads V in place (row stride p.v.row)
-        const float* vr = vb + (k0 + j) * p.v.row;
-        float* vd = vs + j * dp;
-        for (int t = 0; t < d; ++t) vd[t] = vr[t];
-        for (int t = d; t < dp; ++t) vd[t] = 0.f;
+    if (!(one_key_block && w.kt_b == b && w.kt_h == h)) {
+      for (int t = 0; t < dp; ++t)
+        for (int j = nk; j < nkp; ++j) kt[t * nkp + j] = 0.f;
+      for (int j = 0; j < nk; ++j) {
+        const float* kr = kb + (k0 + j) * p.k.row;
+        for (int t = 0; t < d; ++t) kt[t * nkp + j] = kr[t];
+        for (int t = d; t < dp; ++t) kt[t * nkp + j] = 0.f;
+        if constexpr (kCopyV) {  // libxsmm reads V in place (row stride p.v.row)
+          const float* vr = vb + (k0 + j) * p.v.row;
+          float* vd = vs + j * dp;
+          for (int t = 0; t < d; ++t) vd[t] = vr[t];
+          for (int t = d; t < dp; ++t) vd[t] = 0.f;
+        }
       }
+      w.kt_b = one_key_block ? b : -1;
+      w.kt_h = one_key_block ? h : -1;
     }
 
     if constexpr (kXsmm) {
@@ -220,10 +258,11 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
         for (int j = 0; j < nk; ++j) row[j] = 0.f;
         continue;
       }
-      const float alpha = cpu_detail::exp_approx(row_max[i] - m_new);  // 0 when row_max was -inf
+      const bool first = row_max[i] == neg_inf;  // acc row is still zero: nothing to rescale
+      const float alpha = cpu_detail::exp_approx(row_max[i] - m_new);
       row_max[i] = m_new;
       row_sum[i] = row_sum[i] * alpha + exp_and_sum(row, m_new, nk);
-      if (alpha != 1.f) {
+      if (!first && alpha != 1.f) {
         float* a = acc + i * dp;
         for (int t = 0; t < dp; ++t) a[t] *= alpha;
       }
@@ -246,28 +285,54 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
   }
 }
 
-EV_TARGET_AVX2 void fused_task_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
-                                    float* o, int b, int h, int q0) {
-  fused_task_body<false>(p, q, k, v, o, b, h, q0);
+// Tasks [t0, t1) in (b, h, query block) order on the calling thread, its tiles on its stack. Consecutive
+// tasks of one head reuse K^T (libxsmm path, one key block).
+template <bool kXsmm, int kKeyBlock, bool kCopyV>
+EV_ALWAYS_INLINE void fused_tasks_body(const AttnParams& p, const float* q, const float* k, const float* v, float* o,
+                                       int t0, int t1) {
+  FusedScratch<kKeyBlock, kCopyV> w;
+  const int rows = query_block_rows(p.seq_q);
+  const int qblocks = (p.seq_q + rows - 1) / rows;
+  for (int t = t0; t < t1; ++t) {
+    const int qb = t % qblocks;
+    const int h = (t / qblocks) % p.heads;
+    const int b = t / (qblocks * p.heads);
+    const int q0 = qb * rows;
+    fused_task_body<kXsmm>(p, q, k, v, o, b, h, q0, std::min(rows, p.seq_q - q0), w);
+  }
 }
-void fused_task_base(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b,
-                     int h, int q0) {
-  fused_task_body<false>(p, q, k, v, o, b, h, q0);
+
+EV_TARGET_AVX2 void fused_tasks_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
+                                     float* o, int t0, int t1) {
+  fused_tasks_body<false, kKB, true>(p, q, k, v, o, t0, t1);
 }
-void fused_task_xsmm(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int b,
-                     int h, int q0) {
-  fused_task_body<true>(p, q, k, v, o, b, h, q0);
+void fused_tasks_base(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int t0,
+                      int t1) {
+  fused_tasks_body<false, kKB, true>(p, q, k, v, o, t0, t1);
 }
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+// libxsmm needs AVX2 (cpu_packed_gemm_available), so its clones are AVX-512 and AVX2: the softmax and
+// copies around the tile GEMMs ran as SSE2 before (0.9 of 1.27 ms per ViT-Ti layer on an AVX-512 EPYC).
+EV_TARGET_AVX512 void fused_tasks_xsmm_avx512(const AttnParams& p, const float* q, const float* k, const float* v,
+                                              float* o, int t0, int t1) {
+  fused_tasks_body<true, kKBXsmm, false>(p, q, k, v, o, t0, t1);
+}
+EV_TARGET_AVX2 void fused_tasks_xsmm_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
+                                          float* o, int t0, int t1) {
+  fused_tasks_body<true, kKBXsmm, false>(p, q, k, v, o, t0, t1);
+}
+#endif
 
 // The fused kernel's tile shapes for p: query blocks (nqp) x key blocks (nkp, nk) x dp. Calls
 // f(nqp, nkp, nk, dp) once per distinct combination.
 template <typename F>
 void for_each_fused_tile_shape(const AttnParams& p, F f) {
   const int dp = round_up(p.head_dim, kNR);
-  int q_shapes[2] = {std::min(kQB, p.seq_q), p.seq_q % kQB};
-  int k_shapes[2] = {std::min(kKB, p.seq_kv), p.seq_kv % kKB};
+  const int rows = query_block_rows(p.seq_q);
+  int q_shapes[2] = {std::min(rows, p.seq_q), p.seq_q % rows};
+  int k_shapes[2] = {std::min(kKBXsmm, p.seq_kv), p.seq_kv % kKBXsmm};
   for (int qi = 0; qi < 2; ++qi) {
-    if (q_shapes[qi] == 0 || (qi == 1 && q_shapes[1] == q_shapes[0])) continue;
+    if (q_shapes[qi] == 0 || (qi == 1 && round_up(q_shapes[1], kMR) == round_up(q_shapes[0], kMR))) continue;
     for (int ki = 0; ki < 2; ++ki) {
       if (k_shapes[ki] == 0 || (ki == 1 && k_shapes[1] == k_shapes[0])) continue;
       f(round_up(q_shapes[qi], kMR), round_up(k_shapes[ki], kNR), k_shapes[ki], dp);
@@ -357,29 +422,41 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
             o[b * p.o.batch + i * p.o.row + h * p.o.head + t] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  const int qblocks = (p.seq_q + kQB - 1) / kQB;
-  const int tasks = p.batch * p.heads * qblocks;
-  const int team = std::max(1, std::min(threads, tasks));
-  const bool avx2 = cpu_detail::use_avx2();
+  const int rows = query_block_rows(p.seq_q);
+  const int tasks = p.batch * p.heads * ((p.seq_q + rows - 1) / rows);
   const bool xsmm = fused_xsmm_ready(p);
-  const auto task = [&](int t) {
-    const int qb = t % qblocks;
-    const int h = (t / qblocks) % p.heads;
-    const int b = t / (qblocks * p.heads);
+  const auto run = [&](int t0, int t1) {
+#if defined(EDGEVIT_HAVE_LIBXSMM)
+    if (xsmm && cpu_detail::use_avx512()) {
+      fused_tasks_xsmm_avx512(p, q, k, v, o, t0, t1);
+      return;
+    }
     if (xsmm) {
-      fused_task_xsmm(p, q, k, v, o, b, h, qb * kQB);
-    } else if (avx2) {
-      fused_task_avx2(p, q, k, v, o, b, h, qb * kQB);
+      fused_tasks_xsmm_avx2(p, q, k, v, o, t0, t1);
+      return;
+    }
+#endif
+    if (cpu_detail::use_avx2()) {
+      fused_tasks_avx2(p, q, k, v, o, t0, t1);
     } else {
-      fused_task_base(p, q, k, v, o, b, h, qb * kQB);
+      fused_tasks_base(p, q, k, v, o, t0, t1);
     }
   };
-  if (team == 1) {  // no OpenMP region: libgomp allocates a team for every serialised region
-    for (int t = 0; t < tasks; ++t) task(t);
+  (void)xsmm;
+  if (threads <= 1 || tasks == 1) {  // no OpenMP region: libgomp allocates a team for every serialised region
+    run(0, tasks);
     return;
   }
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-  for (int t = 0; t < tasks; ++t) task(t);
+  // Each thread takes a contiguous run of tasks (mostly one head: K^T copied once per head and thread).
+  // The team is the full `threads`, as in the GEMMs around it, even with fewer tasks than threads: a
+  // team of another size makes libgomp resize its pool between the two regions.
+#pragma omp parallel num_threads(threads)
+  {
+    const int n = omp_get_num_threads(), i = omp_get_thread_num();
+    const int t0 = static_cast<int>(static_cast<int64_t>(tasks) * i / n);
+    const int t1 = static_cast<int>(static_cast<int64_t>(tasks) * (i + 1) / n);
+    if (t0 < t1) run(t0, t1);
+  }
 }
 
 bool mha_fused_prepare(const AttnParams& p) {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -204,6 +206,28 @@ TEST(Mha, ExplicitPerThreadSlices) {
       check_case({3, 2, s, s + 9, d, Layout::kSeparate, false, false}, 2, seed += 10);
     }
   cpu_init_threads(2);
+}
+
+// The fused kernel splits (b, h, query block) tasks over the team in contiguous runs and reuses K^T
+// between a thread's tasks of one head: query blocks and tile shapes depend on the shape only, so the
+// output is bit-identical for every thread count (including more threads than tasks), and run to run.
+TEST(Mha, FusedBitIdenticalAcrossThreadCounts) {
+  for (int s : {197, 300}) {  // one key block (ViT at 224) and two (the online-softmax rescaling)
+    SCOPED_TRACE("S=" + std::to_string(s));
+    const AttnParams p = attn_params_packed_qkv(2, s, 3, 64, 0.125f);
+    const auto qkv = testutil::random_floats(static_cast<size_t>(2) * s * 3 * 3 * 64, 7100 + s);
+    const float* q = qkv.data();
+    const float* k = q + packed_k_offset(3, 64);
+    const float* v = q + packed_v_offset(3, 64);
+    const size_t n = static_cast<size_t>(2) * s * 3 * 64;
+    std::vector<float> first(n, kNaN), out(n, kNaN);
+    mha_fused_f32(p, q, k, v, first.data(), 1);
+    for (int threads : {1, 2, 3, 5, 16, 40}) {
+      std::fill(out.begin(), out.end(), kNaN);
+      mha_fused_f32(p, q, k, v, out.data(), threads);
+      EXPECT_EQ(std::memcmp(first.data(), out.data(), n * sizeof(float)), 0) << "threads=" << threads;
+    }
+  }
 }
 
 TEST(Mha, ExplicitScratchDependsOnlyOnShapeAndThreads) {
