@@ -45,6 +45,25 @@ SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
   return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
+// The tile epilogue: y (h, bw; row stride ldy) += bias (bw), then GELU when `gelu`. One call per tile,
+// compiled for AVX-512 and AVX2+FMA (libxsmm needs AVX2): the bias add ran as baseline SSE2 before.
+EV_ALWAYS_INLINE void tile_epilogue_body(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
+  for (int i = 0; i < h; ++i) {
+    float* row = y + i * ldy;  // (bw)
+    if (gelu) {
+      cpu_detail::bias_gelu_body(row, bias, bw);
+    } else {
+      for (int j = 0; j < bw; ++j) row[j] += bias[j];
+    }
+  }
+}
+EV_TARGET_AVX512 void tile_epilogue_avx512(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
+  tile_epilogue_body(y, ldy, bias, h, bw, gelu);
+}
+EV_TARGET_AVX2 void tile_epilogue_avx2(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
+  tile_epilogue_body(y, ldy, bias, h, bw, gelu);
+}
+
 bool libxsmm_cpu_ok() {
   libxsmm_init();  // idempotent; detects the CPU
   return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX2;
@@ -113,6 +132,7 @@ void PackedLinear::run(const float* x,     // (M, K)
   const int tiles = col_blocks * row_tiles;
   // Tile t: column block t / row_tiles, row tile t % row_tiles. A static schedule gives each thread a
   // run of consecutive tiles, mostly of one column block: its packed weights stay in cache.
+  const bool avx512 = cpu_detail::use_avx512();
   auto tile = [&](int t) {
     const int cb = t / row_tiles, rt = t % row_tiles;
     const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
@@ -129,13 +149,10 @@ void PackedLinear::run(const float* x,     // (M, K)
       kernel(wt + static_cast<int64_t>(k0) * bw, xt + k0, yt);
     }
     if (ep_ != Epilogue::kGelu && bias == nullptr) return;
-    for (int i = 0; i < h; ++i) {
-      float* row = yt + static_cast<int64_t>(i) * n;  // (bw)
-      if (ep_ == Epilogue::kGelu) {
-        cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, bw);
-      } else {
-        for (int j = 0; j < bw; ++j) row[j] += bias[c0 + j];
-      }
+    if (avx512) {
+      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+    } else {
+      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
     }
   };
   const double flops = 2.0 * m * n * static_cast<double>(k);
