@@ -171,6 +171,21 @@ TEST(Cli, PlanJsonHasTheDocumentedKeysAndIsStable) {
   EXPECT_NE(t.out.find("predicted"), std::string::npos) << t.out;
 }
 
+// bench says which input path it timed: by default the engine's own input buffer (no copy in infer()),
+// with --pageable-input a separate array that infer() copies; --no-gemm-tuning is accepted everywhere.
+TEST(Cli, BenchSaysWhichInputPath) {
+  const std::string micro = testutil::source_path("config/models/vit-micro.yaml");
+  Ran a = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --no-gemm-tuning");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("input: written once into the engine's input buffer"), std::string::npos) << a.out;
+  Ran b = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --pageable-input --json");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("\"input_path\": \"pageable_copy\""), std::string::npos) << b.out;
+  Ran c = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("\"input_path\": \"engine_buffer\""), std::string::npos) << c.out;
+}
+
 TEST(Cli, ExitCodesForBadInput) {
   const std::string micro = testutil::source_path("config/models/vit-micro.yaml");
   const std::string golden_in = testutil::golden_path("vit-micro.golden.safetensors");
