@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 // Function multiversioning by hand: hot loops are compiled twice, for the baseline ISA and (x86-64 only)
 // with AVX2+FMA, and picked at run time. target_clones("arch=haswell") dispatches on the CPU *model*
 // (a Skylake Xeon gets the baseline clone) and target_clones("avx2") cannot add FMA, hence this.
@@ -132,7 +136,69 @@ EV_ALWAYS_INLINE void bias_gelu_body(float* __restrict x, const float* __restric
     for (int64_t i = 0; i < n; ++i) x[i] = gelu_erf(x[i]);
   }
 }
-EV_TARGET_AVX512 inline void bias_gelu_avx512(float* x, const float* bias, int64_t n) { bias_gelu_body(x, bias, n); }
+#if EV_HAVE_AVX2_CLONE
+// The same exact GELU for 16 lanes with AVX-512's own instructions, where the compiler-vectorised body
+// spends most of its time: the reciprocal as vrcp14ps + one Newton step (|rel. error| ~2^-28) instead of
+// vdivps (10-cycle throughput per zmm on Sapphire Rapids), 2^n applied with vscalefps, the tail masked.
+// exp_approx's result for x <= 0, same polynomial; 0 where n <= -127, as in exp_approx.
+EV_TARGET_AVX512 inline __m512 exp_approx_avx512(__m512 x) {
+  // (The maskz_ forms with a full mask: GCC 12's unmasked ones warn about their undefined source.)
+  const __mmask16 all = 0xFFFF;
+  x = _mm512_maskz_max_ps(all, x, _mm512_set1_ps(-100.f));  // NaN -> -100 (max returns its second operand)
+  const __m512 n = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
+  const __mmask16 normal = _mm512_cmp_ps_mask(n, _mm512_set1_ps(-127.f), _CMP_GT_OQ);
+  return _mm512_maskz_scalef_ps(normal, y, n);
+}
+
+EV_TARGET_AVX512 inline __m512 gelu_erf_avx512(__m512 x) {
+  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
+  const __m512 den = _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.f));
+  __m512 t = _mm512_maskz_rcp14_ps(0xFFFF, den);
+  t = _mm512_fmadd_ps(t, _mm512_fnmadd_ps(den, t, _mm512_set1_ps(1.f)), t);
+  __m512 p = _mm512_set1_ps(0.17087277f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.82215223f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.48851587f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.13520398f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.27886807f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.18628806f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.09678418f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.37409196f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.00002368f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.26551223f));
+  const __m512 c = _mm512_mul_ps(t, exp_approx_avx512(_mm512_fnmadd_ps(z, z, p)));  // erfc(z)
+  // x < 0: 0.5 x erfc(z); x >= 0: 0.5 x (2 - erfc(z)) = x - 0.5 x erfc(z).
+  const __m512 h = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), c);
+  const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
+  return _mm512_mask_blend_ps(neg, _mm512_sub_ps(x, h), h);
+}
+
+EV_TARGET_AVX512 inline void bias_gelu_avx512(float* x, const float* bias, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + i));
+    _mm512_storeu_ps(x + i, gelu_erf_avx512(v));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
+    _mm512_mask_storeu_ps(x + i, m, gelu_erf_avx512(v));
+  }
+}
+#else
+inline void bias_gelu_avx512(float* x, const float* bias, int64_t n) { bias_gelu_body(x, bias, n); }
+#endif
 EV_TARGET_AVX2 inline void bias_gelu_avx2(float* x, const float* bias, int64_t n) { bias_gelu_body(x, bias, n); }
 inline void bias_gelu_base(float* x, const float* bias, int64_t n) { bias_gelu_body(x, bias, n); }
 inline void bias_gelu(float* x, const float* bias, int64_t n) {

@@ -58,7 +58,11 @@ EV_ALWAYS_INLINE void tile_epilogue_body(float* y, int64_t ldy, const float* bia
   }
 }
 EV_TARGET_AVX512 void tile_epilogue_avx512(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
-  tile_epilogue_body(y, ldy, bias, h, bw, gelu);
+  if (!gelu) {
+    tile_epilogue_body(y, ldy, bias, h, bw, false);
+    return;
+  }
+  for (int i = 0; i < h; ++i) cpu_detail::bias_gelu_avx512(y + i * ldy, bias, bw);
 }
 EV_TARGET_AVX2 void tile_epilogue_avx2(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
   tile_epilogue_body(y, ldy, bias, h, bw, gelu);
