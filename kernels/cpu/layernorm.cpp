@@ -21,6 +21,9 @@ namespace edgevit {
 namespace {
 
 constexpr int kLanes = 16;
+// Below this many elements one thread does it all. ViT-Ti's (197 x 192 = 37824) ran serially under the
+// former 65536 and took 2x its 1-thread time at 2 threads (half its input sits in the other core's cache).
+constexpr int64_t kParallelMinElements = 16384;
 
 inline float sum_lanes(const float (&acc)[kLanes]) {
   float s = 0.f;
@@ -95,7 +98,7 @@ void layernorm_f32(const float* x,      // (M, C)
                    float* y,            // (M, C), may alias x
                    int m, int c, float eps, int threads) {
   if (c <= 0) return;
-  const bool parallel = threads > 1 && static_cast<int64_t>(m) * c >= 65536;
+  const bool parallel = threads > 1 && static_cast<int64_t>(m) * c >= kParallelMinElements;
   // No OpenMP region at all when serial: libgomp allocates a fresh team for every serialised (if false /
   // one-thread) region, which infer() must not do.
   if (!parallel) {

@@ -379,12 +379,17 @@ EV_ALWAYS_INLINE void softmax_rows_body(float* s, const uint8_t* mask, int rows,
   }
 }
 
+EV_TARGET_AVX512 void softmax_rows_avx512(float* s, const uint8_t* mask, int rows, int n) {
+  softmax_rows_body(s, mask, rows, n);
+}
 EV_TARGET_AVX2 void softmax_rows_avx2(float* s, const uint8_t* mask, int rows, int n) {
   softmax_rows_body(s, mask, rows, n);
 }
 void softmax_rows_base(float* s, const uint8_t* mask, int rows, int n) { softmax_rows_body(s, mask, rows, n); }
 void softmax_rows(float* s, const uint8_t* mask, int rows, int n) {
-  if (cpu_detail::use_avx2()) {
+  if (cpu_detail::use_avx512()) {
+    softmax_rows_avx512(s, mask, rows, n);
+  } else if (cpu_detail::use_avx2()) {
     softmax_rows_avx2(s, mask, rows, n);
   } else {
     softmax_rows_base(s, mask, rows, n);
