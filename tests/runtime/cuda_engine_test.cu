@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "platform/cuda_query.h"
@@ -143,9 +144,17 @@ GoldenData load_golden(const Golden& g) {
   return d;
 }
 
+// GEMM tuning is on by default, as in EngineOptions. EDGEVIT_TEST_GEMM_TUNING=0 turns it off for the
+// engines that do not ask (tools/gpu/run_e2e_on_gpu.sh does, under compute-sanitizer, where each timed GEMM
+// run costs milliseconds; the GemmTuning* tests always set it explicitly).
+bool default_tuning() {
+  const char* v = std::getenv("EDGEVIT_TEST_GEMM_TUNING");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 Result<std::unique_ptr<Engine>> make_engine(const char* config, Precision precision, AttentionImpl attention, int batch,
                                             InjectedFault fault = InjectedFault::kNone, bool profile = false,
-                                            bool tune_gemms = true) {
+                                            bool tune_gemms = default_tuning()) {
   EV_ASSIGN_OR_RETURN(ModelSpec spec, load_model_spec(testutil::source_path(std::string("config/models/") + config)));
   EngineOptions o;
   o.plan.precision = precision;

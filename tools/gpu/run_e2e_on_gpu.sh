@@ -2,7 +2,8 @@
 # Runs on the lent GPU machine, from the repository root, with build-e2e-bundle/ carried
 # (tools/gpu/make_e2e_bundle.sh):
 #   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test
-#   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap)
+#   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap, GEMM tuning off), then on
+#      its tuned-engine test alone (300 s cap)
 #   3. edgevit-selftest on the GPU: --quick, full, --json, and both injected faults (must exit 1)
 #   4. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
 #      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
@@ -58,10 +59,15 @@ if [ "$what" != bench ]; then
   grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
+  # GEMM tuning off in these engines (each timed run costs milliseconds under the sanitizer); one tuned
+  # engine (GemmTuningOnFp16: the timing runs and the L2 sweep kernel) is checked apart, below.
   filter='*MatchesTimm/0:*MatchesTimm/1:*MatchesTimm/8:*MatchesTimm/9:*MatchesTimm/10:*BatchOutside*'
-  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$B/bin/cuda_engine_test" --gtest_brief=1 \
+  EDGEVIT_TEST_GEMM_TUNING=0 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$B/bin/cuda_engine_test" --gtest_brief=1 \
     --gtest_filter="$filter" >"$out/memcheck.log" 2>&1
   summary+=("memcheck cuda_engine_test: rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)")
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 "$B/bin/cuda_engine_test" --gtest_brief=1 \
+    --gtest_filter='*GemmTuningOnFp16' >"$out/memcheck_tuning.log" 2>&1
+  summary+=("memcheck cuda_engine_test GEMM tuning: rc=$? (124: over 300 s) $(grep -E 'ERROR SUMMARY' "$out/memcheck_tuning.log" | tail -1)")
 fi
 if [ "$what" != tests ]; then
   models=/tmp/edgevit-models
