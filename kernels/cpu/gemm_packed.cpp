@@ -93,13 +93,14 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   const float first_beta = ep == Epilogue::kResidualAdd ? 1.f : 0.f;
   const int widths[2] = {n >= kColBlock ? kColBlock : 0, n % kColBlock};
   const int chunks[2] = {kc, tail_k};
+  const int tile_rows = n <= 4 * kColBlock ? kTileRows / 2 : kTileRows;
   // Every tile height 1..kTileRows, for the full and tail column width, the full and tail K chunk, the
   // first chunk's beta and the accumulating one: any row count up to max_rows (smaller batches too) then
   // runs without a JIT call in infer().
   for (int wi = 0; wi < 2; ++wi)
     for (int ci = 0; ci < 2; ++ci)
       for (int bi = 0; bi < 2; ++bi)
-        for (int h = 1; h <= kTileRows; ++h) {
+        for (int h = 1; h <= tile_rows; ++h) {
           if (widths[wi] == 0 || chunks[ci] == 0) continue;
           const SmmKernel f = dispatch(widths[wi], h, chunks[ci], k, n, bi == 0 ? first_beta : 1.f);
           if (f == nullptr)
@@ -121,6 +122,7 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   k_ = k;
   k_chunk_ = kc;
   max_rows_ = max_rows;
+  tile_rows_ = tile_rows;
   ep_ = ep;
   return "";
 }
@@ -132,7 +134,8 @@ void PackedLinear::run(const float* x,     // (M, K)
   if (m <= 0 || w_ == nullptr) return;
   const int n = n_, k = k_;
   const int col_blocks = (n + kColBlock - 1) / kColBlock;
-  const int row_tiles = (m + kTileRows - 1) / kTileRows;
+  const int tr = tile_rows_;
+  const int row_tiles = (m + tr - 1) / tr;
   const int tiles = col_blocks * row_tiles;
   // Tile t: column block t / row_tiles, row tile t % row_tiles. A static schedule gives each thread a
   // run of consecutive tiles, mostly of one column block: its packed weights stay in cache.
@@ -140,7 +143,7 @@ void PackedLinear::run(const float* x,     // (M, K)
   auto tile = [&](int t) {
     const int cb = t / row_tiles, rt = t % row_tiles;
     const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
-    const int r0 = rt * kTileRows, h = std::min(kTileRows, m - r0);
+    const int r0 = rt * tr, h = std::min(tr, m - r0);
     const int wi = bw == kColBlock ? 0 : 1;
     float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
     const float* wt = w_ + static_cast<int64_t>(c0) * k;  // (K, bw) packed block

@@ -50,8 +50,9 @@ const char* cpu_gemm_library();
 
 class PackedLinear {
  public:
-  // One tile: 64 output features (four AVX-512 registers per token) x up to 32 tokens; tiles are the
-  // unit of OpenMP work and their bounds do not depend on the thread count, so results do not either.
+  // One tile: 64 output features (four AVX-512 registers per token) x up to 32 tokens (16 when N <= 256:
+  // ViT-Ti's proj and fc2 then have 39 tiles instead of 21 for a 16-thread team); tiles are the unit of
+  // OpenMP work and their bounds depend on the shape only, never on the thread count, so results do not.
   static constexpr int kColBlock = 64;
   static constexpr int kTileRows = 32;
   static constexpr int kKChunk = 256;
@@ -68,7 +69,7 @@ class PackedLinear {
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
-  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0;
+  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows;
   Epilogue ep_ = Epilogue::kNone;
   // JIT entry points: [full | tail column block][full | tail K chunk][first chunk | accumulate][tile rows]
   void* kernels_[2][2][2][kTileRows + 1] = {};

@@ -94,26 +94,32 @@ TEST(PackedLinear, TwoThreads) {
 }
 
 // Tile bounds do not depend on the thread count, so neither do the bits; and runs repeat exactly.
+// N = 576 has 32-row tiles, N = 192 (ViT-Ti proj / fc2 with the residual epilogue) 16-row ones.
 TEST(PackedLinear, BitIdenticalAcrossRunsAndThreads) {
   SKIP_WITHOUT_PACKED_GEMM();
-  const int m = 197, n = 576, k = 192;
-  const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 7);
-  auto w = testutil::random_floats(static_cast<size_t>(n) * k, 8);
-  const auto b = testutil::random_floats(n, 9);
-  PackedLinear lin;
-  ASSERT_EQ(lin.init(w.data(), m, n, k, Epilogue::kGelu), "");
-  std::vector<float> first(static_cast<size_t>(m) * n), again(first.size());
-  cpu_init_threads(1);
-  lin.run(x.data(), b.data(), first.data(), m);
-  for (int threads : {1, 2, 1}) {
-    cpu_init_threads(threads);
-    lin.run(x.data(), b.data(), again.data(), m);
-    EXPECT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0) << threads << " threads";
+  const int m = 197, k = 192;
+  for (int n : {576, 192}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Epilogue ep = n == 576 ? Epilogue::kGelu : Epilogue::kResidualAdd;
+    const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 7);
+    auto w = testutil::random_floats(static_cast<size_t>(n) * k, 8);
+    const auto b = testutil::random_floats(n, 9);
+    const auto y0 = testutil::random_floats(static_cast<size_t>(m) * n, 10);  // the residual
+    PackedLinear lin;
+    ASSERT_EQ(lin.init(w.data(), m, n, k, ep), "");
+    std::vector<float> first = y0, again;
+    cpu_init_threads(1);
+    lin.run(x.data(), b.data(), first.data(), m);
+    for (int threads : {1, 2, 3, 16, 1}) {
+      cpu_init_threads(threads);
+      again = y0;
+      lin.run(x.data(), b.data(), again.data(), m);
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0) << threads << " threads";
+    }
   }
   cpu_init_threads(1);
 }
 
-// An empty GEMM is refused with a reason (the backend then keeps OpenBLAS for that layer, loudly).
 TEST(PackedLinear, RefusesEmptyShapeWithReason) {
   SKIP_WITHOUT_PACKED_GEMM();
   float w[1] = {1.f};
