@@ -53,7 +53,10 @@ struct Chunk {
 };
 // The 16 raw bytes, widened to floats.
 __device__ __forceinline__ void unpack_chunk(const uint4& r, Chunk<float>& c) {
-  c.v[0] = __uint_as_float(r.x); c.v[1] = __uint_as_float(r.y); c.v[2] = __uint_as_float(r.z); c.v[3] = __uint_as_float(r.w);
+  c.v[0] = __uint_as_float(r.x);
+  c.v[1] = __uint_as_float(r.y);
+  c.v[2] = __uint_as_float(r.z);
+  c.v[3] = __uint_as_float(r.w);
 }
 __device__ __forceinline__ void unpack_chunk(const uint4& r, Chunk<__half>& c) {
   const __half2* h = reinterpret_cast<const __half2*>(&r);

@@ -123,8 +123,8 @@ void announce_cpu_gemm(const ev::Engine& e, bool verbose) {
     if (t.kernel.find("FALLBACK") != std::string::npos) spdlog::warn("{}: {}", t.name, t.kernel);
 }
 
-// CUDA engines (-v, bench --profile; on stderr): the cuBLASLt algorithm pinned per GEMM (EngineOptions::tune_gemms), summed per captured
-// batch size, and GEMM by GEMM for `batch`.
+// CUDA engines (-v, bench --profile; on stderr): the cuBLASLt algorithm pinned per GEMM
+// (EngineOptions::tune_gemms), summed per captured batch size, and GEMM by GEMM for `batch`.
 void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
   const std::vector<ev::GemmChoice>& cs = e.gemm_choices();
   if (!verbose || cs.empty()) return;
