@@ -4,10 +4,14 @@
 // same rows and static_asserts that each instantiation's traits agree with its row.
 //
 // Rows are in order of preference; choose_mha() takes the first row that passes every filter and records,
-// for each row it skips, why. The order comes from tools/gpu/bench_mha.py on an H200 (docs/notes/mha.md):
-// for D = 64, q64_w4_kv64_s2 had the best geometric mean over the six ViT shapes; the other rows won single
-// shapes (q128_w8: B64 S197; q128_w4: S577; kv128: B <= 8 H <= 12 S197) and are kept for re-measurement
-// on Orin. Other head dims follow D = 64 (not yet measured).
+// for each row it skips, why. A row may be limited to a range of grid sizes (blocks per SM, from batch x heads
+// x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
+// each with its window, and the general rows follow. The order and the windows come from
+// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q128_w4_kv32_s2_qs (32-row warps, Q
+// re-read, 143 registers, 3 blocks/SM) wins from ~4 blocks per SM up (B64 H12 S197: 69 vs 76 us), q64_w4_kv128
+// below 1 block per SM (B1 H12 S197: 8.5 vs 9.3 us), q64_w4_kv64_s2 everywhere between. Other rows are kept
+// for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM. Other head dims follow D = 64's
+// general row (not yet measured).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +39,9 @@ struct MhaVariant {
   int q_tile;          // query rows per block
   int kv_tile;         // keys per streamed K/V tile
   int stages;          // K/V buffers in shared memory (2 = cp.async double buffering)
+  bool q_smem;         // Q fragments re-read from shared memory every K/V tile instead of held in registers
+  double min_blocks_per_sm;  // grid window: the row serves only grids of >= this many blocks per SM (0: any)
+  double max_blocks_per_sm;  // ... and < this many (0: no upper bound)
 };
 
 // Default (opt-in) shared memory a block may use without cudaFuncSetAttribute.
@@ -42,7 +49,20 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 
 #define EDGEVIT_MHA_ROW(D, QT, W, KT, ST)                                                          \
   MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST, D, MhaDtype::kF16, 80, 0,    \
-             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST}
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, false, 0.0, 0.0}
+// The same with Q fragments re-read from shared memory (name suffix _qs): ldmatrix traffic rises by
+// 1/(kv_tile/8) per MMA, registers fall by 16 per m16 tile, so 32-row warps keep more warps resident.
+#define EDGEVIT_MHA_ROW_QS(D, QT, W, KT, ST)                                                               \
+  MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_qs", D, MhaDtype::kF16, 80, 0,    \
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, true, 0.0, 0.0}
+// A row limited to grids of [MIN, MAX) blocks per SM (0: unbounded).
+#define EDGEVIT_MHA_WINDOW(ROW, MIN, MAX) \
+  [] {                                      \
+    MhaVariant v = ROW;                     \
+    v.min_blocks_per_sm = MIN;              \
+    v.max_blocks_per_sm = MAX;              \
+    return v;                               \
+  }()
 
 // Rows: (head_dim, q_tile, warps, kv_tile, stages). A warp owns q_tile / warps query rows (16 or 32: two
 // m16 tiles share every K/V fragment, halving shared-memory reads per MMA, at the price of registers, so
@@ -51,13 +71,17 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 // so SM86/89 take them too, except D = 128 with 128-row tiles).
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 4.0, 0.0),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(64, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(64, 128, 4, 64, 2),
-    EDGEVIT_MHA_ROW(64, 64, 4, 128, 2),  EDGEVIT_MHA_ROW(64, 64, 4, 64, 1),
+    EDGEVIT_MHA_ROW(64, 64, 4, 64, 1),   EDGEVIT_MHA_ROW_QS(64, 128, 4, 64, 2), EDGEVIT_MHA_ROW(64, 128, 4, 32, 2),
     EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(128, 64, 4, 64, 2),  EDGEVIT_MHA_ROW(128, 128, 8, 64, 2), EDGEVIT_MHA_ROW(128, 64, 4, 32, 1),
 };
 #undef EDGEVIT_MHA_ROW
+#undef EDGEVIT_MHA_ROW_QS
+#undef EDGEVIT_MHA_WINDOW
 
 // Workspace of the unfused path (kernels/cuda/mha_unfused.cu), one batch element at a time:
 // fp32 scores (H, Sq, Skv) then fp16 probabilities (H, Sq, Skv), each 256-byte aligned. Here, not in the
@@ -77,9 +101,21 @@ struct MhaChoice {
   std::string reason;                   // one line: the decision and why each skipped row was skipped
 };
 
+// The launch a choice is for: grid rows (blocks per SM) are judged from it.
+struct MhaGrid {
+  int batch = 0;
+  int heads = 0;
+  int seq_q = 0;
+  int sm_count = 0;  // multiprocessors of the device (the profile's sm_count for boards not present)
+};
+// Blocks per SM a row's grid would put on the device: batch x heads x ceil(seq_q / q_tile) / sm_count.
+double mha_blocks_per_sm(const MhaVariant& row, const MhaGrid& grid);
+
 // sm: compute capability * 10 + minor (87 for Orin). smem_optin_bytes: cudaDevAttrMaxSharedMemoryPerBlockOptin
 // (0 or less: only the 48 KB default is usable). fp16: activations are fp16 (the fused kernels have no
-// fp32 variant). force_unfused: configuration asks for the cuBLAS path.
-MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused);
+// fp32 variant). force_unfused: configuration asks for the cuBLAS path. grid: the launch; without it (or with
+// sm_count <= 0) rows limited to a grid window are skipped and the general rows decide.
+MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused,
+                     const MhaGrid* grid = nullptr);
 
 }  // namespace edgevit

@@ -27,7 +27,7 @@ struct AttentionDecision {
 };
 
 AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev, Precision precision,
-                                   AttentionImpl requested) {
+                                   AttentionImpl requested, int batch) {
   const int d = arch.head_dim();
   if (dev.kind == DeviceKind::kCpu) {
     if (requested == AttentionImpl::kExplicit)
@@ -39,8 +39,10 @@ AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev
             false};
   }
   const bool force_unfused = requested == AttentionImpl::kExplicit;
+  // The plan's batch on the profile's SMs; the launcher judges each captured batch size on the real device.
+  const MhaGrid grid{batch, arch.num_heads, arch.num_tokens(), dev.sm_count};
   const MhaChoice choice = choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, d,
-                                      precision == Precision::kFp16, force_unfused);
+                                      precision == Precision::kFp16, force_unfused, &grid);
   if (choice.fused) {
     return {AttentionPath::kFused, std::string("cuda.") + choice.variant->name, choice.reason, false};
   }
@@ -128,7 +130,7 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
                        "' (kind cpu): the CPU backend computes in fp32; use --precision fp32");
 
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
-  const AttentionDecision att = decide_attention(spec.arch, device, precision, requested);
+  const AttentionDecision att = decide_attention(spec.arch, device, precision, requested, batch);
 
   const VitArch& a = spec.arch;
   const int64_t s = a.num_tokens();

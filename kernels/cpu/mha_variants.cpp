@@ -9,8 +9,29 @@ namespace edgevit {
 namespace {
 
 // Why `row` cannot serve the request, or "" if it can.
-std::string reject_reason(const MhaVariant& row, int sm, int64_t smem_budget) {
+std::string reject_reason(const MhaVariant& row, int sm, int64_t smem_budget, const MhaGrid* grid) {
   std::ostringstream why;
+  const bool windowed = row.min_blocks_per_sm > 0 || row.max_blocks_per_sm > 0;
+  if (windowed && (grid == nullptr || grid->sm_count <= 0)) {
+    why << "grid size unknown (row serves ";
+    if (row.min_blocks_per_sm > 0) why << ">= " << row.min_blocks_per_sm;
+    if (row.min_blocks_per_sm > 0 && row.max_blocks_per_sm > 0) why << " and ";
+    if (row.max_blocks_per_sm > 0) why << "< " << row.max_blocks_per_sm;
+    why << " blocks/SM)";
+    return why.str();
+  }
+  if (windowed) {
+    const double per_sm = mha_blocks_per_sm(row, *grid);
+    why.precision(3);
+    if (row.min_blocks_per_sm > 0 && per_sm < row.min_blocks_per_sm) {
+      why << per_sm << " blocks/SM < " << row.min_blocks_per_sm;
+      return why.str();
+    }
+    if (row.max_blocks_per_sm > 0 && per_sm >= row.max_blocks_per_sm) {
+      why << per_sm << " blocks/SM >= " << row.max_blocks_per_sm;
+      return why.str();
+    }
+  }
   if (sm < row.min_sm) {
     why << "sm " << sm << " < min_sm " << row.min_sm;
   } else if (row.max_sm != 0 && sm > row.max_sm) {
@@ -23,7 +44,14 @@ std::string reject_reason(const MhaVariant& row, int sm, int64_t smem_budget) {
 
 }  // namespace
 
-MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused) {
+double mha_blocks_per_sm(const MhaVariant& row, const MhaGrid& grid) {
+  if (grid.sm_count <= 0) return 0.0;
+  const int64_t q_tiles = (static_cast<int64_t>(grid.seq_q) + row.q_tile - 1) / row.q_tile;
+  return static_cast<double>(int64_t{grid.batch} * grid.heads * q_tiles) / grid.sm_count;
+}
+
+MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused,
+                     const MhaGrid* grid) {
   const char* kFallback = "; using unfused cuBLAS + softmax";
   MhaChoice choice;
   if (force_unfused) {
@@ -53,13 +81,18 @@ MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, 
   std::ostringstream skipped;
   for (const MhaVariant& row : kMhaVariants) {
     if (row.head_dim != head_dim || row.dtype != MhaDtype::kF16) continue;
-    const std::string why = reject_reason(row, sm, budget);
+    const std::string why = reject_reason(row, sm, budget, grid);
     if (why.empty()) {
       choice.fused = true;
       choice.variant = &row;
       std::ostringstream msg;
       msg << "fused MHA: yes: " << row.name << " (sm " << sm << ", smem " << row.smem_bytes << " B of "
-          << budget << " B, " << row.threads << " threads, q_tile " << row.q_tile << ")";
+          << budget << " B, " << row.threads << " threads, q_tile " << row.q_tile;
+      if (grid != nullptr && grid->sm_count > 0) {
+        msg.precision(3);
+        msg << ", " << mha_blocks_per_sm(row, *grid) << " blocks/SM on " << grid->sm_count << " SMs";
+      }
+      msg << ")";
       if (!skipped.str().empty()) msg << "; skipped " << skipped.str();
       choice.reason = msg.str();
       return choice;

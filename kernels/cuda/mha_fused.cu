@@ -42,13 +42,14 @@ using cuda::mma_16816;
 using cuda::pack_half2;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
-template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_>
+template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kQReload_>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kQTile = kQTile_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kKvTile = kKvTile_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kQReload = kQReload_;  // Q fragments re-read from shared memory per tile
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kQTile / kWarps;
   static constexpr int kMTiles = kWarpRows / 16;  // m16 tiles per warp; they share each K/V fragment
@@ -61,7 +62,10 @@ struct FlashFwdTraits {
   static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per m tile
   static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per m tile
   // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
-  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64) ? 16 / kWarps : 1;
+  // 32-row warps that re-read Q with 32-key tiles: 168 registers, 3 blocks of 4 warps.
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64)                 ? 16 / kWarps
+                                    : (kHeadDim <= 64 && kMTiles == 2 && kQReload && kKvTile <= 32) ? 12 / kWarps
+                                                                                                   : 1;
 
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head_dim: multiple of 16, at most 256");
   static_assert(kWarpRows * kWarps == kQTile && kWarpRows % 16 == 0 && kMTiles <= 2, "16 or 32 rows per warp");
@@ -153,7 +157,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
     row_max[m][0] = row_max[m][1] = -INFINITY;
     row_sum[m][0] = row_sum[m][1] = 0.f;
   }
-  uint32_t q_frag[kM][T::kDSteps][4];
+  // Held Q fragments (unused, and optimised away, when T::kQReload).
+  uint32_t q_frag[kM][T::kQReload ? 1 : T::kDSteps][4];
 
   for (int it = 0; it < n_kv; ++it) {
     const int stage = T::kStages == 1 ? 0 : it % T::kStages;
@@ -170,11 +175,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
     __syncthreads();
 
     if (warp_active) {
-      if (it == 0) {
+      if (!T::kQReload && it == 0) {
 #pragma unroll
         for (int m = 0; m < kM; ++m)
 #pragma unroll
-          for (int ds = 0; ds < T::kDSteps; ++ds)
+          for (int ds = 0; ds < (T::kQReload ? 1 : T::kDSteps); ++ds)
             ldmatrix_x4(q_frag[m][ds],
                         s_q + (warp_row0 + m * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
       }
@@ -191,6 +196,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
         for (int i = 0; i < T::kSTiles; ++i) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.f;
 #pragma unroll
       for (int ds = 0; ds < T::kDSteps; ++ds) {
+        uint32_t qs_frag[kM][4];
+        if (T::kQReload) {
+#pragma unroll
+          for (int m = 0; m < kM; ++m)
+            ldmatrix_x4(qs_frag[m], s_q + (warp_row0 + m * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
+        }
 #pragma unroll
         for (int np = 0; np < T::kSTiles / 2; ++np) {
           if (np < n_pairs) {
@@ -199,8 +210,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
                                 ((lane >> 3) & 1) * 8);
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
-              mma_16816(s[m][2 * np], q_frag[m][ds], kb[0], kb[1]);
-              mma_16816(s[m][2 * np + 1], q_frag[m][ds], kb[2], kb[3]);
+              const uint32_t(&qa)[4] = T::kQReload ? qs_frag[m] : q_frag[m][T::kQReload ? 0 : ds];
+              mma_16816(s[m][2 * np], qa, kb[0], kb[1]);
+              mma_16816(s[m][2 * np + 1], qa, kb[2], kb[3]);
             }
           }
         }
@@ -330,7 +342,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 template <size_t kRow>
 cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
   constexpr MhaVariant row = kMhaVariants[kRow];
-  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages>;
+  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem>;
   // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
   static const cudaError_t attr_status =
       T::kSmemBytes > kMhaDefaultSmemBytes
@@ -354,6 +366,7 @@ constexpr std::array<LaunchFn, kNumMhaVariants> kLaunch =
 // Device capabilities, queried once per device.
 struct DeviceCaps {
   int sm = 0;
+  int sm_count = 0;
   int64_t smem_optin = 0;
   cudaError_t status = cudaSuccess;
 };
@@ -362,7 +375,7 @@ DeviceCaps device_caps(int device) {
   static std::mutex mu;
   static DeviceCaps caps[kMaxDevices];
   static bool known[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return DeviceCaps{0, 0, cudaErrorInvalidDevice};
+  if (device < 0 || device >= kMaxDevices) return DeviceCaps{0, 0, 0, cudaErrorInvalidDevice};
   std::lock_guard<std::mutex> lock(mu);
   if (!known[device]) {
     int major = 0, minor = 0, optin = 0;
@@ -372,6 +385,8 @@ DeviceCaps device_caps(int device) {
       c.status = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     if (c.status == cudaSuccess)
       c.status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (c.status == cudaSuccess)
+      c.status = cudaDeviceGetAttribute(&c.sm_count, cudaDevAttrMultiProcessorCount, device);
     c.sm = major * 10 + minor;
     c.smem_optin = optin;
     caps[device] = c;
@@ -406,7 +421,8 @@ cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __
     if (err != cudaSuccess) return err;
     const DeviceCaps caps = device_caps(device);
     if (caps.status != cudaSuccess) return caps.status;
-    const MhaChoice choice = choose_mha(caps.sm, caps.smem_optin, p.head_dim, true, false);
+    const MhaGrid grid{p.batch, p.heads, p.seq_q, caps.sm_count};
+    const MhaChoice choice = choose_mha(caps.sm, caps.smem_optin, p.head_dim, true, false, &grid);
     if (!choice.fused) return cudaErrorNotSupported;
     row = static_cast<size_t>(choice.variant - kMhaVariants);
   }

@@ -32,14 +32,15 @@ TEST(MhaVariants, TableRowsAreConsistent) {
   }
 }
 
-TEST(MhaVariants, OrinTakesTheFirstRowOfEachHeadDim) {
+TEST(MhaVariants, OrinTakesTheFirstGeneralRowOfEachHeadDimWithoutAGrid) {
   for (int d : {32, 64, 80, 96, 128}) {
     const MhaChoice c = choose_mha(87, kOrinOptin, d, true, false);
     ASSERT_TRUE(c.fused) << c.reason;
     EXPECT_EQ(c.variant->head_dim, d);
     const MhaVariant* first = nullptr;
     for (const MhaVariant& row : kMhaVariants)
-      if (row.head_dim == d && first == nullptr) first = &row;
+      if (row.head_dim == d && first == nullptr && row.min_blocks_per_sm == 0 && row.max_blocks_per_sm == 0)
+        first = &row;
     EXPECT_EQ(c.variant, first) << c.reason;
     EXPECT_NE(c.reason.find("fused MHA: yes: "), std::string::npos) << c.reason;
   }
@@ -60,6 +61,36 @@ TEST(MhaVariants, SmallerOptinSkipsRowsAndSaysWhy) {
   const MhaChoice tight = choose_mha(86, 60 * 1024, 128, true, false);
   EXPECT_NE(tight.reason.find("skipped"), std::string::npos) << tight.reason;
   EXPECT_TRUE(choose_mha(90, kH100Optin, 128, true, false).fused);
+}
+
+bool named(const MhaChoice& c, const char* fragment) {
+  return c.fused && std::string(c.variant->name).find(fragment) != std::string::npos;
+}
+
+TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
+  // H100 (132 SMs): the measured winners of tools/gpu/bench_mha.py per grid size (docs/notes/mha.md).
+  const MhaGrid large{64, 12, 197, 132}, tiny{1, 12, 197, 132}, middle{8, 12, 197, 132};
+  const MhaChoice l = choose_mha(90, kH100Optin, 64, true, false, &large);
+  EXPECT_TRUE(named(l, "_q128_w4_kv32_s2_qs")) << l.reason;
+  EXPECT_NE(l.reason.find("11.6 blocks/SM on 132 SMs"), std::string::npos) << l.reason;
+  const MhaChoice t = choose_mha(90, kH100Optin, 64, true, false, &tiny);
+  EXPECT_TRUE(named(t, "_q64_w4_kv128_s2")) << t.reason;
+  EXPECT_NE(t.reason.find("q128_w4_kv32_s2_qs: 0.182 blocks/SM < 4"), std::string::npos) << t.reason;
+  const MhaChoice m = choose_mha(90, kH100Optin, 64, true, false, &middle);
+  EXPECT_TRUE(named(m, "_q64_w4_kv64_s2")) << m.reason;
+  EXPECT_NE(m.reason.find("kv128_s2: 2.91 blocks/SM >= 1"), std::string::npos) << m.reason;
+  // Without a grid the windowed rows are skipped, and the reason says so.
+  const MhaChoice none = choose_mha(90, kH100Optin, 64, true, false);
+  EXPECT_TRUE(named(none, "_q64_w4_kv64_s2")) << none.reason;
+  EXPECT_NE(none.reason.find("grid size unknown"), std::string::npos) << none.reason;
+  // Orin NX (8 SMs): ViT-B/16 at batch 1 stays on the general row, batch 8 is a large grid there.
+  const MhaGrid orin_b1{1, 12, 197, 8}, orin_b8{8, 12, 197, 8};
+  EXPECT_TRUE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_b1), "_q64_w4_kv64_s2"));
+  EXPECT_TRUE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_b8), "_q128_w4_kv32_s2_qs"));
+  EXPECT_DOUBLE_EQ(mha_blocks_per_sm(*choose_mha(87, kOrinOptin, 64, true, false, &orin_b8).variant, orin_b8), 24.0);
+  // A grid with no SM count is treated as unknown.
+  const MhaGrid no_sms{64, 12, 197, 0};
+  EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &no_sms), "_q64_w4_kv64_s2"));
 }
 
 TEST(MhaVariants, UnsupportedRequestsFallBackWithReasons) {

@@ -34,7 +34,7 @@ def load_lib(path):
     lib.edgevit_mha_unfused_workspace_bytes.argtypes = [i, i, i, i, i]
     lib.edgevit_mha_unfused_workspace_bytes.restype = i64
     lib.edgevit_mha_variant_name.restype = ctypes.c_char_p
-    lib.edgevit_mha_choice.argtypes = [i, ctypes.c_char_p, i]
+    lib.edgevit_mha_choice.argtypes = [i, i, i, i, ctypes.c_char_p, i]
     return lib
 
 
@@ -140,7 +140,7 @@ def main():
                 raise RuntimeError(f"edgevit_mha_unfused_bhsd: cudaError {err}")
             return o
 
-        chosen = lib.edgevit_mha_choice(D, buf, len(buf))
+        chosen = lib.edgevit_mha_choice(B, H, S, D, buf, len(buf))
         q, k, v, o = sets[0]
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=scale)  # math on fp32
         row = {"shape": [B, H, S, D], "choice": buf.value.decode(), "flops": 4 * B * H * S * S * D,

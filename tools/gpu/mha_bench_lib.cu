@@ -32,14 +32,17 @@ int edgevit_mha_variant_count() { return static_cast<int>(edgevit::kNumMhaVarian
 const char* edgevit_mha_variant_name(int i) { return edgevit::kMhaVariants[i].name; }
 int edgevit_mha_variant_head_dim(int i) { return edgevit::kMhaVariants[i].head_dim; }
 
-// choose_mha's decision for the current device, written into buf (NUL-terminated, truncated to len).
-int edgevit_mha_choice(int head_dim, char* buf, int len) {
-  int device = 0, major = 0, minor = 0, optin = 0;
+// choose_mha's decision for the current device and this launch, written into buf (NUL-terminated, truncated
+// to len).
+int edgevit_mha_choice(int batch, int heads, int seq_q, int head_dim, char* buf, int len) {
+  int device = 0, major = 0, minor = 0, optin = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return -1;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const edgevit::MhaChoice c = edgevit::choose_mha(major * 10 + minor, optin, head_dim, true, false);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const edgevit::MhaGrid grid{batch, heads, seq_q, sms};
+  const edgevit::MhaChoice c = edgevit::choose_mha(major * 10 + minor, optin, head_dim, true, false, &grid);
   int n = 0;
   for (; n + 1 < len && c.reason[n] != '\0'; ++n) buf[n] = c.reason[n];
   if (len > 0) buf[n] = '\0';

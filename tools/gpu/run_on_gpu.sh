@@ -3,8 +3,10 @@
 #   1. the CUDA attention tests (.bundle/mha_cuda_test)
 #   2. tools/gpu/bench_mha.py: fused / unfused vs torch SDPA backends
 #   3. compute-sanitizer memcheck and racecheck on a reduced set of the same tests (200 s cap each)
+#   profile (alone): .bundle/sm80_ceilings (mma.sync / ldmatrix / ex2 rates), then Nsight Compute over one launch of
+#      each fused row, FA2 and cuDNN per shape (tools/gpu/profile_mha.py) into $OUT/ncu_mha.txt
 # Logs go to $OUT (gpu.txt, mha_cuda_test.log, memcheck.log, racecheck.log, bench.log, bench.json); a summary is
-# printed last.   usage: tools/gpu/run_on_gpu.sh [tests|bench|all]   (default all)
+# printed last.   usage: tools/gpu/run_on_gpu.sh [tests|bench|all|profile]   (default all)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
@@ -16,6 +18,16 @@ export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$out/gpu.txt"
 summary=()
+if [ "$what" = profile ]; then
+  .bundle/sm80_ceilings | tee "$out/ceilings.txt"
+  ncu --nvtx -k 'regex:flash|fmha|sdpa|cudnn' --cache-control all \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats --section SchedulerStats --section WarpStateStats --section InstructionStats \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed \
+    python3 tools/gpu/profile_mha.py --lib .bundle/libedgevit_mha_bench.so >"$out/ncu_mha.txt" 2>&1
+  echo "ncu: rc=$? $(grep -c 'flash_fwd\|fmha\|sdpa' "$out/ncu_mha.txt") kernel lines"
+  exit 0
+fi
 if [ "$what" != bench ]; then
   .bundle/mha_cuda_test --gtest_brief=1 >"$out/mha_cuda_test.log" 2>&1
   summary+=("mha_cuda_test: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/mha_cuda_test.log" | paste -sd' ')")
