@@ -123,13 +123,17 @@ EV_ALWAYS_INLINE void tile_pv(const float* __restrict p, int pstride, const floa
     }
 }
 
-// Masks row (n) in place (mask (n) bytes or nullptr: 0 -> -inf) and returns its max.
-EV_ALWAYS_INLINE float mask_and_max(float* __restrict row, const uint8_t* __restrict mask, int n) {
+// Masks row (n) in place (mask (n) bytes or nullptr: 0 -> -inf).
+EV_ALWAYS_INLINE void apply_mask(float* __restrict row, const uint8_t* __restrict mask, int n) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   if (mask != nullptr)
     for (int j = 0; j < n; ++j) row[j] = mask[j] != 0 ? row[j] : neg_inf;
-  // kNR independent running maxima, so the loop vectorises (one max chain over the row stays scalar:
-  // it was a third of the fused kernel's own time).
+}
+
+// Max of row (n). kNR independent running maxima, so the loop vectorises (one max chain over the row
+// stays scalar: it was a third of the fused kernel's own time).
+EV_ALWAYS_INLINE float max_of(const float* __restrict row, int n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
   float lane[kNR];
   for (int c = 0; c < kNR; ++c) lane[c] = neg_inf;
   const int body = n / kNR * kNR;
@@ -139,6 +143,12 @@ EV_ALWAYS_INLINE float mask_and_max(float* __restrict row, const uint8_t* __rest
   for (int j = body; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
   for (int c = 0; c < kNR; ++c) mx = lane[c] > mx ? lane[c] : mx;
   return mx;
+}
+
+// Masks row (n) in place and returns its max.
+EV_ALWAYS_INLINE float mask_and_max(float* __restrict row, const uint8_t* __restrict mask, int n) {
+  apply_mask(row, mask, n);
+  return max_of(row, n);
 }
 
 // row (n) <- exp(row - mx); returns the sum (kNR independent partial sums, so it vectorises).
@@ -260,16 +270,20 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
 
     for (int i = 0; i < nq; ++i) {
       float* row = s + i * nkp;
-      const float tile_max = mask_and_max(row, tile_mask, nk);
-      const float m_new = std::max(row_max[i], tile_max);
+      // The padded keys [nk, nkp) become -inf (exp gives exactly 0 there), so max and exp run over whole
+      // kNR-wide groups with no scalar tail (197 keys: 5 scalar exps per row before).
+      apply_mask(row, tile_mask, nk);
+      for (int j = nk; j < nkp; ++j) row[j] = neg_inf;
+      const float m_new = std::max(row_max[i], max_of(row, nkp));
       if (m_new == neg_inf) {  // nothing attended yet in this row: contributes nothing
         for (int j = 0; j < nk; ++j) row[j] = 0.f;
         continue;
       }
-      const bool first = row_max[i] == neg_inf;  // acc row is still zero: nothing to rescale
-      const float alpha = cpu_detail::exp_approx(row_max[i] - m_new);
+      const bool first = row_max[i] == neg_inf;  // acc row and sum are still zero: nothing to rescale
+      const float alpha = first ? 0.f : cpu_detail::exp_approx(row_max[i] - m_new);
       row_max[i] = m_new;
-      row_sum[i] = row_sum[i] * alpha + exp_and_sum(row, m_new, nk);
+      const float tile_sum = exp_and_sum(row, m_new, nkp);
+      row_sum[i] = first ? tile_sum : row_sum[i] * alpha + tile_sum;
       if (!first && alpha != 1.f) {
         float* a = acc + i * dp;
         for (int t = 0; t < dp; ++t) a[t] *= alpha;
