@@ -6,11 +6,11 @@
 // in contiguous runs. Per task, Q is copied (pre-scaled: the scale is applied once, to Q K^T) into a
 // zero-padded (nqp, Dp) tile, Dp = D rounded up to kNR; for each block of keys, K^T (Dp, nkp) (and, on
 // the V8 path, V (nk, Dp)) tiles are copied, the score tile is computed, the running max / sum are
-// updated (fp32) and the accumulator is rescaled before adding P V. libxsmm path: key blocks of kKBXsmm
-// (256), so ViT's 197 keys are one block (no rescaling) and a thread's K^T serves all its tasks of one
-// head. V8 path (no libxsmm: aarch64): key blocks of kKB, kMR x kNR register-blocked loops. Tiles live
-// on the running thread's stack (256 KB libxsmm, 144 KB V8), which is why head_dim is limited to
-// kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
+// updated (fp32) and the accumulator is rescaled before adding P V. Key blocks of kKB (256), so ViT's
+// 197 keys are one block (no rescaling) and a thread's K^T (and V tile) serves all its tasks of one head.
+// libxsmm path: the tile GEMMs are JIT kernels; V8 path (no libxsmm: aarch64): kMR x kNR register-blocked
+// loops. Tiles live on the running thread's stack (256 KB libxsmm, 384 KB V8), which is why head_dim is
+// limited to kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
 // exp is cpu_math.h's vectorisable polynomial (glibc expf does not vectorise without -ffast-math).
 //
 // ViT-Ti/16 attention (B=1, S=197, H=3, D=64, packed qkv), BM_Mha in tests/kernels/kernels_bench.cpp, 1 thread:
@@ -25,6 +25,8 @@
 //   balanced query blocks, static contiguous task split: 0.41-0.44 ms there (model 39 -> 28.5 ms);
 //   + row max in 16 lanes, padded keys at -inf (no scalar exp tail), 16x16 AVX-512 K^T transposes
 //   (kept): 0.36 ms there (explicit path: 0.46 ms; ViT-B attention 62 -> 19 ms per inference)
+//   V8 path (build without libxsmm, AVX2 clone, same EPYC, in-model sum over 12 layers): 64-key blocks
+//   6.85 ms, 256-key blocks (one pass, K^T and V copied once per head and thread; kept) 5.07 ms
 // Timings: CPU time (min of 5) on this machine (Xeon @ 2.5 GHz, AVX-512 capable, 2 cores shared with
 // other builds: load average ~6 while measuring, so wall times were 2-3x these and 2-thread runs meaningless).
 #include <cblas.h>
@@ -47,7 +49,7 @@ namespace edgevit {
 namespace {
 
 constexpr int kQB = 64;     // queries per task
-constexpr int kKB = 64;     // keys per tile
+constexpr int kKB = 256;    // keys per tile (one pass for up to 256 keys)
 constexpr int kMR = 4;      // register block rows
 constexpr int kNR = 16;     // register block columns
 constexpr int kMaxD = kMhaFusedMaxHeadDim;
@@ -180,11 +182,6 @@ int query_block_rows(int seq_q) {
   const int blocks = (seq_q + kQB - 1) / kQB;
   return round_up((seq_q + blocks - 1) / blocks, kMR);
 }
-
-// Key block of the libxsmm path: one block up to kKBXsmm keys (ViT at 224: 197), so each row's softmax is
-// done in one pass (no online rescaling) and K^T, copied once per (b, h), serves every query block of that
-// head a thread runs. The V8 path keeps kKB (its V tile is copied too).
-constexpr int kKBXsmm = 256;
 
 #if EV_HAVE_AVX2_CLONE
 // dst (16 rows, stride ld_dst) = src (16 rows, stride ld_src)^T for a 16 x 16 float block, in registers:
@@ -386,11 +383,11 @@ void fused_tasks_base(const AttnParams& p, const float* q, const float* k, const
 // copies around the tile GEMMs ran as SSE2 before (0.9 of 1.27 ms per ViT-Ti layer on an AVX-512 EPYC).
 EV_TARGET_AVX512 void fused_tasks_xsmm_avx512(const AttnParams& p, const float* q, const float* k, const float* v,
                                               float* o, int t0, int t1) {
-  fused_tasks_body<true, true, kKBXsmm, false>(p, q, k, v, o, t0, t1);
+  fused_tasks_body<true, true, kKB, false>(p, q, k, v, o, t0, t1);
 }
 EV_TARGET_AVX2 void fused_tasks_xsmm_avx2(const AttnParams& p, const float* q, const float* k, const float* v,
                                           float* o, int t0, int t1) {
-  fused_tasks_body<true, false, kKBXsmm, false>(p, q, k, v, o, t0, t1);
+  fused_tasks_body<true, false, kKB, false>(p, q, k, v, o, t0, t1);
 }
 #endif
 
@@ -401,7 +398,7 @@ void for_each_fused_tile_shape(const AttnParams& p, F f) {
   const int dp = round_up(p.head_dim, kNR);
   const int rows = query_block_rows(p.seq_q);
   int q_shapes[2] = {std::min(rows, p.seq_q), p.seq_q % rows};
-  int k_shapes[2] = {std::min(kKBXsmm, p.seq_kv), p.seq_kv % kKBXsmm};
+  int k_shapes[2] = {std::min(kKB, p.seq_kv), p.seq_kv % kKB};
   for (int qi = 0; qi < 2; ++qi) {
     if (q_shapes[qi] == 0 || (qi == 1 && round_up(q_shapes[1], kMR) == round_up(q_shapes[0], kMR))) continue;
     for (int ki = 0; ki < 2; ++ki) {
