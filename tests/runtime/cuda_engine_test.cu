@@ -403,7 +403,10 @@ void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
   t_counting = false;
   EXPECT_TRUE(ok);
   EXPECT_TRUE(identical) << what << ": infer(input_buffer()) differs from infer(separate array)";
-  EXPECT_EQ(g_allocs.load(), 0) << what << ": host heap allocations inside infer(input_buffer())";
+  // Under compute-sanitizer (run_e2e_on_gpu.sh sets EDGEVIT_TEST_UNDER_SANITIZER=1) the tool's own interposition
+  // allocates on the host inside cudaGraphLaunch: the count is the tool's, not edgevit's, so it is not judged.
+  if (std::getenv("EDGEVIT_TEST_UNDER_SANITIZER") == nullptr)
+    EXPECT_EQ(g_allocs.load(), 0) << what << ": host heap allocations inside infer(input_buffer())";
   EXPECT_EQ(std::memcmp(buf, d.input.data(), d.input.size() * sizeof(float)), 0) << what << ": infer() wrote the input";
   // An image's logits must not depend on its row in the batch (edgevitd's self-check rotates the batch and
   // compares bits): true of split-K, which splits every tile's K alike; an algorithm that splits tiles
