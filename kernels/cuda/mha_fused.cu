@@ -15,8 +15,11 @@
 // _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/notes/mha.md):
 //   v1 (16-row warps, exp2f, mask test on every tile, 131 regs): d64 B64 H12 S197: 96 us (q64_w4);
 //     0.37-0.68x of the best torch SDPA backend over the six ViT shapes.
-//   v2 (this code: ex2.approx + FFMA scale, mask test only where needed, 128-register target, optional
-//     32-row warps): q64_w4_kv64_s2 78 us at B64 H12 S197 (cuDNN 46, FA2 63), 0.51-0.84x of the best SDPA.
+//   v2 (ex2.approx + FFMA scale, mask test only where needed, 128-register target, optional 32-row warps):
+//     q64_w4_kv64_s2 78 us at B64 H12 S197 (cuDNN 46, FA2 63), 0.51-0.84x of the best SDPA.
+//   v3 (this code: optional Q re-read from shared memory per tile (_qs rows), so 32-row warps fit 143
+//     registers and 3 blocks/SM; rows chosen by blocks per SM): H100, q128_w4_kv32_s2_qs 68 us at
+//     B64 H12 S197 (cuDNN 46, FA2 64), 0.50-0.93x of the best SDPA; ncu: issue/latency-bound, tensor pipe 22%.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -62,7 +65,7 @@ struct FlashFwdTraits {
   static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per m tile
   static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per m tile
   // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
-  // 32-row warps that re-read Q with 32-key tiles: 168 registers, 3 blocks of 4 warps.
+  // 32-row warps that re-read Q with 32-key tiles fit 143 registers: 12 warps per SM (3 blocks of 4, 6 of 2).
   static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64)                 ? 16 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 2 && kQReload && kKvTile <= 32) ? 12 / kWarps
                                                                                                    : 1;
