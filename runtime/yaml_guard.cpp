@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <locale>
@@ -78,6 +79,18 @@ Status check_bytes(const std::string& text, const std::string& display_name) {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
+// yaml-cpp 0.7 starts a comment at a '#' wherever a token may start, with or without the space YAML asks
+// for: after a block scalar header (`>#`, `|-#`, Scanner::ScanBlockScalar) and after `[`, `{`, `,`, `]`,
+// `}` or a closing quote (Scanner::ScanToNextToken). The guard would read the rest of that line as text,
+// yaml-cpp skips it: `>#a: [` is a block scalar to yaml-cpp and a flow collection to the guard, so a ','
+// at the top of a later line looked to the guard like an entry of that collection while yaml-cpp looped on
+// it (finding 16 in docs/reliability.md). Refused: the two readings must not differ.
+Status glued_comment(const std::string& display_name, int line, int col, const std::string& after) {
+  return text_error(display_name, line, col,
+                    "'#' directly after '" + after +
+                        "': a comment needs a space before it (yaml-cpp 0.7 would skip the rest of the line as one)");
+}
+
 // Pass 2: structure, one linear scan with a little state (quotes and flow brackets span lines; block
 // scalars are skipped by indentation). It approximates the YAML grammar conservatively: it may count a
 // level too many, never too few, and treats `&`/`*` at the start of a node as anchor/alias.
@@ -91,8 +104,20 @@ Status check_structure(const std::string& text, const std::string& display_name,
   std::string flow_stack;  // the open brackets, innermost last; bounded by max_depth (checked on push)
   flow_stack.reserve(static_cast<size_t>(limits.max_depth) + 1);
   char quote = 0;             // '"' or '\'' while inside a quoted scalar
-  int block_scalar_indent = -1;  // inside a `|`/`>` scalar: lines indented more than this are text
+  int block_scalar_indent = -1;  // inside a `|`/`>` scalar: the indentation of its header line
+  int block_scalar_need = 0;     // ...and the indentation its text lines need, as yaml-cpp 0.7 counts it
+  bool block_scalar_detect = false;  // ...still raised by leading blank lines (no text line yet, no digit)
   int line = 0;
+  // A plain scalar that no ':' makes a key, as a document's first node or first on a line indented no
+  // deeper than that node (where yaml-cpp is back at the top level): edgevit needs a mapping there, and
+  // yaml-cpp 0.7 runs such a scalar on over the following lines (`V\n- | #\n ,` is one scalar "V - |"
+  // and a top-level ',', which loops it; ` :\n7\n| #\n ,` too), where the guard would read a block scalar
+  // header and skip the ','. Refused with the message parse_yaml_mapping gives a scalar (found by
+  // fuzz_device_profile).
+  bool root_seen = false;
+  int root_col = 0;  // 0-based column of the document's first node
+  int root_plain_line = 0, root_plain_col = 0;
+  bool line_has_key = false;
 
   size_t i = 0;
   while (i < n) {
@@ -112,16 +137,30 @@ Status check_structure(const std::string& text, const std::string& display_name,
     const int indent = static_cast<int>(first - line_start);
 
     if (block_scalar_indent >= 0) {
-      // Only an empty line or a deeper one is block scalar text: a comment line at the scalar's own
-      // indentation ends it, as in yaml-cpp (the lines after it are tokens again: `>\n#\n  ,` loops
-      // yaml-cpp like a leading ','; found by fuzz_model_config).
+      // yaml-cpp 0.7 (ScanScalar) takes the text's indentation from the first text line, raised by any
+      // longer run of spaces on blank lines before it (or from the header's digit), and ends the scalar
+      // at the first non-blank line indented less, a comment line included; the lines after it are
+      // tokens again. Lines merely deeper than the header are not enough: `|\n  x\n ,`, `|\n  \n ,` and
+      // `>\n#\n  ,` loop yaml-cpp like a leading ',' (found by fuzz_model_config and fuzz_device_profile).
       const bool empty = first >= line_end || (text[first] == '\r' && first + 1 >= line_end);
-      if (empty && quote == 0) continue;
-      if (indent > block_scalar_indent) continue;
+      size_t spaces_end = line_start;
+      while (spaces_end < line_end && text[spaces_end] == ' ') ++spaces_end;
+      const int spaces = static_cast<int>(spaces_end - line_start);
+      if (empty) {
+        if (block_scalar_detect) block_scalar_need = std::max(block_scalar_need, spaces);
+        continue;
+      }
+      if (spaces >= block_scalar_need) {
+        if (block_scalar_detect) block_scalar_need = spaces;
+        block_scalar_detect = false;
+        continue;
+      }
       block_scalar_indent = -1;
     }
 
     bool node_start = true;   // the next token starts a node (anchor, alias, tag, quote, flow, block scalar)
+    line_has_key = false;
+    bool line_first = quote == 0 && flow_depth == 0;  // no token of this line seen yet
     int dash_levels = 0;
     if (quote == 0 && flow_depth == 0) {
       if (blank) continue;
@@ -133,10 +172,12 @@ Status check_structure(const std::string& text, const std::string& display_name,
       if (text.compare(first, 3, "---") == 0 && indent == 0 &&
           (first + 3 >= line_end || is_space(text[first + 3]))) {
         indents.clear();
+        root_seen = false;
         p = first + 3;
       } else if (text.compare(first, 3, "...") == 0 && indent == 0 &&
                  (first + 3 >= line_end || is_space(text[first + 3]))) {
         indents.clear();
+        root_seen = false;
         p = first + 3;  // yaml-cpp scans on after a document end marker: `... ,x` loops it too (fuzzers)
       } else {
         while (!indents.empty() && indents.back() >= indent) indents.pop_back();
@@ -196,8 +237,23 @@ Status check_structure(const std::string& text, const std::string& display_name,
         ++p;
         continue;
       }
-      if (c == '#' && is_space(prev)) break;  // comment to end of line
+      if (c == '#') {
+        if (is_space(prev)) break;  // comment to end of line
+        if (node_start) return glued_comment(display_name, line, here(p), std::string(1, prev));
+      }
       const bool next_is_space = p + 1 >= line_end || is_space(text[p + 1]);
+      if ((!root_seen || (line_first && indent <= root_col)) && node_start && quote == 0 && flow_depth == 0 &&
+          c != '!' && c != '&') {
+        if (!root_seen) root_col = here(p) - 1;
+        root_seen = true;
+        const bool indicator = std::strchr(",[]{}#&*!|>'\"%@`", c) != nullptr ||
+                               ((c == '-' || c == '?' || c == ':') && next_is_space);
+        if (!indicator) {
+          root_plain_line = line;
+          root_plain_col = here(p);
+        }
+      }
+      if (c != '!' && c != '&') line_first = false;
 
       if (node_start) {
         if (c == ',' && flow_depth == 0) {
@@ -225,15 +281,34 @@ Status check_structure(const std::string& text, const std::string& display_name,
           }
         }
         if (c == '&' || c == '!') {  // anchor or tag: skip the token, the node still starts after it
-          // A verbatim tag `!<...>` may hold any URI character; an anchor name or a shorthand tag
-          // (`!!str`, `!local`) ends at a space or a ',' (YAML excludes flow indicators from both), so
-          // a ',' right after one starts the node and meets the leading-',' check above: yaml-cpp 0.7
-          // loops forever on `!t,x` just as on `,x` (found by fuzz_model_config).
+          // A verbatim tag `!<...>` may hold any URI character. Otherwise the token ends where yaml-cpp 0.7
+          // ends it and the node starts right there, space or not: an anchor name at a blank or one of
+          // `,[]{}`, a shorthand tag (`!!str`, `!local`) at the first character outside its tag set
+          // (Exp::Tag: letters, digits, `-#;/?:@&=+$_.~*'()`, `%` and two hex digits; `!` between handle
+          // and suffix). So a ',' right after one meets the leading-',' check above: yaml-cpp loops
+          // forever on `!t,x` just as on `,x`, and on `!" ",x` (a tag `!`, then a quoted scalar; the
+          // guard took the quote for part of the tag; both found by fuzz_model_config).
           const size_t close = c == '!' && p + 1 < line_end && text[p + 1] == '<' ? text.find('>', p) : std::string::npos;
           if (close != std::string::npos && close < line_end) {
             p = close + 1;
+          } else if (c == '&') {
+            while (p < line_end && !is_space(text[p]) && std::strchr(",[]{}", text[p]) == nullptr) ++p;
           } else {
-            while (p < line_end && !is_space(text[p]) && text[p] != ',') ++p;
+            auto alnum = [](char ch) {
+              return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+            };
+            auto hex = [&](size_t k) { return k < line_end && alnum(text[k]) && (text[k] <= '9' || (text[k] | 0x20) <= 'f'); };
+            ++p;
+            while (p < line_end) {
+              const char t = text[p];
+              if (alnum(t) || (t != '\0' && std::strchr("-#;/?:@&=+$_.~*'()!", t) != nullptr)) {
+                ++p;
+              } else if (t == '%' && hex(p + 1) && hex(p + 2)) {
+                p += 3;
+              } else {
+                break;
+              }
+            }
           }
           prev = ' ';
           continue;
@@ -246,11 +321,32 @@ Status check_structure(const std::string& text, const std::string& display_name,
           continue;
         }
         if ((c == '|' || c == '>') && flow_depth == 0) {
+          // The header as yaml-cpp 0.7 scans it: the indicator, a chomping indicator and/or an indentation
+          // digit (either order), blanks, then a comment or the line end. Anything else is its "unexpected
+          // character in block scalar", so the guard reads on as usual.
+          auto chomping = [&](size_t k) { return k < line_end && (text[k] == '+' || text[k] == '-'); };
+          auto digit = [&](size_t k) { return k < line_end && text[k] >= '0' && text[k] <= '9'; };
           size_t q = p + 1;
-          while (q < line_end && !is_space(text[q])) ++q;
+          if (chomping(q)) {
+            ++q;
+            if (digit(q)) ++q;
+          } else if (digit(q)) {
+            ++q;
+            if (chomping(q)) ++q;
+          }
+          if (q < line_end && text[q] == '#') return glued_comment(display_name, line, here(q), text.substr(p, q - p));
+          int digit_value = 0;
+          for (size_t k = p + 1; k < q; ++k) {
+            if (digit(k)) digit_value = text[k] - '0';
+          }
           while (q < line_end && is_space(text[q])) ++q;
           if (q >= line_end || text[q] == '#') {
             block_scalar_indent = indent;
+            // yaml-cpp needs the digit (or 1) plus the enclosing block collection's indentation, none at
+            // the top level. Only there can a ',' loop it (inside a collection it is a syntax error), and
+            // there this line's indentation is at least that, so the guard ends no scalar too late.
+            block_scalar_need = indent + std::max(digit_value, 1);
+            block_scalar_detect = digit_value == 0;
             break;
           }
         }
@@ -289,6 +385,7 @@ Status check_structure(const std::string& text, const std::string& display_name,
         ++p;
         continue;
       } else if (c == ':' && (next_is_space || flow_depth > 0)) {
+        if (flow_depth == 0) line_has_key = true;
         node_start = true;
         prev = c;
         ++p;
@@ -298,6 +395,10 @@ Status check_structure(const std::string& text, const std::string& display_name,
       prev = c;
       ++p;
     }
+    if (root_plain_line == line && !line_has_key)
+      return text_error(display_name, root_plain_line, root_plain_col,
+                        "top level must be a mapping of keys, got a scalar (yaml-cpp 0.7 runs a plain scalar there on "
+                        "over the next lines)");
   }
   if (quote != 0) return text_error(display_name, line, 1, "unterminated quoted string");
   // A flow collection still open at the end is a syntax error yaml-cpp reports, except that some such

@@ -104,6 +104,8 @@ files["device_docend_comma.yaml"] = b"name: x\n... ,x\n"
 files["model_lone_cr.yaml"] = b"name: x\narchitecture:\n  img_size: 8\n  patch_size: 2\n  embed_dim: 8\n  depth: 1\n  num_heads: 1\n  num_classes: 2\nweights:\n  path: x.safetensors\r"
 # fuzz_device_profile: a tagged key, then an explicit key: yaml-cpp 0.7 LoadAll loops (minimised reproducer).
 files["device_explicit_key.yaml"] = b" !: mNUL\n ? mAE"
+# (that file is now refused earlier, as a top-level plain scalar; the explicit-key rule itself, in a mapping:)
+files["model_explicit_key.yaml"] = b"name: x\n? b\n"
 # fuzz_device_profile: '[' closed by '}' loops yaml-cpp 0.7 (minimised reproducer).
 files["device_mismatched_bracket.yaml"] = b" A Xib: s *\n  [da\n,p\n}   \n"
 # fuzz_device_profile: no cuda_context_mib, so its 384 MiB default, with a 4 MiB budget.
@@ -113,6 +115,21 @@ files["device_context_over_budget.yaml"] = b"".join(
 # fuzz_device_profile: a flow sequence never closed, with block-scalar indicators inside, loops yaml-cpp 0.7.
 files["device_unclosed_flow.yaml"] = b'#l\n | \n s$wd:# Jetson AGX O rin 32Gmodel: re G CPN and GPU share !RAM\n >>>>> rint8_ |r^eEe: dense16GB (SM8b: [[>>>smem_per_im_kib: >              #  share DRAM\n >l2_kib: >>> \n,     #\n\n\n\n\n\n\n\n\n>:\n>\n\n\n\n\n\n\n\netso\n\n\n\n\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\n\n\n\n\n:\n:bt>G:btGB::tGlbk3i_>\n\n\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r kib: ueo D\n\n\n\n\n\n\n>\n\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\n>-\r\r\r\r\r\r\r\r\r\r\r\r\r\r\n\nU share zRAM\n >l2_kib: >>>>>>>>>>>>>>>>>>>\n>'.replace(b"\r", b" ")  # (its CRs, now refused first, replaced: it still loops yaml-cpp)
 files["model_block_comment_comma.yaml"] = b">\n# a comment ends the block scalar\n  ,x\n"
+# yaml-cpp 0.7 takes a '#' with no space before it for a comment after a block scalar header or a flow
+# indicator; the guard read the rest of the line, so `[` there hid a later top-level ',' (fuzz_model_config
+# timeout, 179 bytes, minimised; fuzz_device_profile loops on both too).
+files["model_block_header_comment.yaml"] = b">#: [\n,]\n"
+files["device_flow_glued_comment.yaml"] = b"[x]#: [\n,]\n"
+# fuzz_model_config: a tag ends at the first character outside yaml-cpp's tag set, here a quote; the guard took
+# the quote for part of the tag and the rest for a quoted scalar holding the ',' (minimised reproducer).
+files["model_tag_quote_comma.yaml"] = b'!" ","\n'
+# fuzz_device_profile: a block scalar's text lines need the indentation of its first text line (raised by
+# longer blank lines before it); a line indented less ends it, even when deeper than the header (minimised).
+files["device_block_scalar_dedent.yaml"] = b"|\n  \n ,\n"
+# fuzz_device_profile: a top-level plain scalar runs on over the next lines for yaml-cpp ("V - |"); the guard
+# read a block scalar there and skipped the ',' (minimised reproducer).
+files["device_root_plain_scalar.yaml"] = b"V\n- | #\n ,\n"
+files["device_plain_after_root.yaml"] = b" :\n7\n| #\n ,\n"  # the same once the root mapping has ended
 # yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
 # parsed string (found by fuzz_model_config; refused by the guard).
 files["model_nbsp_escape.yaml"] = b'name: "a\\_b"\n'
