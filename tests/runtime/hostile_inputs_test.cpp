@@ -94,6 +94,8 @@ const HostileCase kCases[] = {
   {"device_quote_comma.yaml",           Loader::kDevice,      SC::kConfigError,     "1:8: ',' outside a flow collection"},
   {"device_docend_comma.yaml",          Loader::kDevice,      SC::kConfigError,     "2:5: ',' outside a flow collection"},
   {"device_flow_glued_comment.yaml",    Loader::kDevice,      SC::kConfigError,     "1:4: '#' directly after ']': a comment needs a space before it"},
+  {"device_block_header_tag_comma.yaml", Loader::kDevice,     SC::kConfigError,     "3:1: more than 1 YAML document(s) in one file"},
+  {"device_block_header_tag_comma_long.yaml", Loader::kDevice, SC::kConfigError,    "4:3: more than 1 YAML document(s) in one file"},
   {"device_block_scalar_dedent.yaml",   Loader::kDevice,      SC::kConfigError,     "3:2: ',' outside a flow collection"},
   {"model_lone_cr.yaml",                Loader::kModel,       SC::kConfigError,     "10:22: carriage return not followed by a line feed"},
   {"device_explicit_key.yaml",          Loader::kDevice,      SC::kConfigError,     "1:5: top level must be a mapping of keys, got a scalar"},

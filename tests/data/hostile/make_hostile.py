@@ -130,6 +130,11 @@ files["device_block_scalar_dedent.yaml"] = b"|\n  \n ,\n"
 # read a block scalar there and skipped the ',' (minimised reproducer).
 files["device_root_plain_scalar.yaml"] = b"V\n- | #\n ,\n"
 files["device_plain_after_root.yaml"] = b" :\n7\n| #\n ,\n"  # the same once the root mapping has ended
+# fuzz_device_profile, 16-core host, 2026-11-22 18:13 and 18:17 (timeouts, on the guard of finding 16): block
+# scalar headers followed by a tag indicator (|!) and a later top-level ','; the guard passed both, and
+# yaml-cpp 0.7's LoadAll looped. Refused now by the bounded document count (finding 17), not by a guard rule.
+files["device_block_header_tag_comma.yaml"] = b'#6      |!\n| \n|\n           # compu*!s09 + gpu:\n  s  V              |!\n| \n|            #mo pc9 + minor!\n ,'
+files["device_block_header_tag_comma_long.yaml"] = b"# Jetson AGX Orin 32GB:ompu\n | \n     |  GgpGgpu:\n  sm:mA1}}in}}in }}V   &| }}V   & 8u\n|            # compu\n | \n   or)\n\n , u 10.2  |     cuda_context_mib:    # compu     # compunor! minor)\n\n , ,ompu     # compu.10 + minor*10 + of the moompu\n | \n     |  GgpGgpu:\n  sm: 8u\n|            # compu\n | \n   or)\n\n , u 10.2  |     cuda_context_mib:    # compu     # compunor! minor)\n\n , ,ompu     # compu.10 + minor*10 + of the module's top power mode\n  max_threads_per_sm: 1536\n  max_blocks_p: 164          blminor! mdule's top power mode\n  max_threads_per_sm: 1536\n  max_blocks_p: 164          blminor! minor)\n\n , u 10.2$  |     cuda_context_mib:    # compu     # compu.10 + minor*10 + minor! minor)\n\n ,ock with cudaFuncAttributeMaxDynamicSharedMemorySize\n  registers_per_sm: 65536         # 32-bit r ,egisters\n  l2_kib: 4,096\n  fp16_dense_tflops: 26.92         # 2 dense fp16 FLOP/clock/SM (fp32 accumulate) x "
 # yaml-cpp 0.7 decodes the double-quoted escapes \_ and \N to a lone byte (0xA0, 0x85): invalid UTF-8 in a
 # parsed string (found by fuzz_model_config; refused by the guard).
 files["model_nbsp_escape.yaml"] = b'name: "a\\_b"\n'
