@@ -35,6 +35,15 @@ void note_alloc() {
   const int i = g_trace_count.fetch_add(1);
   if (i < kMaxTraces) g_trace_len[i] = backtrace(g_traces[i], kDepth);
 }
+// Resets the counters and starts counting. backtrace() allocates on its first call (it loads libgcc's
+// unwinder), so it is called once before counting: note_alloc's traces must not count themselves.
+void start_counting() {
+  void* warm[2];
+  backtrace(warm, 2);
+  g_allocs = 0;
+  g_trace_count = 0;
+  g_counting = true;
+}
 }  // namespace
 
 extern "C" {
@@ -87,13 +96,7 @@ void run_case(const char* config, AttentionImpl attention, int threads) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(e.infer(input.data(), 2).ok());
   const std::vector<float> first(e.logits(), e.logits() + 2 * e.output_dim());
 
-  {
-    void* warm[2];
-    backtrace(warm, 2);
-  }
-  g_allocs = 0;
-  g_trace_count = 0;
-  g_counting = true;
+  start_counting();
   bool ok = true, identical = true;
   for (int i = 0; i < 100; ++i) {
     ok = ok && e.infer(input.data(), 2).ok();
@@ -149,13 +152,7 @@ TEST(EngineAlloc, InputBufferSameLogitsNoCopyNoAllocation) {
   ASSERT_TRUE(e.infer(buf, 2).ok());
   EXPECT_NE(std::memcmp(ref.data(), e.logits(), ref.size() * sizeof(float)), 0) << "infer(input_buffer()) ignored the buffer";
   std::copy(input.begin(), input.end(), buf);
-  {
-    void* warm[2];
-    backtrace(warm, 2);
-  }
-  g_allocs = 0;
-  g_trace_count = 0;
-  g_counting = true;
+  start_counting();
   bool ok = true, identical = true;
   for (int i = 0; i < 100; ++i) {
     ok = ok && e.infer(buf, 2).ok();
