@@ -11,8 +11,19 @@ timed alternately R times per (model, T) (ORT, edgevit, ORT, edgevit, ...): the 
 over rounds of each and of the per-round ratios, so a host whose speed drifts between minutes (a shared
 VM) moves both sides of each ratio alike.
 
+Several builds at once: each `--variant LABEL=PATH` is one more edgevit binary (`--edgevit PATH` is the
+same as `--variant edgevit=PATH`, listed first). The first one imports the model (once); every one's logits
+are checked against timm and against the first's. Each round times ORT, then every variant in an order
+rotated by one per round (so no variant always runs right after ORT); the table gives, per variant, the
+median p50 over rounds, the median of its per-round ratios to ORT and to the first variant.
+--gemm-profile runs the benches with --profile and adds the per-inference sum of the linear layers (every
+op whose kernel is a GEMM: qkv, proj, fc1, fc2, patch embedding, head) and of the attention.
+tools/bench/make_cpu_variants_bundle.sh builds such a set of variants.
+
 usage: python3 tools/bench/cpu_vs_ort.py --edgevit .bundle-cpu/edgevit --work /tmp/cpubench [--iters 30]
-       [--rounds 3] [--threads 1,2,16]
+       [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224]
+       python3 tools/bench/cpu_vs_ort.py --variant base=B/edgevit-base --variant pf=B/edgevit-pf --rounds 3
+       [--gemm-profile]
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
@@ -42,9 +53,41 @@ def ort_median_ms(path, x, threads, warmup, iters):
     return statistics.median(ts)
 
 
+def edgevit_bench(binary, cfg, threads, warmup, iters, profile):
+    """p50 ms of `edgevit bench`, and with profile the per-inference ms of the GEMMs and the attention."""
+    cmd = [binary, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads", str(threads), "--iters",
+           str(iters), "--warmup", str(warmup), "--json"] + (["--profile"] if profile else [])
+    j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    ops = j.get("ops", [])
+    gemm = sum(o["ms"] for o in ops if "gemm" in o["kernel"] or "linear" in o["kernel"])
+    attn = sum(o["ms"] for o in ops if o["name"].endswith(".sdpa"))
+    return j["p50_ms"], gemm, attn
+
+
+def parse_variants(args):
+    variants = [("edgevit", args.edgevit)] if args.edgevit else []
+    for v in args.variant:
+        label, sep, path = v.partition("=")
+        if not sep or not label or not path:
+            sys.exit(f"--variant wants LABEL=PATH, got {v!r}")
+        variants.append((label, path))
+    if not variants:
+        sys.exit("give --edgevit PATH or at least one --variant LABEL=PATH")
+    if len({label for label, _ in variants}) != len(variants):
+        sys.exit("variant labels must differ")
+    for label, path in variants:
+        if not os.access(path, os.X_OK):
+            sys.exit(f"variant {label}: {path} is not an executable file")
+    return variants
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--edgevit", required=True)
+    ap.add_argument("--edgevit", help="edgevit binary (same as --variant edgevit=PATH, listed first)")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=PATH",
+                    help="one more edgevit binary to time, under LABEL (repeatable)")
+    ap.add_argument("--gemm-profile", action="store_true",
+                    help="bench --profile: also report the GEMMs' and the attention's ms per inference")
     ap.add_argument("--work", default="/tmp/cpubench")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -52,10 +95,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", help="comma-separated thread counts (default: 1, 2 and all cores)")
     args = ap.parse_args()
+    variants = parse_variants(args)
+    importer = variants[0][1]
     os.makedirs(args.work, exist_ok=True)
     cores = len(os.sched_getaffinity(0))
     threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else sorted({1, 2, cores})
     print(f"cpu: {cores} cores; torch {torch.__version__}, timm {timm.__version__}, onnxruntime {ort.__version__}")
+    print("variants: " + ", ".join(f"{label}={path}" for label, path in variants))
     rows = []
     for name, heads in MODELS:
         if name not in args.models.split(","):
@@ -74,39 +120,79 @@ def main():
             except TypeError:
                 torch.onnx.export(m, (x,), onnx_path, opset_version=17)
         cfg = os.path.join(args.work, name + ".yaml")
-        subprocess.run([args.edgevit, "import", "--from", "timm", st, "--heads", str(heads), "-o", cfg], check=True)
+        subprocess.run([importer, "import", "--from", "timm", st, "--heads", str(heads), "-o", cfg], check=True)
         inp = os.path.join(args.work, name + ".input.safetensors")
         save_file({"input": x.contiguous()}, inp)
-        out = os.path.join(args.work, name + ".out.safetensors")
-        subprocess.run([args.edgevit, "run", cfg, "--device", "host-cpu", "--input", inp, "--output", out],
-                       check=True, stdout=subprocess.DEVNULL)
         from safetensors.numpy import load_file
-        got = load_file(out)["logits"]
-        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        errs, first, measured = {}, None, []
+        for label, binary in variants:
+            out = os.path.join(args.work, f"{name}.{label}.out.safetensors")
+            r = subprocess.run([binary, "run", cfg, "--device", "host-cpu", "--input", inp, "--output", out],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:  # one broken build must not cost the others' measurement
+                print(f"{name} [{label}]: run failed ({r.returncode}): {r.stderr.strip()[-300:]}; not timed")
+                continue
+            got = load_file(out)["logits"]
+            first = got if first is None else first
+            errs[label] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+            vs_first = float(np.linalg.norm(got - first) / np.linalg.norm(first))
+            same = " (bit-identical)" if np.array_equal(got, first) else " MISMATCH (> 1e-5)" if vs_first > 1e-5 else ""
+            print(f"{name} [{label}]: edgevit logits vs timm float64: rel err {errs[label]:.2e}; vs the first "
+                  f"variant: {vs_first:.2e}{same}")
+            measured.append((label, binary))
         xo = x.numpy()
         check = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         ort_ref = check.run(None, {check.get_inputs()[0].name: xo})[0]
         ort_err = float(np.linalg.norm(ort_ref - ref) / np.linalg.norm(ref))
-        print(f"{name}: edgevit logits vs timm float64: rel err {err:.2e} (ORT: {ort_err:.2e})")
+        print(f"{name}: ORT logits vs timm float64: rel err {ort_err:.2e}", flush=True)
         for t in threads:
-            os_, es, ratios = [], [], []
+            os_ = []
+            per = {label: {"ms": [], "ratio": [], "vs_first": [], "gemm": [], "attn": []} for label, _ in measured}
             for rnd in range(args.rounds):
                 o = ort_median_ms(onnx_path, xo, t, args.warmup, args.iters)
-                r = subprocess.run([args.edgevit, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads",
-                                    str(t), "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"],
-                                   check=True, capture_output=True, text=True)
-                e = json.loads(r.stdout)["p50_ms"]
-                os_.append(o); es.append(e); ratios.append(e / o)
-                print(f"  threads {t:3d} round {rnd + 1}: ORT {o:8.2f} ms   edgevit {e:8.2f} ms   ratio {e / o:.2f}",
-                      flush=True)
-            o, e, ratio = statistics.median(os_), statistics.median(es), statistics.median(ratios)
-            rows.append((name, t, o, e, ratio, min(ratios), max(ratios), err))
-    print(f"\n{args.rounds} round(s) per row, medians; ratio = median of the per-round ratios (min-max)")
-    print("| model | threads | ORT p50 (ms) | edgevit p50 (ms) | edgevit / ORT | ratio range | logits rel err vs timm |")
-    print("|---|---|---|---|---|---|---|")
-    for name, t, o, e, ratio, lo, hi, err in rows:
-        print(f"| {name} | {t} | {o:.2f} | {e:.2f} | {ratio:.2f} | {lo:.2f}-{hi:.2f} | {err:.1e} |")
+                os_.append(o)
+                shift = rnd % max(1, len(measured))
+                order = measured[shift:] + measured[:shift]
+                got = {}
+                for label, binary in order:
+                    try:
+                        got[label] = edgevit_bench(binary, cfg, t, args.warmup, args.iters, args.gemm_profile)
+                    except subprocess.CalledProcessError as e:
+                        print(f"  [{label}] bench failed ({e.returncode}): {e.stderr.strip()[-300:]}")
+                line = f"  threads {t:3d} round {rnd + 1}: ORT {o:8.2f} ms"
+                base = got.get(measured[0][0], (float("nan"),))[0] if measured else float("nan")
+                for label, _ in order:
+                    if label not in got:
+                        continue
+                    e, gemm, attn = got[label]
+                    p = per[label]
+                    p["ms"].append(e); p["ratio"].append(e / o); p["vs_first"].append(e / base)
+                    p["gemm"].append(gemm); p["attn"].append(attn)
+                    line += f"   {label} {e:.2f} ({e / o:.2f})"
+                print(line, flush=True)
+            o = statistics.median(os_)
+            block = []
+            for label, _ in measured:
+                p = per[label]
+                if not p["ms"]:
+                    continue
+                med = {k: statistics.median(v) for k, v in p.items()}
+                block.append((name, t, label, o, med["ms"], med["ratio"], min(p["ratio"]), max(p["ratio"]),
+                              med["vs_first"], med["gemm"], med["attn"], errs[label]))
+            print_table(block, args, measured[0][0] if measured else "-")  # now, in case a later part is cut off
+            rows += block
+    print("\nall:")
+    print_table(rows, args, variants[0][0])
 
+
+def print_table(rows, args, first):
+    print(f"{args.rounds} round(s) per row, medians; ratios = medians of the per-round ratios (ORT: min-max)")
+    print(f"| model | threads | variant | ORT p50 (ms) | edgevit p50 (ms) | edgevit / ORT | ratio range | / {first} |"
+          + (" GEMMs (ms) | attention (ms) |" if args.gemm_profile else "") + " logits rel err vs timm |")
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.gemm_profile else "") + "---|")
+    for name, t, label, o, e, ratio, lo, hi, vs_first, gemm, attn, err in rows:
+        print(f"| {name} | {t} | {label} | {o:.2f} | {e:.2f} | {ratio:.3f} | {lo:.2f}-{hi:.2f} | {vs_first:.3f} |"
+              + (f" {gemm:.2f} | {attn:.2f} |" if args.gemm_profile else "") + f" {err:.1e} |", flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())
