@@ -7,24 +7,29 @@
 //          mmap'd checkpoint into ONE reusable pinned staging buffer (the largest weight tensor) and copied
 //          into the arena, so no second full host copy of the weights exists (Jetson's DRAM is shared);
 //          one cuBLASLt algorithm chosen per GEMM and captured batch size, then pinned (below); the forward
-//          captured as a CUDA graph for n = 1, 2, 4, ... and max_batch.
+//          captured as CUDA graphs for n = 1, 2, 4, ... and max_batch, twice: with the input cast from the
+//          mapped host buffer first (infer) and without it (infer_device).
 //   infer  memcpy the input into the pinned staging buffer (skipped when the caller wrote it there:
 //          Engine::input_buffer() is that buffer), replay the smallest captured graph with n' >= n rows
 //          (rows are independent in a ViT: padded rows are computed and ignored), synchronize.
 //          No allocation, host or device (tests/runtime/cuda_engine_test.cu counts both).
+//   infer_device  the caller's images are already in the arena's input tensor (Engine::device_input(), in the
+//          plan's precision): replay the graph without the input cast, synchronize. Same outputs bit for bit.
 //
 // GEMM algorithms (EngineOptions::tune_gemms, on by default; `--no-gemm-tuning` turns it off): cuBLASLt's
 // heuristic ranks algorithms by a model, and its first pick at M = 197 (batch 1) leaves most of an H100's 132
-// SMs idle. So init asks for up to kTuneCandidates results (same 4 MiB workspace limit, the arena's), times
-// each on the GEMM's own arena tensors (CUDA events, kTuneWarmup warm-ups, median of kTuneRuns; each run
-// after a pass of xor_fold_u32 over up to 2x the L2 size of the arena, so weights that do not fit in L2
-// come from DRAM as in a forward pass) and pins the fastest; the heuristic's first stays unless another is
-// at least 3% faster by median, so noise does not flip the choice. The timing runs write only the GEMM's
-// output tensor (the residual GEMMs, beta = 1 with C == D, accumulate into it again and again): activations,
-// which the warm-up forward that follows rewrites before anything reads them; weights, biases and the
-// staging buffers are only read. Cost, once at start-up: up to 8 x 9 GEMM runs and as many L2 sweeps per
-// GEMM and captured size (~2 s for ViT-B/16 with max_batch 64 on an H100, estimated; slower candidates are
-// dropped after their warm-ups).
+// SMs idle. So init asks for up to kTuneCandidates results (same 4 MiB workspace limit, the arena's), adds
+// split-K variants of them when the output has few tiles for the SMs (add_split_k_variants: fixed-order
+// reductions only), times each on the GEMM's own arena tensors (CUDA events, kTuneWarmup warm-ups, median
+// of kTuneRuns; each run after a pass of xor_fold_u32 over up to 2x the L2 size of the arena, so weights
+// that do not fit in L2 come from DRAM as in a forward pass) and pins the fastest; the heuristic's first
+// stays unless another is at least 3% faster by median, so noise does not flip the choice. A GEMM of the
+// same shape and epilogue as one already timed (ViT's blocks repeat four shapes) takes its choice
+// (GemmChoice::timed_as). The timing runs write only the GEMM's output tensor (the residual GEMMs, beta = 1
+// with C == D, accumulate into it again and again): activations, which the warm-up forward that follows
+// rewrites before anything reads them; weights, biases and the staging buffers are only read. Cost, once
+// at start-up: up to kTuneMaxCandidates x 9 GEMM runs and as many L2 sweeps per distinct shape and captured
+// size (slower candidates are dropped after their warm-ups).
 // The choice is pinned for the engine's lifetime, so one engine's outputs are bit-identical run to run;
 // another process may measure differently and pin another algorithm, whose outputs can differ in the last
 // bits (within the fp16 tolerance). gemm_choices() and the profile's kernel names ("[algo#k/C]": the k-th
@@ -109,7 +114,23 @@ struct Gemm {
 };
 
 // GEMM tuning (see the header comment).
-constexpr int kTuneCandidates = 8;   // heuristic results asked for and timed
+constexpr int kTuneCandidates = 8;      // heuristic results asked for and timed
+constexpr int kTuneMaxCandidates = 48;  // with their split-K variants
+constexpr size_t kSplitKBases = 3;      // split-K variants of the heuristic's first 3 results only
+constexpr int32_t kSplitKs[] = {2, 3, 4, 6, 8};
+constexpr int64_t kSplitKMinK = 128;          // K per split at least this
+constexpr int64_t kSplitKMaxTilesPerSm = 4;   // split-K variants only below this many 128 x 128 tiles per SM
+
+// A GEMM's shape and epilogue: what its tuning depends on (pointers do not matter).
+struct TuneKey {
+  int64_t m = 0, n = 0, k = 0;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  bool bias = false;
+  float beta = 0.f;
+  bool operator==(const TuneKey& o) const {
+    return m == o.m && n == o.n && k == o.k && epilogue == o.epilogue && bias == o.bias && beta == o.beta;
+  }
+};
 constexpr int kTuneWarmup = 2;
 constexpr int kTuneRuns = 7;         // timed runs per candidate; the median decides
 constexpr int kTuneRunsLong = 3;     // when one run takes over kTuneLongMs (large GEMMs on Orin)
@@ -129,6 +150,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     // Teardown ignores errors: there is nobody left to report them to.
     for (cudaGraphExec_t e : execs_)
+      if (e != nullptr) cudaGraphExecDestroy(e);
+    for (cudaGraphExec_t e : execs_device_)
       if (e != nullptr) cudaGraphExecDestroy(e);
     for (auto& per_size : gemms_)
       for (Gemm& g : per_size) {
@@ -185,6 +208,9 @@ class CudaBackend final : public Backend {
       int l2 = 0;
       EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
       flush_bytes_ = std::min<int64_t>(2 * int64_t{l2}, plan_.arena_bytes - kCudaLtWorkspaceBytes) / 16 * 16;
+      int sms = 0;
+      EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      sm_count_ = std::max(sms, 1);
       for (cudaEvent_t& ev : tune_events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
     }
 
@@ -215,10 +241,13 @@ class CudaBackend final : public Backend {
     // Every size runs once outside capture (lazy module loading, attention kernels' smem opt-in, and a
     // check that each launch is valid), then is captured. Profiling replays no graph.
     execs_.assign(sizes_.size(), nullptr);
+    execs_device_.assign(sizes_.size(), nullptr);
     for (size_t si = 0; si < sizes_.size(); ++si) {
-      EV_RETURN_IF_ERROR(enqueue_forward(si, false));
+      EV_RETURN_IF_ERROR(enqueue_forward(si, false, true));
       EV_CUDA_CHECK("warm-up forward, batch " + std::to_string(sizes_[si]), cudaStreamSynchronize(stream_));
-      if (!profile_) EV_RETURN_IF_ERROR(capture(si));
+      if (profile_) continue;
+      EV_RETURN_IF_ERROR(capture(si, true, &execs_[si]));
+      EV_RETURN_IF_ERROR(capture(si, false, &execs_device_[si]));
     }
     return Status::Ok();
   }
@@ -230,12 +259,36 @@ class CudaBackend final : public Backend {
                               std::to_string(g.batch) + "]");
     // memmove: a caller may pass a pointer inside the staging buffer itself.
     if (input != host_in_) std::memmove(host_in_, input, sizeof(float) * static_cast<size_t>(in_per_image_ * n));
+    return run_forward(n, true);
+  }
+
+  Status infer_device(int n) override {
+    const Graph& g = plan_.graph;
+    if (n < 1 || n > g.batch)
+      return invalid_argument("cuda backend: batch " + std::to_string(n) + " outside [1, " +
+                              std::to_string(g.batch) + "]");
+    return run_forward(n, false);
+  }
+
+  void* device_input() override { return at(plan_.graph.input); }
+
+  const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
+  const float* pre_logits() const override { return host_pre_; }
+  const std::vector<OpTiming>& op_timings() const override { return timings_; }
+  int64_t device_bytes() const override { return plan_.arena_bytes; }
+  float* input_buffer() override { return host_in_; }
+  const std::vector<GemmChoice>& gemm_choices() const override { return choices_; }
+
+ private:
+  // Replays the smallest captured size >= n: from the host staging buffer (the input cast first) or from
+  // the arena's input tensor as it is (device_input()).
+  Status run_forward(int n, bool from_host) {
     size_t si = 0;
     while (sizes_[si] < n) ++si;
     if (profile_) {
-      EV_RETURN_IF_ERROR(enqueue_forward(si, true));
+      EV_RETURN_IF_ERROR(enqueue_forward(si, true, from_host));
     } else {
-      EV_CUDA_CHECK("infer", cudaGraphLaunch(execs_[si], stream_));
+      EV_CUDA_CHECK("infer", cudaGraphLaunch(from_host ? execs_[si] : execs_device_[si], stream_));
     }
     EV_CUDA_CHECK("infer", cudaStreamSynchronize(stream_));
     if (profile_) {
@@ -248,14 +301,6 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
-  const float* pre_logits() const override { return host_pre_; }
-  const std::vector<OpTiming>& op_timings() const override { return timings_; }
-  int64_t device_bytes() const override { return plan_.arena_bytes; }
-  float* input_buffer() override { return host_in_; }
-  const std::vector<GemmChoice>& gemm_choices() const override { return choices_; }
-
- private:
   uint8_t* at(int tensor_id) const { return arena_ + plan_.offsets[tensor_id]; }
   template <typename T>
   T* ptr(int tensor_id) const { return reinterpret_cast<T*>(at(tensor_id)); }
@@ -368,11 +413,83 @@ class CudaBackend final : public Backend {
     c.op = o.name;
     c.batch = n;
     out->algo = candidates[0];
-    if (tune_) EV_RETURN_IF_ERROR(tune_gemm(o, candidates, out, &c));
+    const TuneKey key{m, nn, k, epi, has_bias, out->beta};
+    if (tune_) {
+      for (const TunedShape& t : tuned_) {
+        if (!(t.key == key)) continue;
+        // Timed before for another op of the same shape and epilogue (ViT's blocks repeat 4 GEMM shapes).
+        out->algo = t.algo;
+        c = t.choice;
+        c.op = o.name;
+        c.batch = n;
+        c.timed_as = t.choice.op;
+        out->choice = static_cast<int>(choices_.size());
+        choices_.push_back(std::move(c));
+        return Status::Ok();
+      }
+      c.heuristic = static_cast<int>(candidates.size());
+      add_split_k_variants(*out, m, nn, k, &candidates);
+      EV_RETURN_IF_ERROR(tune_gemm(o, candidates, out, &c));
+    }
     c.algo = describe_algo(out->algo);  // pinned: the same algorithm on every run, so outputs are bit-identical
+    if (tune_) tuned_.push_back(TunedShape{key, out->algo, c});
     out->choice = static_cast<int>(choices_.size());
     choices_.push_back(std::move(c));
     return Status::Ok();
+  }
+
+  // Split-K variants of the heuristic's first kSplitKBases results, appended to `candidates`, for GEMMs whose
+  // M x N has few output tiles for the SMs: at M = 197 (batch 1) ViT-B's fc2 has ~24 tiles of 128 x 128 for
+  // an H100's 132 SMs, each looping over K = 3072 alone; on Orin NX's 8 SMs 12 such tiles leave a half-empty
+  // second wave. The heuristic seldom offers split-K. Measured on an H100 (2026-11-22): no variant beat the
+  // heuristic's sm90 kernels for ViT-Ti/B at batch 1 (one fp32 GEMM of the avgpool test model took one);
+  // kept because the timing, not a guess, decides per device (on the H100 the whole cuda_engine_test suite,
+  // tuning included, ran in ~4 s; start-up on an Orin is not measured). Algorithms say whether they
+  // take it (CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) and with which reductions. Only reductions of a fixed order
+  // are used, so outputs stay bit-identical run to run: INPLACE (counters in the workspace serialize the
+  // partial sums) and COMPUTE_TYPE (fp32 partials in the workspace, summed by a second kernel). Every output
+  // tile splits K alike, so a row's result does not depend on its position in the batch.
+  // cublasLtMatmulAlgoCheck drops what this shape, epilogue or the 4 MiB workspace cannot take.
+  void add_split_k_variants(const Gemm& g, int64_t m, int64_t nn, int64_t k,
+                            std::vector<cublasLtMatmulAlgo_t>* candidates) const {
+    if (m * nn > kSplitKMaxTilesPerSm * sm_count_ * 128 * 128) return;
+    const size_t bases = std::min(candidates->size(), kSplitKBases);
+    for (size_t i = 0; i < bases; ++i) {
+      const cublasLtMatmulAlgo_t base = (*candidates)[i];
+      int32_t support = 0, splitk = 1;
+      uint32_t schemes = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support, sizeof support,
+                                            &written) != CUBLAS_STATUS_SUCCESS ||
+          support == 0 ||
+          cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                            sizeof schemes, &written) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigGetAttribute(&base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
+                                               &written) != CUBLAS_STATUS_SUCCESS ||
+          splitk > 1)
+        continue;
+      for (const int32_t s : kSplitKs) {
+        if (k / s < kSplitKMinK) break;
+        for (const uint32_t scheme : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE),
+                                      static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)}) {
+          if ((schemes & scheme) == 0) continue;
+          cublasLtMatmulAlgo_t a = base;
+          if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof s) !=
+                  CUBLAS_STATUS_SUCCESS ||
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                   sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+            continue;
+          cublasLtMatmulHeuristicResult_t r{};
+          if (cublasLtMatmulAlgoCheck(lt_, g.desc, g.a, g.b, g.c, g.c, &a, &r) != CUBLAS_STATUS_SUCCESS ||
+              r.workspaceSize > static_cast<size_t>(kCudaLtWorkspaceBytes))
+            continue;
+          bool seen = false;
+          for (const cublasLtMatmulAlgo_t& have : *candidates) seen = seen || std::memcmp(&have, &a, sizeof a) == 0;
+          if (!seen) candidates->push_back(a);
+          if (candidates->size() >= static_cast<size_t>(kTuneMaxCandidates)) return;
+        }
+      }
+    }
   }
 
   // Times every candidate on the op's own tensors and pins the fastest into g->algo (the first unless
@@ -480,13 +597,15 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  // Enqueues the whole forward for captured size sizes_[si] on stream_ (also inside a capture).
-  Status enqueue_forward(size_t si, bool timed) {
+  // Enqueues the whole forward for captured size sizes_[si] on stream_ (also inside a capture); with
+  // `from_host`, first the cast of the mapped host input into the arena's input tensor.
+  Status enqueue_forward(size_t si, bool timed, bool from_host) {
     const Graph& g = plan_.graph;
     const int n = sizes_[si];
     const int64_t in_elems = in_per_image_ * n;
-    EV_CUDA_CHECK("input", fp16_ ? gpu::cast_f32_to_f16(dev_in_, h16(g.input), in_elems, stream_)
-                                 : gpu::copy_f32(dev_in_, f32(g.input), in_elems, stream_));
+    if (from_host)
+      EV_CUDA_CHECK("input", fp16_ ? gpu::cast_f32_to_f16(dev_in_, h16(g.input), in_elems, stream_)
+                                   : gpu::copy_f32(dev_in_, f32(g.input), in_elems, stream_));
     if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[0], stream_));
     for (size_t i = 0; i < g.ops.size(); ++i) {
       EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n));
@@ -575,10 +694,11 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  Status capture(size_t si) {
-    const std::string where = "graph capture, batch " + std::to_string(sizes_[si]);
+  Status capture(size_t si, bool from_host, cudaGraphExec_t* exec) {
+    const std::string where = std::string("graph capture (input from ") + (from_host ? "host" : "device") +
+                              "), batch " + std::to_string(sizes_[si]);
     EV_CUDA_CHECK(where, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status s = enqueue_forward(si, false);
+    const Status s = enqueue_forward(si, false, from_host);
     cudaGraph_t graph = nullptr;
     const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
     if (!s.ok()) {
@@ -586,13 +706,13 @@ class CudaBackend final : public Backend {
       return s;
     }
     if (e != cudaSuccess) return cuda_error(where, "cudaStreamEndCapture", e);
-    const cudaError_t ie = cudaGraphInstantiateWithFlags(&execs_[si], graph, 0);
+    const cudaError_t ie = cudaGraphInstantiateWithFlags(exec, graph, 0);
     cudaGraphDestroy(graph);
     if (ie != cudaSuccess) {
-      execs_[si] = nullptr;
+      *exec = nullptr;
       return cuda_error(where, "cudaGraphInstantiateWithFlags", ie);
     }
-    EV_CUDA_CHECK(where, cudaGraphUpload(execs_[si], stream_));
+    EV_CUDA_CHECK(where, cudaGraphUpload(*exec, stream_));
     EV_CUDA_CHECK(where, cudaStreamSynchronize(stream_));
     return Status::Ok();
   }
@@ -616,10 +736,18 @@ class CudaBackend final : public Backend {
   float* dev_logits_ = nullptr;
   std::vector<int> sizes_;                  // captured batch sizes, ascending
   std::vector<std::vector<Gemm>> gemms_;    // [size index][op index] (kLinear ops only)
-  std::vector<cudaGraphExec_t> execs_;      // [size index]
+  std::vector<cudaGraphExec_t> execs_;      // [size index]: input cast from the mapped host buffer, forward
+  std::vector<cudaGraphExec_t> execs_device_;  // [size index]: the forward from the arena's input tensor
   std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
   std::vector<OpTiming> timings_;
   std::vector<GemmChoice> choices_;         // one per (size, kLinear op), in planning order
+  struct TunedShape {
+    TuneKey key;
+    cublasLtMatmulAlgo_t algo;
+    GemmChoice choice;
+  };
+  std::vector<TunedShape> tuned_;           // GEMM tuning: one per distinct shape and epilogue timed
+  int64_t sm_count_ = 1;                    // the device's SMs (split-K variants only for small grids)
   cudaEvent_t tune_events_[2] = {nullptr, nullptr};  // GEMM tuning: start, stop (null when tuning is off)
   int64_t flush_bytes_ = 0;                 // GEMM tuning: bytes of the arena swept through L2 before each run
 };

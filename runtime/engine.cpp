@@ -29,6 +29,11 @@ const std::vector<GemmChoice>& Backend::gemm_choices() const {
   return kNone;
 }
 
+Status Backend::infer_device(int) {
+  return unsupported("infer_device: this backend has no device-resident input (the CPU backend reads host memory: "
+                     "use infer())");
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const DeviceProfile& device,
                                                const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
@@ -67,6 +72,13 @@ Status Engine::infer(const float* input, int n) {
     return invalid_argument("batch of " + std::to_string(n) + " images outside the planned range [1, " +
                             std::to_string(max_batch()) + "]");
   return backend_->infer(input, n);
+}
+
+Status Engine::infer_device(int n) {
+  if (n < 1 || n > max_batch())
+    return invalid_argument("batch of " + std::to_string(n) + " images outside the planned range [1, " +
+                            std::to_string(max_batch()) + "]");
+  return backend_->infer_device(n);
 }
 
 Result<std::vector<std::string>> load_labels(const std::string& path) {

@@ -24,8 +24,9 @@ struct EngineOptions {
   PlanOptions plan;
   int threads = 0;  // CPU threads for kernels and OpenBLAS; 0 = all available cores
   bool profile_ops = false;  // record per-op wall time in infer() (bench --profile)
-  // CUDA: at create(), time up to 8 cuBLASLt heuristic algorithms per GEMM and captured batch size on the
-  // arena's own tensors and pin the fastest (the heuristic's first unless another is >= 3% faster by median).
+  // CUDA: at create(), time up to 8 cuBLASLt heuristic algorithms (and split-K variants of them where the
+  // output has few tiles per SM) per GEMM shape and captured batch size on the arena's own tensors and pin
+  // the fastest (the heuristic's first unless another is >= 3% faster by median).
   // Off: the heuristic's first, untimed. Either way the choice is pinned for the engine's lifetime, so its
   // outputs are bit-identical run to run; another process (or engine) may time differently and pin another
   // algorithm, whose outputs can differ in the last bits (within the fp16 tolerance). CPU backend: ignored.
@@ -46,11 +47,14 @@ struct OpTiming {
 struct GemmChoice {
   std::string op;         // op name, e.g. "blocks.0.attn.qkv"
   int batch = 0;          // captured batch size
-  int candidates = 0;     // heuristic results timed; 0 when tuning is off (the first pinned, untimed)
-  int chosen = 0;         // rank of the pinned algorithm in cuBLASLt's heuristic order (0 = its first choice)
+  int candidates = 0;     // algorithms timed: 0 when tuning is off (the heuristic's first pinned, untimed)
+  int heuristic = 0;      // how many of them are cuBLASLt heuristic results (the rest: split-K variants)
+  int chosen = 0;         // index of the pinned one: < heuristic = its heuristic rank (0 = the first choice),
+                          // >= heuristic = a split-K variant of a heuristic result
   double first_us = 0;    // median time of the heuristic's first choice (0 when not timed)
   double chosen_us = 0;   // median time of the pinned one
   std::string algo;       // the pinned algorithm's configuration, e.g. "id 21 tile 18 stages 8 splitK 1"
+  std::string timed_as;   // the op whose timing this choice reuses (same shape and epilogue), or empty
 };
 
 class Backend {
@@ -65,6 +69,9 @@ class Backend {
   // skips the copy. Owned by the backend, valid for its lifetime, never written by infer().
   virtual float* input_buffer() = 0;
   virtual const std::vector<GemmChoice>& gemm_choices() const;  // empty unless the backend has cuBLASLt GEMMs
+  // Device memory holding the plan's input tensor, or nullptr (CPU); see Engine::device_input().
+  virtual void* device_input() { return nullptr; }
+  virtual Status infer_device(int n);  // the forward on device_input()'s first n images; CPU: kUnsupported
 };
 
 class Engine {
@@ -92,6 +99,19 @@ class Engine {
   // lifetime; infer(input_buffer(), n) reads it and never writes it, so its contents stay for the next call
   // (a pointer inside it, input_buffer() + k images, is moved to its start first).
   float* input_buffer() { return backend_->input_buffer(); }
+  // CUDA engines: the arena's own input tensor, (max_batch, C, H, W) in the plan's precision (fp16 for
+  // fp16 plans, fp32 for fp32 plans; already normalized), in device memory, for images that are on the GPU
+  // already (a decoder or camera pipeline, the caller's own preprocessing kernels). Write it with any
+  // stream or kernel and finish that work before infer_device(): the engine's stream is non-blocking and
+  // does not wait for other streams (cudaMemcpy from pageable memory can return before its DMA lands:
+  // cudaDeviceSynchronize() or synchronize the stream used). Do not touch it while an infer runs. nullptr on the CPU backend. Valid for the engine's lifetime; no op of the forward writes
+  // it (the plan keeps the input tensor live for the whole graph), so it holds the last images given.
+  // infer(input, n) also writes it (the cast of the host images is the forward's first kernel).
+  void* device_input() { return backend_->device_input(); }
+  // The forward over the first n images already in device_input(): no host copy, no cast, no PCIe read
+  // (a replay of a captured graph without the input kernel). Same outputs, bit for bit, as infer() of the
+  // same images. kUnsupported on the CPU backend.
+  Status infer_device(int n);
   // CUDA: the cuBLASLt algorithm pinned per GEMM and captured batch size (EngineOptions::tune_gemms);
   // empty on the CPU backend.
   const std::vector<GemmChoice>& gemm_choices() const { return backend_->gemm_choices(); }

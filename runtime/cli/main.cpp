@@ -142,17 +142,20 @@ void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
       chosen += cs[i].chosen_us;
     }
     std::fprintf(stderr,
-                 "cuBLASLt GEMM algorithms, batch %d: %d GEMMs timed at init, %d pinned another than the heuristic's "
+                 "cuBLASLt GEMM algorithms, batch %d: %d GEMMs (tuned at init), %d pinned another than the heuristic's "
                  "first; sum of medians %.1f us (first choices) -> %.1f us\n",
                  b, count, changed, first, chosen);
   }
-  std::fprintf(stderr, "  %-26s %-9s %10s %10s  %s   (batch %d; algo#k/C: k-th of C timed heuristic results)\n", "op",
-               "algo", "us", "first us", "configuration", batch);
+  std::fprintf(stderr,
+               "  %-26s %-9s %10s %10s  %s   (batch %d; algo#k/C: k-th of C timed candidates, the heuristic's results "
+               "first, then split-K variants)\n",
+               "op", "algo", "us", "first us", "configuration", batch);
   for (const ev::GemmChoice& c : cs) {
     if (c.batch != batch) continue;
     const std::string pick = "#" + std::to_string(c.chosen) + "/" + std::to_string(c.candidates);
-    std::fprintf(stderr, "  %-26s %-9s %10.2f %10.2f  %s\n", c.op.c_str(), pick.c_str(), c.chosen_us, c.first_us,
-                 c.algo.c_str());
+    const std::string same = c.timed_as.empty() ? "" : "  (timed as " + c.timed_as + ")";
+    std::fprintf(stderr, "  %-26s %-9s %10.2f %10.2f  %s%s\n", c.op.c_str(), pick.c_str(), c.chosen_us, c.first_us,
+                 c.algo.c_str(), same.c_str());
   }
 }
 
@@ -356,6 +359,7 @@ struct BenchOpts {
   bool profile = false;
   bool json = false;
   bool pageable_input = false;  // infer() from a separate host array (copied each call), not input_buffer()
+  bool device_input = false;    // CUDA: infer_device() over images already in Engine::device_input()
 };
 
 int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::string>& dirs) {
@@ -365,6 +369,8 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   const DeviceChoice* dev = &setup->device;
   const ev::PlanOptions* popts = &setup->plan;
   if (b.iters < 1) return fail(ev::invalid_argument("--iters must be >= 1"));
+  if (b.pageable_input && b.device_input)
+    return fail(ev::invalid_argument("--pageable-input and --device-input exclude each other"));
   ev::EngineOptions eo;
   eo.plan = *popts;
   eo.threads = o.threads;
@@ -388,20 +394,30 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
     s = s * 1664525u + 1013904223u;
     input[i] = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
   }
-  const char* input_path = b.pageable_input ? "pageable_copy" : "engine_buffer";
-  const char* input_desc = b.pageable_input
-                               ? "a separate pageable host array, copied into the engine's input buffer by every infer()"
-                               : "written once into the engine's input buffer (Engine::input_buffer(); pinned and mapped "
-                                 "on CUDA), no copy in infer()";
+  const char* input_path = b.pageable_input ? "pageable_copy" : b.device_input ? "device_tensor" : "engine_buffer";
+  const char* input_desc =
+      b.pageable_input ? "a separate pageable host array, copied into the engine's input buffer by every infer()"
+      : b.device_input ? "already on the device (Engine::device_input(), written once by a first infer()); "
+                         "infer_device() replays the forward without the input cast"
+                       : "written once into the engine's input buffer (Engine::input_buffer(); pinned and mapped on "
+                         "CUDA), no copy in infer()";
+  if (b.device_input) {
+    if (e.device_input() == nullptr)
+      return fail(ev::unsupported("--device-input: the " + dev->profile.name +
+                                  " backend has no device-resident input (CUDA engines only)"));
+    const ev::Status st = e.infer(input, n);  // the cast of the host images fills the device input
+    if (!st.ok()) return fail(st);
+  }
+  auto forward = [&]() { return b.device_input ? e.infer_device(n) : e.infer(input, n); };
   for (int i = 0; i < b.warmup; ++i) {
-    const ev::Status st = e.infer(input, n);
+    const ev::Status st = forward();
     if (!st.ok()) return fail(st);
   }
   std::vector<double> ms;
   std::vector<double> op_sum(e.op_timings().size(), 0.0);
   for (int i = 0; i < b.iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const ev::Status st = e.infer(input, n);
+    const ev::Status st = forward();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (!st.ok()) return fail(st);
     if (b.profile)
@@ -520,9 +536,12 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", bench_b.json, "one JSON object");
   bench->add_flag("--pageable-input", bench_b.pageable_input,
                   "feed infer() from a separate host array it must copy (default: the engine's own input buffer)");
+  bench->add_flag("--device-input", bench_b.device_input,
+                  "CUDA: time infer_device() over images already in the engine's device input tensor (as a GPU "
+                  "decode/preprocessing pipeline would hand them over; PyTorch baselines have theirs on the GPU too)");
   for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
     sub->add_flag("--no-gemm-tuning", opts->no_gemm_tuning,
-                  "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing up to 8 at start-up");
+                  "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing it, the other heuristic results and their split-K variants at start-up");
 
   CLI::App* devices = app.add_subcommand("devices", "list device profiles");
   devices->add_flag("--json", devices_json, "JSON array");

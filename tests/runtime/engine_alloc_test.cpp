@@ -123,6 +123,22 @@ TEST(EngineAlloc, CountingWorks) {
   EXPECT_GE(g_allocs.load(), 2) << "the interposed allocator is not seeing allocations";
 }
 
+TEST(EngineAlloc, CpuHasNoDeviceInput) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-micro.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  EngineOptions o;
+  o.plan.batch = 1;
+  o.threads = 1;
+  auto engine = Engine::create(*spec, *dev, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_EQ((*engine)->device_input(), nullptr);
+  const Status s = (*engine)->infer_device(1);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("infer()"), std::string::npos) << s.to_string();
+}
+
 TEST(EngineAlloc, InputBufferSameLogitsNoCopyNoAllocation) {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-micro.yaml"));
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();

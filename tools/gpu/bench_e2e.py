@@ -14,6 +14,9 @@ CUDA. tools/gpu/run_e2e_on_gpu.sh runs it; it prints a markdown table last and w
                       first kernel) + fp32 logits written back into pinned memory, no host copy
        edgevit-pageable  `bench --pageable-input`: infer() from a separate pageable fp32 array, copied into
                       the staging buffer by one host thread first (the edgevit column before 2026-11-22)
+       edgevit-devin  `bench --device-input`: the images already in the engine's device input tensor
+                      (Engine::device_input(), fp16), infer_device() = graph replay without the input cast,
+                      fp32 logits written back into pinned memory: the input where timm's columns have it
        edgevit-dev    sum of per-op CUDA-event times of `edgevit bench --profile` (op by op, no graph:
                       device time of the kernels, no launch gaps, no input upload)
        timm-eager     timm fp16, input already on the GPU
@@ -231,6 +234,8 @@ def main():
             row["edgevit"] = ev["p50_ms"]
             row["edgevit-pageable"] = edgevit_bench(args.edgevit, yaml_path, b, iters, warmup,
                                                     ("--pageable-input",))["p50_ms"]
+            row["edgevit-devin"] = edgevit_bench(args.edgevit, yaml_path, b, iters, warmup,
+                                                 ("--device-input",))["p50_ms"]
             row["attention_kernel"] = ev.get("attention_kernel")
             if name in args.profile_models.split(","):
                 row["edgevit-dev"] = edgevit_profile(args.edgevit, yaml_path, b, max(10, iters // 4),
@@ -249,7 +254,7 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)
 
-    cols = ["edgevit", "edgevit-pageable", "edgevit-dev", "timm-eager", "timm-graph", "timm-graph-h2d", "compile"]
+    cols = ["edgevit", "edgevit-pageable", "edgevit-devin", "edgevit-dev", "timm-eager", "timm-graph", "timm-graph-h2d", "compile"]
     print(f"\n{report['gpu']}, torch {report['torch']}, timm {report['timm']}, {report['date']}; ms (median)")
     print("| model | batch | " + " | ".join(cols) + " | floor compute / weights+io / op bytes | check fp16, fp32 |")
     print("|---|---|" + "---|" * len(cols) + "---|---|")
