@@ -8,10 +8,12 @@
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
 // tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q128_w4_kv32_s2_qs (32-row warps, Q
-// re-read, 143 registers, 3 blocks/SM) wins from ~4 blocks per SM up (B64 H12 S197: 69 vs 76 us), q64_w4_kv128
-// below 1 block per SM (B1 H12 S197: 8.5 vs 9.3 us), q64_w4_kv64_s2 everywhere between. Other rows are kept
-// for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM. Other head dims follow D = 64's
-// general row (not yet measured).
+// re-read, 143 registers, 3 blocks/SM) wins from ~4 blocks per SM up (B64 H12 S197: 69 vs 76 us); the
+// split-KV row q32_w8_kv128_s2_ks4 (4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
+// its blocks per SM (B1 H12 S197: 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN; B8 H3 S197: 8.3 vs
+// 9.0); q64_w4_kv64_s2 everywhere between. q64_w4_kv128 (below 1 block per SM) won the tiny grids before the
+// split-KV rows. Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM.
+// Other head dims follow D = 64's general row (not yet measured).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,8 @@ struct MhaVariant {
   int kv_tile;         // keys per streamed K/V tile
   int stages;          // K/V buffers in shared memory (2 = cp.async double buffering)
   bool q_smem;         // Q fragments re-read from shared memory every K/V tile instead of held in registers
+  int kv_split;        // warps sharing the same query rows, each taking 1/kv_split of every K/V tile's keys
+                       // (combined through shared memory at the end); 1 = each warp its own rows, all keys
   double min_blocks_per_sm;  // grid window: the row serves only grids of >= this many blocks per SM (0: any)
   double max_blocks_per_sm;  // ... and < this many (0: no upper bound)
 };
@@ -49,12 +53,19 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 
 #define EDGEVIT_MHA_ROW(D, QT, W, KT, ST)                                                          \
   MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST, D, MhaDtype::kF16, 80, 0,    \
-             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, false, 0.0, 0.0}
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, false, 1, 0.0, 0.0}
 // The same with Q fragments re-read from shared memory (name suffix _qs): ldmatrix traffic rises by
 // 1/(kv_tile/8) per MMA, registers fall by 16 per m16 tile, so 32-row warps keep more warps resident.
 #define EDGEVIT_MHA_ROW_QS(D, QT, W, KT, ST)                                                               \
   MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_qs", D, MhaDtype::kF16, 80, 0,    \
-             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, true, 0.0, 0.0}
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, true, 1, 0.0, 0.0}
+// Split-KV rows (name suffix _ks{KS}): KS warps share each 16 query rows, each taking 1/KS of every K/V tile
+// (its slice); their partial (max, sum, O) are combined through shared memory at the end. A warp's chain of
+// dependent work is KS times shorter: for grids too small to fill the GPU (ViT at batch 1 on an H100:
+// B1 H12 S197 has 48 blocks of 64 rows for 132 SMs), not for grids that fill it.
+#define EDGEVIT_MHA_ROW_KS(D, QT, W, KT, ST, KS)                                                               \
+  MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_ks" #KS, D, MhaDtype::kF16, 80, 0,    \
+             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, false, KS, 0.0, 0.0}
 // A row limited to grids of [MIN, MAX) blocks per SM (0: unbounded).
 #define EDGEVIT_MHA_WINDOW(ROW, MIN, MAX) \
   [] {                                      \
@@ -72,16 +83,20 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 4.0, 0.0),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_KS(64, 32, 8, 128, 2, 4), 0.0, 2.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(64, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(64, 128, 4, 64, 2),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 1),   EDGEVIT_MHA_ROW_QS(64, 128, 4, 64, 2), EDGEVIT_MHA_ROW(64, 128, 4, 32, 2),
     EDGEVIT_MHA_ROW_QS(64, 64, 2, 32, 2), EDGEVIT_MHA_ROW_QS(64, 64, 2, 64, 2),
+    EDGEVIT_MHA_ROW_KS(64, 16, 4, 256, 1, 4), EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4),
+    EDGEVIT_MHA_ROW_KS(64, 16, 2, 64, 2, 2),
     EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(128, 64, 4, 64, 2),  EDGEVIT_MHA_ROW(128, 128, 8, 64, 2), EDGEVIT_MHA_ROW(128, 64, 4, 32, 1),
 };
 #undef EDGEVIT_MHA_ROW
 #undef EDGEVIT_MHA_ROW_QS
+#undef EDGEVIT_MHA_ROW_KS
 #undef EDGEVIT_MHA_WINDOW
 
 // Workspace of the unfused path (kernels/cuda/mha_unfused.cu), one batch element at a time:

@@ -45,7 +45,7 @@ using cuda::mma_16816;
 using cuda::pack_half2;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
-template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kQReload_>
+template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kQReload_, int kKvSplit_>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kQTile = kQTile_;
@@ -53,8 +53,11 @@ struct FlashFwdTraits {
   static constexpr int kKvTile = kKvTile_;
   static constexpr int kStages = kStages_;
   static constexpr bool kQReload = kQReload_;  // Q fragments re-read from shared memory per tile
+  static constexpr int kKvSplit = kKvSplit_;   // warps per row group, each taking a slice of every K/V tile
+  static constexpr int kRowGroups = kWarps / kKvSplit;
+  static constexpr int kKvSlice = kKvTile / kKvSplit;  // keys of a tile one warp takes
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kWarpRows = kQTile / kWarps;
+  static constexpr int kWarpRows = kQTile / kRowGroups;
   static constexpr int kMTiles = kWarpRows / 16;  // m16 tiles per warp; they share each K/V fragment
   static constexpr int kSmemRow = kHeadDim + 8;   // halves; +16 B keeps ldmatrix rows in distinct banks
   static constexpr int kChunks = kHeadDim / 8;    // 16-byte chunks per row
@@ -62,17 +65,23 @@ struct FlashFwdTraits {
   static constexpr int kKvSmem = kKvTile * kSmemRow;
   static constexpr int64_t kSmemBytes = static_cast<int64_t>(kQSmem + 2 * kStages * kKvSmem) * 2;
   static constexpr int kDSteps = kHeadDim / 16;  // k steps of S = Q K^T
-  static constexpr int kSTiles = kKvTile / 8;    // n8 tiles of S per m tile
+  static constexpr int kSTiles = kKvSlice / 8;   // n8 tiles of S per m tile
   static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per m tile
   // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
   // 32-row warps that re-read Q with 32-key tiles fit 143 registers: 12 warps per SM (3 blocks of 4, 6 of 2).
-  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64)                 ? 16 / kWarps
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvSlice <= 64)                ? 16 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 2 && kQReload && kKvTile <= 32) ? 12 / kWarps
                                                                                                    : 1;
 
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head_dim: multiple of 16, at most 256");
-  static_assert(kWarpRows * kWarps == kQTile && kWarpRows % 16 == 0 && kMTiles <= 2, "16 or 32 rows per warp");
-  static_assert(kKvTile % 16 == 0, "kv tile: multiple of 16 keys");
+  static_assert(kWarps % kKvSplit == 0 && (kKvSplit == 1 || kMTiles == 1), "split-KV: whole groups of 16-row warps");
+  static_assert(kWarpRows * kRowGroups == kQTile && kWarpRows % 16 == 0 && kMTiles <= 2, "16 or 32 rows per warp");
+  static_assert(kKvSlice * kKvSplit == kKvTile && kKvSlice % 16 == 0, "kv tile (slice): multiple of 16 keys");
+  // Split-KV: each warp's partial (max and sum per row, O unnormalised) goes through the K/V buffers.
+  static constexpr int kCombineRow = kHeadDim + 4;  // floats per row of a partial O
+  static constexpr int64_t kCombineBytes = static_cast<int64_t>(kWarps) * 16 * (2 + kCombineRow) * 4;
+  static_assert(kKvSplit == 1 || kCombineBytes <= static_cast<int64_t>(2 * kStages * kKvSmem) * 2,
+                "split-KV partials must fit the K/V buffers");
   static_assert(kStages == 1 || kStages == 2, "one or two K/V buffers");
   static_assert(kThreads <= 256, "at most 8 warps");
   static_assert(kSmemBytes == mha_fused_smem_bytes(kHeadDim, kQTile, kKvTile, kStages),
@@ -114,6 +123,69 @@ __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int6
   }
 }
 
+// Split-KV epilogue: the kKvSplit warps of a row group hold partial results over disjoint key slices of
+// the same 16 rows (running max m_j in log2 units, sum l_j of 2^(s - m_j), O_j unnormalised). Through
+// shared memory (the K/V buffers, free now) each output element becomes
+//   sum_j 2^(m_j - M) O_j / sum_j 2^(m_j - M) l_j,   M = max_j m_j,
+// and a row no slice has a valid key for (every m_j = -inf) is zeros, as without the split.
+template <class T>
+__device__ __forceinline__ void combine_split_kv(const FusedArgs& a, __half* og, float* buf,
+                                                 const float (&o_acc)[T::kOTiles][4], const float (&row_max)[2],
+                                                 const float (&row_sum)[2], int row0, int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  float* ml = buf + warp * 16 * 2;                                          // (16 rows, {m, l}) per warp
+  float* po = buf + T::kWarps * 16 * 2 + warp * 16 * T::kCombineRow;        // (16 rows, D) per warp
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t == 0) {
+      ml[(g + 8 * r) * 2] = row_max[r];
+      ml[(g + 8 * r) * 2 + 1] = l;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < T::kOTiles; ++i) {
+    const int col = i * 8 + 2 * t;
+    *reinterpret_cast<float2*>(po + g * T::kCombineRow + col) = make_float2(o_acc[i][0], o_acc[i][1]);
+    *reinterpret_cast<float2*>(po + (g + 8) * T::kCombineRow + col) = make_float2(o_acc[i][2], o_acc[i][3]);
+  }
+  __syncthreads();
+  // The group's threads take 8-column chunks of its 16 rows.
+  const int group_warp0 = warp - warp % T::kKvSplit;
+  for (int c = (warp % T::kKvSplit) * 32 + lane; c < 16 * T::kChunks; c += T::kKvSplit * 32) {
+    const int r = c / T::kChunks, ch = c % T::kChunks;
+    const int row = row0 + r;
+    if (row >= a.seq_q) continue;
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < T::kKvSplit; ++j) m_max = fmaxf(m_max, buf[(group_warp0 + j) * 32 + r * 2]);
+    float w[T::kKvSplit], l = 0.f;
+#pragma unroll
+    for (int j = 0; j < T::kKvSplit; ++j) {
+      const float m_j = buf[(group_warp0 + j) * 32 + r * 2];
+      w[j] = m_j == -INFINITY ? 0.f : fast_exp2(m_j - m_max);
+      l += w[j] * buf[(group_warp0 + j) * 32 + r * 2 + 1];
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < T::kKvSplit; ++j) {
+      const float* src = buf + T::kWarps * 16 * 2 + (group_warp0 + j) * 16 * T::kCombineRow + r * T::kCombineRow + ch * 8;
+      const float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
+      acc[0] += w[j] * lo.x; acc[1] += w[j] * lo.y; acc[2] += w[j] * lo.z; acc[3] += w[j] * lo.w;
+      acc[4] += w[j] * hi.x; acc[5] += w[j] * hi.y; acc[6] += w[j] * hi.z; acc[7] += w[j] * hi.w;
+    }
+    uint4 out;
+    out.x = pack_half2(acc[0] * inv, acc[1] * inv);
+    out.y = pack_half2(acc[2] * inv, acc[3] * inv);
+    out.z = pack_half2(acc[4] * inv, acc[5] * inv);
+    out.w = pack_half2(acc[6] * inv, acc[7] * inv);
+    *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = out;
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
   constexpr int kM = T::kMTiles;
@@ -130,7 +202,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   const int lane = tid % 32;
   const int g = lane / 4;  // accumulator row within an 8-row half of an m tile
   const int t = lane % 4;  // accumulator column pair
-  const int warp_row0 = warp * T::kWarpRows;
+  const int split = warp % T::kKvSplit;          // which slice of every K/V tile this warp takes
+  const int slice0 = split * T::kKvSlice;        // its first key within a tile
+  const int warp_row0 = (warp / T::kKvSplit) * T::kWarpRows;
 
   const __half* qg = a.q + b * a.qs.batch + h * a.qs.head;
   const __half* kg = a.k + b * a.ks.batch + h * a.ks.head;
@@ -188,7 +262,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       }
       const __half* sk = s_k + stage * T::kKvSmem;
       const __half* sv = s_v + stage * T::kKvSmem;
-      const int kv_valid = min(T::kKvTile, a.seq_kv - kv0);
+      // Valid keys of this warp's slice of the tile (the whole tile without split-KV).
+      const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));
       const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
 
       // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled.
@@ -209,7 +284,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
         for (int np = 0; np < T::kSTiles / 2; ++np) {
           if (np < n_pairs) {
             uint32_t kb[4];
-            ldmatrix_x4(kb, sk + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ds * 16 +
+            ldmatrix_x4(kb, sk + (slice0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ds * 16 +
                                 ((lane >> 3) & 1) * 8);
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
@@ -222,14 +297,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       }
 
       // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
-      if (kv_valid < T::kKvTile || mask != nullptr) {
+      if (kv_valid < T::kKvSlice || mask != nullptr) {
 #pragma unroll
         for (int nt = 0; nt < T::kSTiles; ++nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = nt * 8 + 2 * t + e;
             bool ok = col < kv_valid;
-            if (ok && mask != nullptr) ok = mask[kv0 + col] != 0;
+            if (ok && mask != nullptr) ok = mask[kv0 + slice0 + col] != 0;
             if (!ok) {
 #pragma unroll
               for (int m = 0; m < kM; ++m) s[m][nt][e] = s[m][nt][e + 2] = -INFINITY;
@@ -286,7 +361,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 #pragma unroll
           for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
             uint32_t vb[4];
-            ldmatrix_x4_trans(vb, sv + (kp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow +
+            ldmatrix_x4_trans(vb, sv + (slice0 + kp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow +
                                       dp * 16 + ((lane >> 4) << 3));
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
@@ -307,6 +382,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   // When Skv == 0 the Q copies (issued by all threads, into every warp's rows) may still be in flight.
   cp_async_wait<0>();
   __syncthreads();
+  if (T::kKvSplit > 1) {
+    combine_split_kv<T>(a, og, reinterpret_cast<float*>(s_k), o_acc[0], row_max[0], row_sum[0], q0 + warp_row0, warp,
+                        lane);
+    return;
+  }
   if (!warp_active) return;
 
   // Normalise, stage the warp's rows in its own part of s_q, then write 16-byte chunks.
@@ -345,7 +425,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 template <size_t kRow>
 cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
   constexpr MhaVariant row = kMhaVariants[kRow];
-  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem>;
+  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
+                           row.kv_split>;
   // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
   static const cudaError_t attr_status =
       T::kSmemBytes > kMhaDefaultSmemBytes

@@ -20,8 +20,15 @@ TEST(MhaVariants, TableRowsAreConsistent) {
     EXPECT_EQ(row.smem_bytes, mha_fused_smem_bytes(row.head_dim, row.q_tile, row.kv_tile, row.stages)) << row.name;
     EXPECT_LE(row.smem_bytes, kOrinOptin) << row.name;
     EXPECT_EQ(row.threads % 32, 0) << row.name;
-    const int warp_rows = row.q_tile / (row.threads / 32);
+    ASSERT_GE(row.kv_split, 1) << row.name;
+    EXPECT_EQ((row.threads / 32) % row.kv_split, 0) << row.name;
+    const int warp_rows = row.q_tile / (row.threads / 32 / row.kv_split);
     EXPECT_TRUE(warp_rows == 16 || warp_rows == 32) << row.name;
+    if (row.kv_split > 1) {
+      EXPECT_EQ(warp_rows, 16) << row.name;
+      EXPECT_EQ(row.kv_tile % (16 * row.kv_split), 0) << row.name;
+      EXPECT_NE(std::string(row.name).find("_ks" + std::to_string(row.kv_split)), std::string::npos) << row.name;
+    }
     EXPECT_EQ(row.head_dim % 16, 0) << row.name;
   }
   // Every head dim has a row within the 48 KB default (devices without the opt-in).
@@ -74,11 +81,16 @@ TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
   EXPECT_TRUE(named(l, "_q128_w4_kv32_s2_qs")) << l.reason;
   EXPECT_NE(l.reason.find("11.6 blocks/SM on 132 SMs"), std::string::npos) << l.reason;
   const MhaChoice t = choose_mha(90, kH100Optin, 64, true, false, &tiny);
-  EXPECT_TRUE(named(t, "_q64_w4_kv128_s2")) << t.reason;
+  EXPECT_TRUE(named(t, "_q32_w8_kv128_s2_ks4")) << t.reason;
+  EXPECT_NE(t.reason.find("0.636 blocks/SM on 132 SMs"), std::string::npos) << t.reason;
   EXPECT_NE(t.reason.find("q128_w4_kv32_s2_qs: 0.182 blocks/SM < 4"), std::string::npos) << t.reason;
   const MhaChoice m = choose_mha(90, kH100Optin, 64, true, false, &middle);
   EXPECT_TRUE(named(m, "_q64_w4_kv64_s2")) << m.reason;
   EXPECT_NE(m.reason.find("kv128_s2: 2.91 blocks/SM >= 1"), std::string::npos) << m.reason;
+  EXPECT_NE(m.reason.find("q32_w8_kv128_s2_ks4: 5.09 blocks/SM >= 2"), std::string::npos) << m.reason;
+  // ViT-Ti at batch 8 (H3): 168 split-KV blocks for 132 SMs, inside its window.
+  const MhaGrid ti_b8{8, 3, 197, 132};
+  EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &ti_b8), "_q32_w8_kv128_s2_ks4"));
   // Without a grid the windowed rows are skipped, and the reason says so.
   const MhaChoice none = choose_mha(90, kH100Optin, 64, true, false);
   EXPECT_TRUE(named(none, "_q64_w4_kv64_s2")) << none.reason;
