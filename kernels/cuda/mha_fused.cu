@@ -2,7 +2,8 @@
 // (mma.sync m16n8k16, ldmatrix, cp.async; valid for CUDA 11.4+, SASS for sm_87 Orin and sm_90 H100/H200).
 //
 // One block per (q tile, head, batch). Each warp owns 16 or 32 query rows (one or two m16 tiles sharing
-// every K/V fragment): its Q fragments stay in registers, K/V tiles of kv_tile keys stream through shared
+// every K/V fragment; with split-KV, kv_split warps share 16 rows and each takes its slice of the keys):
+// its Q fragments stay in registers, K/V tiles of kv_tile keys stream through shared
 // memory (cp.async, double-buffered when stages == 2), S = Q K^T and O += P V run on the tensor cores with
 // fp32 accumulators, and the softmax is online in fp32 registers (running max and sum in log2 units;
 // p = ex2(s * scale * log2 e - max): the scale is applied once, in the same FFMA). Keys past Skv or masked
@@ -17,9 +18,12 @@
 //     0.37-0.68x of the best torch SDPA backend over the six ViT shapes.
 //   v2 (ex2.approx + FFMA scale, mask test only where needed, 128-register target, optional 32-row warps):
 //     q64_w4_kv64_s2 78 us at B64 H12 S197 (cuDNN 46, FA2 63), 0.51-0.84x of the best SDPA.
-//   v3 (this code: optional Q re-read from shared memory per tile (_qs rows), so 32-row warps fit 143
-//     registers and 3 blocks/SM; rows chosen by blocks per SM): H100, q128_w4_kv32_s2_qs 68 us at
-//     B64 H12 S197 (cuDNN 46, FA2 64), 0.50-0.93x of the best SDPA; ncu: issue/latency-bound, tensor pipe 22%.
+//   v3 (optional Q re-read from shared memory per tile (_qs rows), so 32-row warps fit 143 registers and
+//     3 blocks/SM; rows chosen by blocks per SM): H100, q128_w4_kv32_s2_qs 68 us at B64 H12 S197 (cuDNN 46,
+//     FA2 64), 0.50-0.93x of the best SDPA; ncu: issue/latency-bound, tensor pipe 22%.
+//   v4 (this code: split-KV rows (_ks{n}): n warps share 16 query rows, each taking 1/n of every K/V tile's
+//     keys, partials combined through shared memory by combine_split_kv; for grids that leave SMs idle):
+//     H100, B1 H12 S197 8.3 -> 5.8 us (q32_w8_kv128_s2_ks4; cuDNN 8.0), B8 H3 S197 9.0 -> 8.3.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

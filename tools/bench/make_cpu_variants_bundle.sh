@@ -3,8 +3,9 @@
 # (EDGEVIT_EXP_DEFS: compile definitions that reach kernels/cpu/gemm_packed.cpp and runtime/backend_cpu.cpp
 # only; docs/notes/cpu_gemm.md) and bundles them for the lent machine's 16-core host, where
 # tools/bench/cpu_vs_ort.py --variant LABEL=PATH times them against ONNX Runtime, alternated per round.
-# The switches live on the experiment branch only (cpu-exp): run this script from that branch's tree
-# (it refuses a tree without EDGEVIT_EXP_DEFS, whose "variants" would all be the base build).
+# The switches are an experiment, not product code: they live in tools/bench/cpu_gemm_variants.patch
+# (session 4's cpu-exp branch), which this script applies to a throw-away worktree of HEAD
+# (build-exp-tree/, git-ignored) when the tree it runs from does not have them.
 # One Ninja build directory: switching variants recompiles the two files and relinks.
 # Writes DEST/variants.tar.gz (edgevit-LABEL for each variant and lib/, the non-glibc shared libraries as
 # make_cpu_bundle.sh copies them: ~20 MB packed, ~58 MB unpacked, OpenBLAS alone 36 MB), DEST/variants.txt
@@ -15,8 +16,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:-$root/.bundle-cpuexp}
 cd "$root"
-grep -q EDGEVIT_EXP_DEFS kernels/CMakeLists.txt ||
-  { echo "this tree has no EDGEVIT_EXP_DEFS switch: run the script of the experiment branch" >&2; exit 2; }
+if ! grep -q EDGEVIT_EXP_DEFS kernels/CMakeLists.txt; then
+  tree=$root/build-exp-tree
+  git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+  git worktree prune
+  git worktree add --detach "$tree" HEAD >/dev/null
+  git -C "$tree" apply "$root/tools/bench/cpu_gemm_variants.patch" ||
+    { echo "tools/bench/cpu_gemm_variants.patch no longer applies to HEAD: refresh it" >&2; exit 2; }
+  cd "$tree"
+fi
 variants=(
   "base="
   "thp=EDGEVIT_EXP_THP"
