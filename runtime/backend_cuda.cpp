@@ -53,7 +53,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -112,7 +111,6 @@ struct Gemm {
   bool exact_gelu_after = false;  // fp32 plans: bias epilogue, then gpu::gelu_f32
   int64_t out_elems = 0;
   int choice = -1;                 // index into CudaBackend::choices_
-  bool ln_fused = false;           // the LayerNorm op before this GEMM runs in its prologue (ln_linear_f16)
 };
 
 // GEMM tuning (see the header comment).
@@ -147,7 +145,6 @@ class CudaBackend final : public Backend {
         fp16_(plan.graph.precision == Precision::kFp16),
         profile_(options.profile_ops),
         tune_(options.tune_gemms),
-        ln_fusion_(options.ln_fusion),
         fault_(options.fault) {}
 
   ~CudaBackend() override {
@@ -235,8 +232,6 @@ class CudaBackend final : public Backend {
       if (g.ops[i].kind == OpKind::kLinear && gm.choice >= 0 && choices_[gm.choice].candidates > 0)
         timings_[i].kernel += "[algo#" + std::to_string(choices_[gm.choice].chosen) + "/" +
                               std::to_string(choices_[gm.choice].candidates) + "]";  // no space: scripts split on them
-      if (gm.ln_fused) timings_[i].kernel = std::string("cuda.ln_linear_f16") + (g.ops[i].epilogue == 1 ? "+gelu" : "");
-      if (i + 1 < g.ops.size() && gemms_.back()[i + 1].ln_fused) timings_[i].kernel = "(in_" + g.ops[i + 1].name + ")";
     }
     if (profile_) {
       events_.assign(g.ops.size() + 1, nullptr);
@@ -369,106 +364,9 @@ class CudaBackend final : public Backend {
       const Op& o = g.ops[i];
       if (o.kind != OpKind::kLinear) continue;
       s = plan_gemm(o, n, pref, &gemms_[si][i]);
-      if (s.ok()) s = plan_ln_fusion(i, n, &gemms_[si][i]);
     }
     cublasLtMatmulPreferenceDestroy(pref);
     return s;
-  }
-
-  // Whether linear op i reads a LayerNorm that can run in its prologue: fp16, op i - 1 is that LayerNorm,
-  // nothing else reads its output, a bias or GELU epilogue (not the residual one), a shape the kernel serves.
-  bool ln_fusable(size_t i, int n) const {
-    const Graph& g = plan_.graph;
-    if (!fp16_ || i == 0) return false;
-    const Op& ln = g.ops[i - 1];
-    const Op& lin = g.ops[i];
-    if (ln.kind != OpKind::kLayerNorm || lin.kind != OpKind::kLinear || lin.epilogue == 2 ||
-        lin.inputs[0] != ln.outputs[0] || ln.inputs[0] == ln.outputs[0])
-      return false;
-    for (size_t j = 0; j < g.ops.size(); ++j)
-      if (j != i && std::find(g.ops[j].inputs.begin(), g.ops[j].inputs.end(), ln.outputs[0]) != g.ops[j].inputs.end())
-        return false;
-    const int64_t rows = lin.m / g.batch * n;
-    return rows <= std::numeric_limits<int>::max() &&
-           gpu::ln_linear_f16_supported(static_cast<int>(rows), static_cast<int>(lin.n), static_cast<int>(lin.k), nullptr);
-  }
-
-  // Decides, for linear op i at captured size n, whether its LayerNorm runs in its prologue (Gemm::ln_fused):
-  // kOn wherever ln_fusable, kAuto by timing both ways on the arena's own tensors (as the GEMM tuning does,
-  // once per shape) when tuning is on.
-  Status plan_ln_fusion(size_t i, int n, Gemm* gm) {
-    const Graph& g = plan_.graph;
-    if (ln_fusion_ == EngineOptions::LnFusion::kOff || !ln_fusable(i, n)) return Status::Ok();
-    GemmChoice& c = choices_[gm->choice];
-    if (ln_fusion_ == EngineOptions::LnFusion::kOn) {
-      gm->ln_fused = c.ln_fused = true;
-      return Status::Ok();
-    }
-    if (!tune_) return Status::Ok();
-    const Op& ln = g.ops[i - 1];
-    const Op& lin = g.ops[i];
-    const TuneKey key{lin.m / g.batch * n, lin.n, lin.k, lin.epilogue == 1 ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_DEFAULT,
-                      lin.weights.size() > 1, 0.f};
-    for (const TunedFusion& t : tuned_fusions_) {
-      if (!(t.key == key)) continue;
-      gm->ln_fused = c.ln_fused = t.fused;
-      c.ln_then_gemm_us = t.unfused_us;
-      c.ln_fused_us = t.fused_us;
-      return Status::Ok();
-    }
-    double unfused = -1, fused = -1;
-    EV_RETURN_IF_ERROR(time_ln_pair(ln, lin, *gm, n, false, &unfused));
-    EV_RETURN_IF_ERROR(time_ln_pair(ln, lin, *gm, n, true, &fused));
-    const bool use = fused > 0 && unfused > 0 && fused < kTuneMargin * unfused;
-    gm->ln_fused = c.ln_fused = use;
-    c.ln_then_gemm_us = unfused > 0 ? unfused * 1e3 : 0.0;
-    c.ln_fused_us = fused > 0 ? fused * 1e3 : 0.0;
-    tuned_fusions_.push_back(TunedFusion{key, use, c.ln_then_gemm_us, c.ln_fused_us});
-    return Status::Ok();
-  }
-
-  // LayerNorm of `ln` then the GEMM of `lin` (pinned algorithm), or both in ln_linear_f16, at n images.
-  cudaError_t launch_ln_linear(const Op& ln, const Op& lin, const Gemm& gm, int n, bool fused) const {
-    const Graph& g = plan_.graph;
-    const int rows = static_cast<int>(lin.m / g.batch * n);
-    if (!fused) {
-      const cudaError_t e = gpu::layernorm_f16(h16(ln.inputs[0]), h16(ln.weights[0]), h16(ln.weights[1]),
-                                               h16(ln.outputs[0]), rows, static_cast<int>(ln.n),
-                                               static_cast<float>(ln.eps), stream_);
-      if (e != cudaSuccess) return e;
-      return launch_gemm(lin, gm, gm.algo) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
-    }
-    return gpu::ln_linear_f16(h16(ln.inputs[0]), h16(ln.weights[0]), h16(ln.weights[1]), static_cast<float>(ln.eps),
-                              h16(lin.weights[0]), lin.weights.size() > 1 ? h16(lin.weights[1]) : nullptr,
-                              h16(lin.outputs[0]), rows, static_cast<int>(lin.n), static_cast<int>(lin.k),
-                              lin.epilogue == 1, stream_);
-  }
-
-  // Median milliseconds of launch_ln_linear, timed like time_gemm (L2 sweep before each run; -1 when refused).
-  // Writes only activations (the LayerNorm's and the GEMM's outputs), which the warm-up forward after
-  // planning rewrites.
-  Status time_ln_pair(const Op& ln, const Op& lin, const Gemm& gm, int n, bool fused, double* median_ms) {
-    const std::string where = "layernorm fusion timing: op '" + lin.name + "'";
-    *median_ms = -1.0;
-    float ms[kTuneWarmup + kTuneRuns] = {};
-    for (int r = 0; r < kTuneWarmup + kTuneRuns; ++r) {
-      if (flush_bytes_ > 0)
-        EV_CUDA_CHECK(where, gpu::xor_fold_u32(arena_, flush_bytes_, static_cast<uint32_t*>(static_cast<void*>(
-                                                                       at(lin.outputs[0]))), stream_));
-      EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[0], stream_));
-      if (launch_ln_linear(ln, lin, gm, n, fused) != cudaSuccess) {
-        cudaGetLastError();  // a refused launch (shared memory the device cannot give) is not sticky
-        return Status::Ok();
-      }
-      EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[1], stream_));
-      EV_CUDA_CHECK(where, cudaEventSynchronize(tune_events_[1]));
-      EV_CUDA_CHECK(where, cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]));
-    }
-    float* t = ms + kTuneWarmup;
-    for (int i = 1; i < kTuneRuns; ++i)
-      for (int j = i; j > 0 && t[j] < t[j - 1]; --j) std::swap(t[j], t[j - 1]);
-    *median_ms = t[kTuneRuns / 2];
-    return Status::Ok();
   }
 
   Status plan_gemm(const Op& o, int n, cublasLtMatmulPreference_t pref, Gemm* out) {
@@ -710,13 +608,7 @@ class CudaBackend final : public Backend {
                                    : gpu::copy_f32(dev_in_, f32(g.input), in_elems, stream_));
     if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[0], stream_));
     for (size_t i = 0; i < g.ops.size(); ++i) {
-      const bool ln_into_next = i + 1 < g.ops.size() && gemms_[si][i + 1].ln_fused;  // runs with op i + 1
-      if (gemms_[si][i].ln_fused) {
-        EV_CUDA_CHECK("op '" + g.ops[i].name + "' (with its LayerNorm)",
-                      launch_ln_linear(g.ops[i - 1], g.ops[i], gemms_[si][i], n, true));
-      } else if (!ln_into_next) {
-        EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n));
-      }
+      EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n));
       if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[i + 1], stream_));
     }
     const int64_t pre = int64_t{g.arch.embed_dim} * n;
@@ -829,7 +721,6 @@ class CudaBackend final : public Backend {
   const bool fp16_;
   const bool profile_;
   const bool tune_;
-  const EngineOptions::LnFusion ln_fusion_;
   const InjectedFault fault_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
@@ -856,12 +747,6 @@ class CudaBackend final : public Backend {
     GemmChoice choice;
   };
   std::vector<TunedShape> tuned_;           // GEMM tuning: one per distinct shape and epilogue timed
-  struct TunedFusion {
-    TuneKey key;
-    bool fused;
-    double unfused_us, fused_us;
-  };
-  std::vector<TunedFusion> tuned_fusions_;  // LayerNorm fusion: one decision per distinct linear shape
   int64_t sm_count_ = 1;                    // the device's SMs (split-K variants only for small grids)
   cudaEvent_t tune_events_[2] = {nullptr, nullptr};  // GEMM tuning: start, stop (null when tuning is off)
   int64_t flush_bytes_ = 0;                 // GEMM tuning: bytes of the arena swept through L2 before each run

@@ -31,12 +31,6 @@ struct EngineOptions {
   // outputs are bit-identical run to run; another process (or engine) may time differently and pin another
   // algorithm, whose outputs can differ in the last bits (within the fp16 tolerance). CPU backend: ignored.
   bool tune_gemms = true;
-  // CUDA, fp16 plans: a LayerNorm whose only reader is the next linear layer (ViT's norm1 -> qkv, norm2 -> fc1)
-  // may run inside that layer's kernel (gpu::ln_linear_f16). kAuto: per captured batch size, timed against
-  // LayerNorm + the pinned cuBLASLt algorithm at create() and used where faster (needs tune_gemms; off
-  // otherwise); kOff: never; kOn: wherever the kernel serves the shape (tests).
-  enum class LnFusion { kAuto, kOff, kOn };
-  LnFusion ln_fusion = LnFusion::kAuto;
   InjectedFault fault = InjectedFault::kNone;
 };
 
@@ -61,11 +55,6 @@ struct GemmChoice {
   double chosen_us = 0;   // median time of the pinned one
   std::string algo;       // the pinned algorithm's configuration, e.g. "id 21 tile 18 stages 8 splitK 1"
   std::string timed_as;   // the op whose timing this choice reuses (same shape and epilogue), or empty
-  // The LayerNorm before this GEMM runs in its prologue (gpu::ln_linear_f16) at this batch size; the two
-  // medians compared when it was decided by timing (0 when not timed).
-  bool ln_fused = false;
-  double ln_then_gemm_us = 0;
-  double ln_fused_us = 0;
 };
 
 class Backend {

@@ -13,7 +13,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <string>
 
 #include "kernels/attn_params.h"
 
@@ -52,18 +51,6 @@ cudaError_t layernorm_f32(const float* x, const float* gamma, const float* beta,
                           float eps, cudaStream_t stream);
 cudaError_t layernorm_f16(const __half* x, const __half* gamma, const __half* beta, __half* y, int m, int c,
                           float eps, cudaStream_t stream);
-
-// LayerNorm fused into a linear layer (kernels/cuda/ln_linear.cu; meaning of layernorm_ref, rounded to fp16,
-// then linear_ref): y (M, N) = LN(x) (M, K) @ w (N, K)^T + bias, then exact GELU when `gelu`. LN statistics
-// and the products in fp32. For small M, where LayerNorm + cuBLASLt is two latency-bound kernels; the CUDA
-// backend times both per batch size. ln_linear_f16_supported says why a shape is not served (K a multiple
-// of 64 and at most kLnLinearMaxK, N a multiple of 8); the launch also refuses unaligned pointers (x,
-// gamma, beta, w 16-byte aligned) and a K whose shared memory (32 x (K + 8) x 2 + 27 KB) the device
-// cannot give, with cudaErrorInvalidValue. bias may be nullptr.
-constexpr int kLnLinearMaxK = 1024;
-bool ln_linear_f16_supported(int m, int n, int k, std::string* why);
-cudaError_t ln_linear_f16(const __half* x, const __half* gamma, const __half* beta, float eps, const __half* w,
-                          const __half* bias, __half* y, int m, int n, int k, bool gelu, cudaStream_t stream);
 
 // Exact GELU 0.5 x (1 + erf(x / sqrt 2)) in place over n elements (the fp32 path: cuBLASLt's GELU
 // epilogue is the tanh approximation, up to 4.7e-4 away, too far for the fp32 end-to-end tolerance).

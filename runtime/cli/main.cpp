@@ -136,18 +136,15 @@ void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
     const int b = cs[i].batch;
     int count = 0, changed = 0;
     double first = 0, chosen = 0;
-    int ln_fused = 0;
     for (; i < cs.size() && cs[i].batch == b; ++i, ++count) {
-      ln_fused += cs[i].ln_fused;
       changed += cs[i].chosen != 0;
       first += cs[i].first_us;
       chosen += cs[i].chosen_us;
     }
     std::fprintf(stderr,
                  "cuBLASLt GEMM algorithms, batch %d: %d GEMMs (tuned at init), %d pinned another than the heuristic's "
-                 "first; sum of medians %.1f us (first choices) -> %.1f us; %d with their LayerNorm fused in "
-                 "(ln_linear_f16, timed faster)\n",
-                 b, count, changed, first, chosen, ln_fused);
+                 "first; sum of medians %.1f us (first choices) -> %.1f us\n",
+                 b, count, changed, first, chosen);
   }
   std::fprintf(stderr,
                "  %-26s %-9s %10s %10s  %s   (batch %d; algo#k/C: k-th of C timed candidates, the heuristic's results "
@@ -156,10 +153,7 @@ void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
   for (const ev::GemmChoice& c : cs) {
     if (c.batch != batch) continue;
     const std::string pick = "#" + std::to_string(c.chosen) + "/" + std::to_string(c.candidates);
-    std::string same = c.timed_as.empty() ? "" : "  (timed as " + c.timed_as + ")";
-    if (c.ln_fused_us > 0)
-      same += "  [LayerNorm + GEMM " + std::to_string(c.ln_then_gemm_us).substr(0, 6) + " us, fused " +
-              std::to_string(c.ln_fused_us).substr(0, 6) + " us: " + (c.ln_fused ? "fused]" : "kept apart]");
+    const std::string same = c.timed_as.empty() ? "" : "  (timed as " + c.timed_as + ")";
     std::fprintf(stderr, "  %-26s %-9s %10.2f %10.2f  %s%s\n", c.op.c_str(), pick.c_str(), c.chosen_us, c.first_us,
                  c.algo.c_str(), same.c_str());
   }
