@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "kernels/cuda/mha.h"
+#include "kernels/mha_variants.h"
 #include "kernels/cuda/ops.h"
 #include "runtime/engine.h"
 #include "runtime/weights.h"
@@ -233,6 +234,7 @@ class CudaBackend final : public Backend {
         timings_[i].kernel += "[algo#" + std::to_string(choices_[gm.choice].chosen) + "/" +
                               std::to_string(choices_[gm.choice].candidates) + "]";  // no space: scripts split on them
     }
+    EV_RETURN_IF_ERROR(record_attention_choices(dev));
     if (profile_) {
       events_.assign(g.ops.size() + 1, nullptr);
       for (cudaEvent_t& ev : events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
@@ -278,6 +280,7 @@ class CudaBackend final : public Backend {
   int64_t device_bytes() const override { return plan_.arena_bytes; }
   float* input_buffer() override { return host_in_; }
   const std::vector<GemmChoice>& gemm_choices() const override { return choices_; }
+  const std::vector<AttentionChoice>& attention_choices() const override { return attention_choices_; }
 
  private:
   // Replays the smallest captured size >= n: from the host staging buffer (the input cast first) or from
@@ -575,6 +578,43 @@ class CudaBackend final : public Backend {
     return d;
   }
 
+  // What the attention launcher runs at each captured size on this device (mha_fused_f16 decides per launch
+  // with the same choose_mha and the same device facts); the profile names the one for max_batch.
+  Status record_attention_choices(int dev) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    int major = 0, minor = 0, optin = 0, sms = 0;
+    EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    for (const int n : sizes_) {
+      AttentionChoice c;
+      c.batch = n;
+      if (!fp16_) {
+        c.kernel = "cuda.mha_f32";
+        c.reason = "fp32 plan: gpu::mha_f32 (one block per query row, fp32 FMAs, no tensor cores; the fused "
+                   "kernels are fp16 only, and the plan's name for this path is cuda.mha_unfused_cublas)";
+      } else if (g.attention != AttentionPath::kFused) {
+        c.kernel = "cuda.mha_unfused_cublas";
+        c.reason = "the plan's unfused path: " + plan_.attention_reason;
+      } else {
+        const MhaGrid grid{n, a.num_heads, a.num_tokens(), sms};
+        const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
+        if (!m.fused)
+          return unsupported("cuda backend: the plan chose fused attention for '" + plan_.device.name +
+                             "', but this device cannot run it at batch " + std::to_string(n) + ": " + m.reason +
+                             " (plan with --device auto, or --attention explicit)");
+        c.kernel = std::string("cuda.") + m.variant->name;
+        c.reason = m.reason;
+      }
+      attention_choices_.push_back(std::move(c));
+    }
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].kind == OpKind::kAttention) timings_[i].kernel = attention_choices_.back().kernel;
+    return Status::Ok();
+  }
+
   Status check_attention_workspace() {
     const Graph& g = plan_.graph;
     const VitArch& a = g.arch;
@@ -741,6 +781,7 @@ class CudaBackend final : public Backend {
   std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
   std::vector<OpTiming> timings_;
   std::vector<GemmChoice> choices_;         // one per (size, kLinear op), in planning order
+  std::vector<AttentionChoice> attention_choices_;  // one per captured size, ascending
   struct TunedShape {
     TuneKey key;
     cublasLtMatmulAlgo_t algo;

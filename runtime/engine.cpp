@@ -29,6 +29,11 @@ const std::vector<GemmChoice>& Backend::gemm_choices() const {
   return kNone;
 }
 
+const std::vector<AttentionChoice>& Backend::attention_choices() const {
+  static const std::vector<AttentionChoice> kNone;
+  return kNone;
+}
+
 Status Backend::infer_device(int) {
   return unsupported("infer_device: this backend has no device-resident input (the CPU backend reads host memory: "
                      "use infer())");

@@ -57,6 +57,14 @@ struct GemmChoice {
   std::string timed_as;   // the op whose timing this choice reuses (same shape and epilogue), or empty
 };
 
+// CUDA: the attention kernel the launcher runs at one captured batch size on this device (the plan names
+// the choice for the plan's batch on the profile's SM count; smaller captured sizes may take another row).
+struct AttentionChoice {
+  int batch = 0;
+  std::string kernel;  // e.g. "cuda.flash_fwd_f16_d64_q32_w8_kv128_s2_ks4", "cuda.mha_unfused_cublas"
+  std::string reason;  // choose_mha's line: the row, its grid on this device, the rows skipped and why
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -69,6 +77,7 @@ class Backend {
   // skips the copy. Owned by the backend, valid for its lifetime, never written by infer().
   virtual float* input_buffer() = 0;
   virtual const std::vector<GemmChoice>& gemm_choices() const;  // empty unless the backend has cuBLASLt GEMMs
+  virtual const std::vector<AttentionChoice>& attention_choices() const;  // empty on the CPU backend
   // Device memory holding the plan's input tensor, or nullptr (CPU); see Engine::device_input().
   virtual void* device_input() { return nullptr; }
   virtual Status infer_device(int n);  // the forward on device_input()'s first n images; CPU: kUnsupported
@@ -115,6 +124,9 @@ class Engine {
   // CUDA: the cuBLASLt algorithm pinned per GEMM and captured batch size (EngineOptions::tune_gemms);
   // empty on the CPU backend.
   const std::vector<GemmChoice>& gemm_choices() const { return backend_->gemm_choices(); }
+  // CUDA: the attention kernel per captured batch size on this device, as its launcher chooses it; empty on
+  // the CPU backend (one kernel, the plan's).
+  const std::vector<AttentionChoice>& attention_choices() const { return backend_->attention_choices(); }
   const float* logits() const { return backend_->logits(); }          // (n, output_dim)
   const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
   const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }

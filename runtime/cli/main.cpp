@@ -159,6 +159,16 @@ void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
   }
 }
 
+// CUDA engines (-v, bench --profile; on stderr): the attention kernel per captured batch size on this device.
+void announce_attention_choices(const ev::Engine& e, bool verbose) {
+  const std::vector<ev::AttentionChoice>& cs = e.attention_choices();
+  if (!verbose || cs.empty()) return;
+  std::fprintf(stderr, "attention per captured batch size on this device (the plan names batch %d on its profile):\n",
+               e.max_batch());
+  for (const ev::AttentionChoice& c : cs)
+    std::fprintf(stderr, "  batch %-4d %s\n             %s\n", c.batch, c.kernel.c_str(), c.reason.c_str());
+}
+
 std::vector<float> softmax_row(const float* x, int n) {
   std::vector<float> p(n);
   const float m = *std::max_element(x, x + n);
@@ -268,6 +278,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   announce_plan(e.plan(), o.verbose);
   announce_cpu_gemm(e, o.verbose);
   announce_gemm_choices(e, o.verbose, e.max_batch());
+  announce_attention_choices(e, o.verbose);
   if (o.verbose) std::fprintf(stderr, "device %s (%s), threads %d\n", dev->profile.name.c_str(), dev->how.c_str(), e.threads());
 
   std::vector<std::string> labels;
@@ -382,6 +393,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   announce_plan(e.plan(), o.verbose);
   announce_cpu_gemm(e, o.verbose);
   announce_gemm_choices(e, o.verbose || b.profile, e.max_batch());
+  announce_attention_choices(e, o.verbose || b.profile);
   const int n = e.max_batch();
   // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically),
   // written once into the engine's own input buffer (infer() then copies nothing: the numbers are the

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "kernels/mha_variants.h"
 #include "platform/cuda_query.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
@@ -471,6 +472,36 @@ TEST(CudaEngine, InjectedFaultsAreDetected) {
       std::printf("fault %d %s: logits rel err %.3g\n", static_cast<int>(fault), to_string(precision), err);
     }
   }
+}
+
+// The attention kernel per captured size is what the launcher picks on this device (same choose_mha, same
+// grid), and the profile names the one for max_batch.
+TEST(CudaEngine, AttentionChoicePerCapturedSize) {
+  auto engine = make_engine(kTiny.config, Precision::kFp16, AttentionImpl::kAuto, 8);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const Engine& e = **engine;
+  const std::vector<AttentionChoice>& cs = e.attention_choices();
+  ASSERT_EQ(cs.size(), 4u);  // 1, 2, 4, 8
+  int dev = 0, major = 0, minor = 0, optin = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const VitArch& a = e.plan().graph.arch;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    EXPECT_EQ(cs[i].batch, 1 << i);
+    const MhaGrid grid{cs[i].batch, a.num_heads, a.num_tokens(), sms};
+    const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
+    ASSERT_TRUE(m.fused) << m.reason;
+    EXPECT_EQ(cs[i].kernel, std::string("cuda.") + m.variant->name) << cs[i].batch;
+    EXPECT_EQ(cs[i].reason, m.reason);
+  }
+  for (size_t i = 0; i < e.plan().graph.ops.size(); ++i)
+    if (e.plan().graph.ops[i].kind == OpKind::kAttention) EXPECT_EQ(e.op_timings()[i].kernel, cs.back().kernel);
+  auto f32 = make_engine(kAvgpool.config, Precision::kFp32, AttentionImpl::kAuto, 2);
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  for (const AttentionChoice& c : (*f32)->attention_choices()) EXPECT_EQ(c.kernel, "cuda.mha_f32");
 }
 
 TEST(CudaEngine, BatchOutsideThePlanIsAnError) {
