@@ -31,13 +31,15 @@ struct AttnParams {
   const uint8_t* key_mask = nullptr;  // (B, Skv) or nullptr; host pointer for CPU, device for CUDA
 };
 
-// timm's fused qkv Linear output: (B, S, 3, H, D) row-major; o is (B, S, H, D).
-inline AttnParams attn_params_packed_qkv(int batch, int seq, int heads, int head_dim, float scale) {
+// timm's fused qkv Linear output: (B, S, 3, H, D) row-major; o is (B, Sq, H, D). Sq (default S) queries
+// are the first Sq tokens of each image (the class-token tail asks for 1); keys and values are all S.
+inline AttnParams attn_params_packed_qkv(int batch, int seq, int heads, int head_dim, float scale, int seq_q = -1) {
   AttnParams p;
-  p.batch = batch; p.heads = heads; p.seq_q = seq; p.seq_kv = seq; p.head_dim = head_dim; p.scale = scale;
+  if (seq_q < 0) seq_q = seq;
+  p.batch = batch; p.heads = heads; p.seq_q = seq_q; p.seq_kv = seq; p.head_dim = head_dim; p.scale = scale;
   const int64_t e = static_cast<int64_t>(heads) * head_dim;
   p.q = p.k = p.v = AttnStrides{seq * 3 * e, 3 * e, head_dim};
-  p.o = AttnStrides{seq * e, e, head_dim};
+  p.o = AttnStrides{seq_q * e, e, head_dim};
   return p;
 }
 // Offsets (in elements) of K and V inside the packed qkv buffer, relative to Q.

@@ -104,10 +104,13 @@ class CpuBackend final : public Backend {
     cpu_init_threads(threads_);
     if (g.attention == AttentionPath::kFused) {
       const VitArch& a = g.arch;
-      const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f);
-      const bool tiles = mha_fused_prepare(p);
-      for (size_t i = 0; i < g.ops.size(); ++i)
-        if (g.ops[i].kind == OpKind::kAttention && tiles) timings_[i].kernel = g.ops[i].kernel + "+libxsmm_tiles";
+      // One preparation per distinct query length (the class-token tail's last block has 1).
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        if (g.ops[i].kind != OpKind::kAttention) continue;
+        const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f,
+                                                    static_cast<int>(g.ops[i].seq_q));
+        if (mha_fused_prepare(p)) timings_[i].kernel = g.ops[i].kernel + "+libxsmm_tiles";
+      }
     }
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const Op& o = g.ops[i];
@@ -155,7 +158,8 @@ class CpuBackend final : public Backend {
       case OpKind::kAttention: {
         float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
         if (fault_ == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // the TensorRT 10.7 bug, on purpose
-        AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale);
+        AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale,
+                                              static_cast<int>(o.seq_q));
         const float* qkv = f32(o.inputs[0]);
         const float* k = qkv + packed_k_offset(a.num_heads, a.head_dim());
         const float* v = qkv + packed_v_offset(a.num_heads, a.head_dim());

@@ -711,7 +711,8 @@ class CudaBackend final : public Backend {
       case OpKind::kAttention: {
         float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
         if (fault_ == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // the TensorRT 10.7 bug, on purpose
-        const AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale);
+        const AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale,
+                                                    static_cast<int>(o.seq_q));
         const int64_t ko = packed_k_offset(a.num_heads, a.head_dim()), vo = packed_v_offset(a.num_heads, a.head_dim());
         if (!fp16_) {
           const float* q = f32(o.inputs[0]);

@@ -118,7 +118,7 @@ class Builder {
 }  // namespace
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes) {
+                      int64_t explicit_scratch_bytes, bool all_tokens) {
   Graph g;
   g.arch = a;
   g.batch = batch;
@@ -153,31 +153,47 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   }
 
   const int64_t rows = B * T;
+  // The class-token tail (see graph.h): token pooling reads token 0 only.
+  const bool tail = !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token;
+  int xc = -1;  // tail: the class token's row per image, (B, E)
   for (int i = 0; i < a.depth; ++i) {
     const std::string blk = "blocks." + std::to_string(i);
+    const bool last = tail && i == a.depth - 1;
+    const int64_t sq = last ? 1 : T;       // query tokens per image from this block's attention on
+    const int64_t r = last ? B : rows;     // rows of the ops after the attention
     const int h1 = b.act(blk + ".norm1.out", {B, T, E});
     b.layernorm(blk + ".norm1", x, h1, rows, E, a.layer_norm_eps);
     const int qkv = b.act(blk + ".attn.qkv.out", {B, T, 3, H, D});
     b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * E, E, a.qkv_bias, 0);
-    const int ctx = b.act(blk + ".attn.out", {B, T, H, D});
+    const int ctx = b.act(blk + ".attn.out", {B, sq, H, D});
     Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
-    at.flops = 4.0 * B * H * T * T * D + 5.0 * B * H * T * T;
-    at.bytes = eb * (3.0 * B * T * E + B * T * E);
+    at.seq_q = sq;
+    at.flops = 4.0 * B * H * sq * T * D + 5.0 * B * H * sq * T;
+    at.bytes = eb * (3.0 * B * T * E + B * sq * E);
     if (attention == AttentionPath::kExplicit) {
       b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
       at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
     }
-    b.linear(blk + ".attn.proj", ctx, x, rows, E, E, true, 2);
-    const int h2 = b.act(blk + ".norm2.out", {B, T, E});
-    b.layernorm(blk + ".norm2", x, h2, rows, E, a.layer_norm_eps);
-    const int mlp = b.act(blk + ".mlp.hidden", {B, T, M});
-    b.linear(blk + ".mlp.fc1", h2, mlp, rows, M, E, true, 1);
-    b.linear(blk + ".mlp.fc2", mlp, x, rows, E, M, true, 2);
+    int res = x;  // the residual stream this block's second half updates
+    if (last) {
+      xc = b.act(blk + ".cls", {B, E});
+      Op& o = b.op(OpKind::kPool, "pool.token", {x}, {xc});
+      o.bytes = eb * 2.0 * B * E;
+      res = xc;
+    }
+    b.linear(blk + ".attn.proj", ctx, res, r, E, E, true, 2);
+    const int h2 = b.act(blk + ".norm2.out", {B, last ? 1 : T, E});
+    b.layernorm(blk + ".norm2", res, h2, r, E, a.layer_norm_eps);
+    const int mlp = b.act(blk + ".mlp.hidden", {B, last ? 1 : T, M});
+    b.linear(blk + ".mlp.fc1", h2, mlp, r, M, E, true, 1);
+    b.linear(blk + ".mlp.fc2", mlp, res, r, E, M, true, 2);
   }
 
   const int out_kind_dim = a.num_classes > 0 ? a.num_classes : static_cast<int>(E);
   g.pre_logits = b.tensor("pre_logits", {B, E}, TensorKind::kOutput, g.act_elem_bytes());
-  if (!a.fc_norm) {
+  if (tail) {
+    b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, B, E, a.layer_norm_eps);
+  } else if (!a.fc_norm) {
     const int hn = b.act("norm.out", {B, T, E});
     b.layernorm("norm", x, hn, rows, E, a.layer_norm_eps);
     Op& o = b.op(OpKind::kPool, a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token", {hn},

@@ -7,6 +7,15 @@
 //   per block:  x -ln-> h -linear-> qkv (B,T,3,H,D) -attention-> ctx (B,T,E) -linear(+=)-> x
 //               x -ln-> h -linear+gelu-> mlp (B,T,M) -linear(+=)-> x
 //   head: x -ln-> h -pool-> pre_logits (B,E) -linear-> logits (B,classes)     (fc_norm: pool, then ln)
+//
+// Class-token tail (token pooling, the default unless all_tokens): the outputs read only token 0 of the
+// last block's output, and every op after that block's attention is per token, so the last block runs
+// its attention for the class token's query only and the rest of the block on one row per image:
+//   last block: x -ln-> h -linear-> qkv (B,T,3,H,D) -attention(Sq = 1)-> ctx (B,1,E)
+//               x -pool(token 0)-> xc (B,E) ; ctx -linear(+=)-> xc -ln-> -linear+gelu-> -linear(+=)-> xc
+//   head: xc -ln-> pre_logits (fc_norm: the same ln named fc_norm) -linear-> logits
+// Same outputs (the dropped rows are never read); the last block's proj and MLP shrink by T x (ViT-B/16:
+// ~7% of the forward's FLOPs).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +70,7 @@ struct Op {
   // Parameters (meaning depends on kind).
   int epilogue = 0;              // kLinear: 0 none, 1 gelu, 2 residual add (in place into outputs[0])
   int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
+  int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm
   bool avg_pool = false;         // kPool
   std::string kernel;            // chosen implementation, e.g. "cpu.mha_fused_f32", "cuda.mha_fused_d64"
@@ -84,6 +94,6 @@ struct Graph {
 // Builds the op list. explicit_scratch_bytes is the explicit attention path's workspace (backend-
 // dependent; 0 for the fused path). Never fails on a validated ModelSpec.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes);
+                      int64_t explicit_scratch_bytes, bool all_tokens = false);
 
 }  // namespace edgevit

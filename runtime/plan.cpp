@@ -146,7 +146,7 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
   Plan plan;
   plan.model_name = spec.name;
   plan.device = device;
-  plan.graph = build_vit_graph(a, batch, precision, att.path, scratch_bytes);
+  plan.graph = build_vit_graph(a, batch, precision, att.path, scratch_bytes, options.all_tokens);
   plan.attention_kernel = att.kernel;
   plan.attention_reason = att.reason;
   plan.attention_fallback = att.fallback;

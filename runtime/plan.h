@@ -35,6 +35,9 @@ struct PlanOptions {
   int batch = 0;                          // 0: the model's max_batch
   std::optional<Precision> precision;     // unset: fp32 on cpu, fp16 on cuda
   std::optional<AttentionImpl> attention; // unset: the model config's runtime.attention
+  // Keep every token through the last block (token-pooled models otherwise run the class-token tail,
+  // runtime/graph.h: same outputs, fewer FLOPs). For comparisons and debugging.
+  bool all_tokens = false;
 };
 
 struct Plan {

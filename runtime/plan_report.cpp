@@ -49,6 +49,15 @@ bool is_planned(const TensorDesc& t) {
 
 std::string format_plan_text(const Plan& p, bool verbose) {
   const Graph& g = p.graph;
+  // Non-verbose listings show the stem, block 0, the head, and the last block when it is the class-token
+  // tail (runtime/graph.h), which differs from block 0.
+  bool tail = false;
+  for (const Op& o : g.ops) tail = tail || (o.kind == OpKind::kAttention && o.seq_q < g.arch.num_tokens());
+  const std::string last_block = "blocks." + std::to_string(g.arch.depth - 1) + ".";
+  const auto hidden = [&](const std::string& name) {
+    return !verbose && name.rfind("blocks.", 0) == 0 && name.rfind("blocks.0.", 0) != 0 &&
+           !(tail && name.rfind(last_block, 0) == 0);
+  };
   std::ostringstream os;
   char line[512];
   os << "plan: model " << p.model_name << " on " << p.device.name << " (" << to_string(p.device.kind)
@@ -63,13 +72,20 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   os << line;
   for (const TensorDesc& t : g.tensors) {
     if (t.kind == TensorKind::kWeight) continue;
-    if (!verbose && is_planned(t) && t.name.rfind("blocks.", 0) == 0 && t.name.rfind("blocks.0.", 0) != 0) continue;
+    if (is_planned(t) && hidden(t.name)) continue;
     std::snprintf(line, sizeof line, "  %-26s %-10s %-20s %12lld %12lld %5d %5d\n", t.name.c_str(),
                   to_string(t.kind), shape_str(t.shape).c_str(), static_cast<long long>(p.offsets[t.id]),
                   static_cast<long long>(t.bytes()), t.first_op, t.last_op);
     os << line;
   }
-  if (!verbose && g.arch.depth > 1) os << "  (blocks 1.." << g.arch.depth - 1 << " repeat block 0's pattern; --verbose lists all)\n";
+  if (!verbose && g.arch.depth > 1) {
+    const int last_same = tail ? g.arch.depth - 2 : g.arch.depth - 1;
+    if (last_same >= 1) os << "  (blocks 1.." << last_same << " repeat block 0's pattern";
+    else os << "  (";
+    if (tail) os << (last_same >= 1 ? "; " : "") << "block " << g.arch.depth - 1
+                 << " is the class-token tail: one query and one row per image after its qkv";
+    os << "; --verbose lists all)\n";
+  }
   int weight_count = 0;
   for (const TensorDesc& t : g.tensors) weight_count += t.kind == TensorKind::kWeight;
   os << "  weights: " << weight_count << " tensors, " << p.weights_bytes << " bytes at offset 0\n\n";
@@ -80,11 +96,9 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   const int kCols = 64;
   os << "activation arena over the op sequence (" << human_bytes(p.activations_bytes)
      << ", each column " << human_bytes((region + kCols - 1) / kCols) << "; # live, . free):\n";
-  const int depth_rows_limit = verbose ? 1 << 30 : 1;  // non-verbose: stem, block 0, head
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& o = g.ops[i];
-    const bool in_later_block = o.name.rfind("blocks.", 0) == 0 && o.name.rfind("blocks.0.", 0) != 0;
-    if (!verbose && in_later_block && depth_rows_limit == 1) continue;
+    if (hidden(o.name)) continue;
     std::string bar(kCols, '.');
     int64_t live = 0;
     for (const TensorDesc& t : g.tensors) {
@@ -107,7 +121,7 @@ std::string format_plan_text(const Plan& p, bool verbose) {
     for (const Op& o : g.ops) {
       const Predicted pr = predict(o, p.device);
       total_us += pr.us;
-      if (!verbose && o.name.rfind("blocks.", 0) == 0 && o.name.rfind("blocks.0.", 0) != 0) continue;
+      if (hidden(o.name)) continue;
       std::snprintf(line, sizeof line, "  %-26s %-40s %8.2f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
                     o.kernel.c_str(), o.flops / 1e9, o.bytes / 1e6, pr.us, pr.memory_bound ? "memory" : "compute");
       ops << line;

@@ -78,11 +78,14 @@ struct CommonOpts {
   int threads = 0;
   bool verbose = false;
   bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
+  bool all_tokens = false;  // PlanOptions::all_tokens
 };
+
 
 ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
   ev::PlanOptions p;
   p.batch = o.batch;
+  p.all_tokens = o.all_tokens;
   if (!o.precision.empty()) { EV_ASSIGN_OR_RETURN(ev::Precision pr, parse_precision(o.precision)); p.precision = pr; }
   if (!o.attention.empty()) { EV_ASSIGN_OR_RETURN(ev::AttentionImpl a, parse_attention(o.attention)); p.attention = a; }
   return p;
@@ -498,6 +501,9 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   if (batch) sub->add_option("--batch,-b", o.batch, "batch size (default: the model's max_batch)");
   sub->add_option("--precision", o.precision, "fp32 | fp16 (default: fp32 on cpu, fp16 on cuda)");
   sub->add_option("--attention", o.attention, "auto | fused | explicit (default: the model config's)");
+  sub->add_flag("--all-tokens", o.all_tokens,
+                "keep every token through the last block (default for token-pooled models: the class-token tail, "
+                "same outputs with the last block's proj and MLP on one row per image)");
   sub->add_flag("--verbose,-v", o.verbose, "say more (plan summary, device, fallbacks)");
 }
 

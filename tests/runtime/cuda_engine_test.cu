@@ -504,6 +504,41 @@ TEST(CudaEngine, AttentionChoicePerCapturedSize) {
   for (const AttentionChoice& c : (*f32)->attention_choices()) EXPECT_EQ(c.kernel, "cuda.mha_f32");
 }
 
+// The class-token tail (runtime/graph.h) on the GPU: token-pooled models' last block runs one query and
+// one row per image; same outputs as the full last block (fp32: up to reordering; fp16: cuBLASLt picks
+// other algorithms for 2 rows than for 394, so within the fp16 end-to-end tolerance, and the same top-1).
+TEST(CudaEngine, ClassTokenTailSameOutputsAsEveryToken) {
+  for (const Golden& g : {kMicro, kTiny}) {
+    for (const Precision precision : {Precision::kFp16, Precision::kFp32}) {
+      SCOPED_TRACE(std::string(g.config) + " " + to_string(precision));
+      const GoldenData d = load_golden(g);
+      std::unique_ptr<Engine> e[2];
+      for (int all = 0; all < 2; ++all) {
+        auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + g.config));
+        ASSERT_TRUE(spec.ok());
+        EngineOptions o;
+        o.plan.precision = precision;
+        o.plan.batch = d.n;
+        o.plan.all_tokens = all == 1;
+        o.tune_gemms = default_tuning();
+        auto engine = Engine::create(*spec, gpu_profile(), o);
+        ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+        e[all] = std::move(*engine);
+        ASSERT_TRUE(e[all]->infer(d.input.data(), d.n).ok());
+      }
+      int seq_q = -1;
+      for (const Op& op : e[0]->plan().graph.ops)
+        if (op.kind == OpKind::kAttention) seq_q = static_cast<int>(op.seq_q);
+      EXPECT_EQ(seq_q, 1);
+      const double t = precision == Precision::kFp16 ? tol::kFp16EndToEnd : tol::kFp32Reordered;
+      EXPECT_LE(testutil::rel_error(e[0]->logits(), e[1]->logits(), d.logits.size()), t);
+      EXPECT_LE(testutil::rel_error(e[0]->pre_logits(), e[1]->pre_logits(), d.pre.size()), t);
+      EXPECT_EQ(testutil::argmax_rows(e[0]->logits(), d.n, d.classes), testutil::argmax_rows(e[1]->logits(), d.n, d.classes));
+      EXPECT_LE(testutil::rel_error(e[0]->logits(), d.logits.data(), d.logits.size()), tolerance(precision));
+    }
+  }
+}
+
 TEST(CudaEngine, BatchOutsideThePlanIsAnError) {
   auto engine = make_engine(kMicro.config, Precision::kFp16, AttentionImpl::kAuto, 2);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();

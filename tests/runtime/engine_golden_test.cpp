@@ -78,6 +78,64 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{"vit-tiny-golden.yaml", "vit-tiny-patch16-224.golden.safetensors"}),
                        ::testing::Values(AttentionImpl::kFused, AttentionImpl::kExplicit), ::testing::Values(1, 2)));
 
+// Token-pooled models run the class-token tail by default (runtime/graph.h): the same outputs as the
+// full last block (PlanOptions::all_tokens), with the last block's attention on one query and its proj / MLP on
+// one row per image; average-pooled models keep every token.
+TEST(ClassTokenTail, SameOutputsAsEveryTokenAndFewerFlops) {
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  for (const Case c : {Case{"vit-micro.yaml", "vit-micro.golden.safetensors"},
+                       Case{"vit-tiny-golden.yaml", "vit-tiny-patch16-224.golden.safetensors"},
+                       Case{"vit-avgpool.yaml", "vit-avgpool.golden.safetensors"}}) {
+    for (const AttentionImpl attention : {AttentionImpl::kFused, AttentionImpl::kExplicit}) {
+      SCOPED_TRACE(std::string(c.config) + " attention " + to_string(attention));
+      if (testutil::under_emulator() && std::string(c.config) == "vit-tiny-golden.yaml") continue;
+      auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + c.config));
+      ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+      auto golden = SafetensorsFile::open(testutil::golden_path(c.golden));
+      ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+      std::vector<int64_t> in_shape;
+      const auto input = read_tensor(*golden, "input", &in_shape);
+      const int n = static_cast<int>(in_shape[0]);
+      std::unique_ptr<Engine> e[2];
+      double flops[2] = {0, 0};
+      for (int all = 0; all < 2; ++all) {
+        EngineOptions o;
+        o.plan.attention = attention;
+        o.plan.batch = n;
+        o.plan.all_tokens = all == 1;
+        o.threads = 1;
+        auto engine = Engine::create(*spec, *dev, o);
+        ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+        e[all] = std::move(*engine);
+        ASSERT_TRUE(e[all]->infer(input.data(), n).ok());
+        for (const Op& op : e[all]->plan().graph.ops) flops[all] += op.flops;
+      }
+      const Graph& tail = e[0]->plan().graph;
+      const VitArch& a = tail.arch;
+      int attn_seq_q = -1;
+      for (const Op& op : tail.ops)
+        if (op.kind == OpKind::kAttention) attn_seq_q = static_cast<int>(op.seq_q);  // the last block's
+      const bool token_pooled = a.global_pool == GlobalPool::kToken;
+      EXPECT_EQ(attn_seq_q, token_pooled ? 1 : a.num_tokens());
+      if (token_pooled) {
+        // The last block's proj and MLP run T times fewer rows: at least their share of the FLOPs is gone.
+        const double e = a.embed_dim, m = a.mlp_hidden(), t = a.num_tokens();
+        const double saved = 2.0 * n * (t - 1) * (e * e + 2 * e * m);
+        EXPECT_LE(flops[0], flops[1] - saved) << flops[0] << " vs " << flops[1];
+      } else {
+        EXPECT_EQ(flops[0], flops[1]);
+        EXPECT_EQ(e[0]->plan().hash, e[1]->plan().hash);
+      }
+      const int classes = e[0]->output_dim();
+      EXPECT_LE(testutil::rel_error(e[0]->logits(), e[1]->logits(), static_cast<size_t>(n) * classes),
+                tol::kFp32Reordered);
+      EXPECT_LE(testutil::rel_error(e[0]->pre_logits(), e[1]->pre_logits(), static_cast<size_t>(n) * a.embed_dim),
+                tol::kFp32Reordered);
+    }
+  }
+}
+
 TEST(Engine, RefusesAPlanThatDoesNotFitBeforeAllocating) {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-micro.yaml"));
   ASSERT_TRUE(spec.ok());
