@@ -2,10 +2,13 @@
 
 #include <malloc.h>
 
+#include <fstream>
+
 // Provided by malloc_interpose.cpp when it is linked; null otherwise.
 extern "C" {
 void edgevit_selftest_alloc_counting(int on) __attribute__((weak));
 long edgevit_selftest_alloc_count() __attribute__((weak));
+int edgevit_selftest_alloc_threads(long* tids, long* allocs, int max) __attribute__((weak));
 }
 
 namespace edgevit::selftest {
@@ -35,6 +38,23 @@ AllocWindow::AllocWindow() {
   } else {
     heap_state(&arena_before_, &blocks_before_);
   }
+}
+
+std::vector<AllocThread> AllocWindow::threads() const {
+  std::vector<AllocThread> out;
+  if (!exact() || edgevit_selftest_alloc_threads == nullptr) return out;
+  long tids[16], allocs[16];
+  const int n = edgevit_selftest_alloc_threads(tids, allocs, 16);
+  for (int i = 0; i < n; ++i) {
+    AllocThread t;
+    t.tid = tids[i];
+    t.allocs = allocs[i];
+    std::ifstream comm("/proc/self/task/" + std::to_string(t.tid) + "/comm");
+    if (!std::getline(comm, t.name)) t.name = "(exited)";
+    t.driver = t.name.rfind("cuda", 0) == 0;
+    out.push_back(t);
+  }
+  return out;
 }
 
 int64_t AllocWindow::finish() {

@@ -9,14 +9,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace edgevit::selftest {
+
+// A thread that allocated inside the window (exact mode only).
+struct AllocThread {
+  long tid = 0;
+  std::string name;     // /proc/self/task/TID/comm, or "(exited)"
+  int64_t allocs = 0;
+  bool driver = false;  // a CUDA driver service thread ("cuda-EvtHandlr", ...): not the inference's work
+};
 
 class AllocWindow {
  public:
   AllocWindow();   // starts counting
   // Allocations seen (exact), or 1 when the heap grew and 0 when it did not (fallback). Stops counting.
   int64_t finish();
+  // Exact mode, after finish(): the threads that allocated in the window (the first 16), by id.
+  std::vector<AllocThread> threads() const;
   static bool exact();             // the interposer is linked
   static const char* mechanism();  // "interposed malloc (exact count)" / "mallinfo2 (net heap growth only)"
 

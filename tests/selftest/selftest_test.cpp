@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "platform/cuda_query.h"
 #include "platform/gpio.h"
@@ -340,6 +342,42 @@ TEST(AllocCounter, CountsAllocationsInsideTheWindowOnly) {
   EXPECT_GE(n, 2);
   AllocWindow empty;
   EXPECT_EQ(empty.finish(), 0);
+}
+
+// The window names the threads that allocated; a CUDA driver service thread (named cuda-*) is marked as
+// such (memory.zero_allocations names it without counting it), any other thread is the inference's.
+TEST(AllocCounter, NamesTheThreadsThatAllocatedAndMarksDriverThreads) {
+  if (kAsanBuild) GTEST_SKIP() << "skipped: sanitizer build (the sanitizer owns malloc; no exact counter)";
+  ASSERT_TRUE(AllocWindow::exact());
+  std::atomic<int> done{0};
+  std::atomic<bool> release{false};
+  // Each thread names itself, allocates `count` times, then stays alive until released, so that its
+  // /proc comm name can still be read when the window reports.
+  const auto body = [&](const char* name, int count) {
+    pthread_setname_np(pthread_self(), name);
+    for (int i = 0; i < count; ++i) {
+      void* volatile p = std::malloc(24);
+      std::free(p);
+    }
+    done.fetch_add(1);
+    while (!release.load()) std::this_thread::yield();
+  };
+  AllocWindow w;
+  std::thread b(body, "cuda-EvtTest", 2), c(body, "ev-worker", 1);
+  while (done.load() < 2) std::this_thread::yield();
+  const int64_t n = w.finish();
+  const std::vector<AllocThread> ts = w.threads();
+  release.store(true);
+  b.join();
+  c.join();
+  EXPECT_GE(n, 3);
+  int driver = 0, other = 0;
+  for (const AllocThread& t : ts) {
+    if (t.name == "cuda-EvtTest") { EXPECT_TRUE(t.driver); EXPECT_EQ(t.allocs, 2); ++driver; }
+    if (t.name == "ev-worker") { EXPECT_FALSE(t.driver); EXPECT_EQ(t.allocs, 1); ++other; }
+  }
+  EXPECT_EQ(driver, 1);
+  EXPECT_EQ(other, 1);
 }
 
 TEST(Selftest, JsonReportCarriesEveryCheckWithItsBound) {
