@@ -15,7 +15,7 @@
 //               x -pool(token 0)-> xc (B,E) ; ctx -linear(+=)-> xc -ln-> -linear+gelu-> -linear(+=)-> xc
 //   head: xc -ln-> pre_logits (fc_norm: the same ln named fc_norm) -linear-> logits
 // Same outputs (the dropped rows are never read); the last block's proj and MLP shrink by T x (ViT-B/16:
-// ~7% of the forward's FLOPs).
+// 6.3% of the forward's FLOPs).
 #pragma once
 
 #include <cstdint>

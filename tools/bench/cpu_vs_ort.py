@@ -21,7 +21,7 @@ op whose kernel is a GEMM: qkv, proj, fc1, fc2, patch embedding, head) and of th
 tools/bench/make_cpu_variants_bundle.sh builds such a set of variants.
 
 usage: python3 tools/bench/cpu_vs_ort.py --edgevit .bundle-cpu/edgevit --work /tmp/cpubench [--iters 30]
-       [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224]
+       [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224] [--pin 4,5]
        python3 tools/bench/cpu_vs_ort.py --variant base=B/edgevit-base --variant pf=B/edgevit-pf --rounds 3
        [--gemm-profile]
 """
@@ -94,12 +94,20 @@ def main():
     ap.add_argument("--models", default=",".join(m for m, _ in MODELS))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", help="comma-separated thread counts (default: 1, 2 and all cores)")
+    ap.add_argument("--pin", help="comma-separated CPU ids: at T threads both ORT and edgevit run on the first T "
+                                  "(sched_setaffinity, inherited by ORT's session threads and the edgevit process), "
+                                  "so neither migrates between cores during a round")
     args = ap.parse_args()
     variants = parse_variants(args)
     importer = variants[0][1]
     os.makedirs(args.work, exist_ok=True)
     cores = len(os.sched_getaffinity(0))
     threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else sorted({1, 2, cores})
+    pin = [int(c) for c in args.pin.split(",")] if args.pin else []
+    if pin and len(pin) < max(threads):
+        sys.exit(f"--pin lists {len(pin)} CPUs, fewer than the largest thread count {max(threads)}")
+    if pin:
+        print(f"pinned: T threads run on CPUs {pin[:max(threads)]}[:T]")
     print(f"cpu: {cores} cores; torch {torch.__version__}, timm {timm.__version__}, onnxruntime {ort.__version__}")
     print("variants: " + ", ".join(f"{label}={path}" for label, path in variants))
     rows = []
@@ -146,6 +154,8 @@ def main():
         ort_err = float(np.linalg.norm(ort_ref - ref) / np.linalg.norm(ref))
         print(f"{name}: ORT logits vs timm float64: rel err {ort_err:.2e}", flush=True)
         for t in threads:
+            if pin:
+                os.sched_setaffinity(0, set(pin[:t]))  # ORT's new session threads and edgevit inherit it
             os_ = []
             per = {label: {"ms": [], "ratio": [], "vs_first": [], "gemm": [], "attn": []} for label, _ in measured}
             for rnd in range(args.rounds):
