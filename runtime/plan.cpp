@@ -152,6 +152,14 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
   plan.attention_fallback = att.fallback;
   if (att.fallback)
     plan.notes.push_back("FALLBACK: attention runs unfused (" + att.reason + ")");
+  for (const Op& o : plan.graph.ops) {
+    if (o.kind != OpKind::kAttention || o.seq_q >= a.num_tokens()) continue;
+    plan.class_token_tail = true;
+    plan.notes.push_back("class-token tail: token pooling reads only the class token, so " +
+                         o.name.substr(0, o.name.find(".attn")) +
+                         " runs its attention for that query alone and its proj, MLP and the final norm on one "
+                         "row per image (same outputs; --all-tokens keeps every token)");
+  }
 
   Graph& g = plan.graph;
   for (Op& o : g.ops) {

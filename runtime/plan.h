@@ -58,6 +58,7 @@ struct Plan {
   int64_t total_bytes = 0;        // arena + context
   bool fits = false;
 
+  bool class_token_tail = false;  // the last block runs on the class token only (runtime/graph.h)
   std::string attention_kernel;   // e.g. "cpu.mha_fused_f32", "cuda.mha_fused_d64_q64"
   std::string attention_reason;
   bool attention_fallback = false;  // true when the fused kernel was wanted but cannot serve

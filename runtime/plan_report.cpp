@@ -183,6 +183,7 @@ std::string format_plan_json(const Plan& p) {
   j["attention_kernel"] = p.attention_kernel;
   j["attention_reason"] = p.attention_reason;
   j["attention_fallback"] = p.attention_fallback;
+  j["class_token_tail"] = p.class_token_tail;
   j["notes"] = p.notes;
   ordered_json tensors = ordered_json::array();
   for (const TensorDesc& t : g.tensors) {

@@ -5,6 +5,7 @@
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
+#include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "tests/testutil/testutil.h"
 
@@ -118,6 +119,9 @@ TEST(ClassTokenTail, SameOutputsAsEveryTokenAndFewerFlops) {
         if (op.kind == OpKind::kAttention) attn_seq_q = static_cast<int>(op.seq_q);  // the last block's
       const bool token_pooled = a.global_pool == GlobalPool::kToken;
       EXPECT_EQ(attn_seq_q, token_pooled ? 1 : a.num_tokens());
+      EXPECT_EQ(e[0]->plan().class_token_tail, token_pooled);
+      EXPECT_FALSE(e[1]->plan().class_token_tail);
+      EXPECT_EQ(format_plan_json(e[0]->plan()).find("\"class_token_tail\": true") != std::string::npos, token_pooled);
       if (token_pooled) {
         // The last block's proj and MLP run T times fewer rows: at least their share of the FLOPs is gone.
         const double e = a.embed_dim, m = a.mlp_hidden(), t = a.num_tokens();
