@@ -71,8 +71,9 @@ Inputs make_inputs(const Case& c, uint32_t seed) {
   const int B = c.batch, H = c.heads, Sq = c.seq_q, Skv = c.seq_kv, D = c.head_dim;
   const float scale = c.logits == Logits::kLarge ? 64.f : 1.f / std::sqrt(static_cast<float>(D));
   if (c.layout == Layout::kPacked) {
-    in.p = attn_params_packed_qkv(B, Sq, H, D, scale);
-    in.q_elems = static_cast<size_t>(B) * Sq * 3 * H * D;
+    // The buffer holds Skv tokens; the queries are its first Sq (Sq < Skv: the class-token tail).
+    in.p = attn_params_packed_qkv(B, Skv, H, D, scale, Sq);
+    in.q_elems = static_cast<size_t>(B) * Skv * 3 * H * D;
     in.k_offset = packed_k_offset(H, D);
     in.v_offset = packed_v_offset(H, D);
     in.o_elems = static_cast<size_t>(B) * Sq * H * D;
@@ -329,6 +330,10 @@ std::vector<Case> all_cases() {
     cases.push_back({2, 2, 70, 131, d, Layout::kSeparate, Mask::kWithFullyMaskedBatch, Logits::kNormal});
     cases.push_back({2, 2, 197, 197, d, Layout::kPacked, Mask::kNone, Logits::kLarge});
     cases.push_back({2, 2, 33, 257, d, Layout::kSeparate, Mask::kWithFullyMaskedBatch, Logits::kLarge});
+    // The class-token tail: the first token's query over every key of the packed qkv buffer (Q's batch
+    // stride is the buffer's), as ViT's last block runs it.
+    cases.push_back({3, 3, 1, 197, d, Layout::kPacked, Mask::kNone, Logits::kNormal});
+    cases.push_back({3, 2, 1, 197, d, Layout::kPacked, Mask::kWithFullyMaskedBatch, Logits::kNormal});
   }
   return cases;
 }

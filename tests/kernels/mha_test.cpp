@@ -81,13 +81,14 @@ void check_case(const Case& c, int threads, uint32_t seed) {
   const float amp = 1.f;
   const int64_t e = static_cast<int64_t>(c.heads) * c.head_dim;
   if (c.layout == Layout::kPacked) {
-    p = attn_params_packed_qkv(c.batch, c.seq_q, c.heads, c.head_dim, scale);
-    qbuf = testutil::random_floats(static_cast<size_t>(c.batch) * c.seq_q * 3 * e, seed, -amp, amp);
+    // timm's qkv buffer holds Skv tokens; the queries are its first Sq (Sq < Skv: the class-token tail).
+    p = attn_params_packed_qkv(c.batch, c.seq_kv, c.heads, c.head_dim, scale, c.seq_q);
+    qbuf = testutil::random_floats(static_cast<size_t>(c.batch) * c.seq_kv * 3 * e, seed, -amp, amp);
     q = qbuf.data();
     k = q + packed_k_offset(c.heads, c.head_dim);
     v = q + packed_v_offset(c.heads, c.head_dim);
     if (c.large)
-      for (int64_t r = 0; r < static_cast<int64_t>(c.batch) * c.seq_q; ++r)
+      for (int64_t r = 0; r < static_cast<int64_t>(c.batch) * c.seq_kv; ++r)
         for (int h = 0; h < c.heads; ++h) {
           make_large(qbuf.data() + r * 3 * e + h * c.head_dim, c.head_dim, (r + h) % 2 == 1);
           make_large(qbuf.data() + r * 3 * e + e + h * c.head_dim, c.head_dim, false);
@@ -171,6 +172,20 @@ TEST(Mha, CrossAttentionSeparateLayout) {
       for (int b : {1, 3})
         for (int threads : {1, 2})
           check_case({b, 3, sq[0], sq[1], d, Layout::kSeparate, false, false}, threads, seed += 10);
+}
+
+// The class-token tail's attention (runtime/graph.h): the first query token of each image over every key of
+// timm's packed qkv buffer, so Q's batch stride is the buffer's (Skv tokens), not Sq's.
+TEST(Mha, ClassTokenQueryOverPackedQkv) {
+  EDGEVIT_SKIP_IF_EMULATED();
+  uint32_t seed = 3500;
+  for (int d : {32, 64})
+    for (int skv : {7, 197})
+      for (int b : {1, 3})
+        for (int threads : {1, 2}) {
+          check_case({b, 3, 1, skv, d, Layout::kPacked, false, false}, threads, seed += 10);
+          check_case({b, 3, 1, skv, d, Layout::kPacked, true, false}, threads, seed += 10);
+        }
 }
 
 TEST(Mha, KeyMaskWithFullyMaskedBatch) {
