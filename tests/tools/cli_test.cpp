@@ -169,6 +169,15 @@ TEST(Cli, PlanJsonHasTheDocumentedKeysAndIsStable) {
   Ran t = run("plan " + model + " --device orin-nx-16gb");
   EXPECT_NE(t.out.find("FITS"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("predicted"), std::string::npos) << t.out;
+  // The class-token tail is on for this token-pooled model, says so, and --all-tokens turns it off.
+  EXPECT_NE(a.out.find("\"class_token_tail\": true"), std::string::npos);
+  EXPECT_NE(t.out.find("note: class-token tail"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("block 11 is the class-token tail"), std::string::npos) << t.out;
+  Ran all = run("plan " + model + " --device orin-nx-16gb --batch 8 --json --all-tokens");
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("\"class_token_tail\": false"), std::string::npos);
+  EXPECT_NE(all.out.find("\"plan_hash\""), std::string::npos);
+  EXPECT_NE(all.out.substr(all.out.find("\"plan_hash\"")).substr(0, 40), a.out.substr(a.out.find("\"plan_hash\"")).substr(0, 40));
 }
 
 // bench says which input path it timed: by default the engine's own input buffer (no copy in infer()),
