@@ -51,8 +51,7 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   const Graph& g = p.graph;
   // Non-verbose listings show the stem, block 0, the head, and the last block when it is the class-token
   // tail (runtime/graph.h), which differs from block 0.
-  bool tail = false;
-  for (const Op& o : g.ops) tail = tail || (o.kind == OpKind::kAttention && o.seq_q < g.arch.num_tokens());
+  const bool tail = p.class_token_tail;
   const std::string last_block = "blocks." + std::to_string(g.arch.depth - 1) + ".";
   const auto hidden = [&](const std::string& name) {
     return !verbose && name.rfind("blocks.", 0) == 0 && name.rfind("blocks.0.", 0) != 0 &&
