@@ -21,7 +21,7 @@ op whose kernel is a GEMM: qkv, proj, fc1, fc2, patch embedding, head) and of th
 tools/bench/make_cpu_variants_bundle.sh builds such a set of variants.
 
 usage: python3 tools/bench/cpu_vs_ort.py --edgevit .bundle-cpu/edgevit --work /tmp/cpubench [--iters 30]
-       [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224] [--pin 4,5]
+       [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224] [--pin 4,5] [--concurrent --pin 4,5,6,7]
        python3 tools/bench/cpu_vs_ort.py --variant base=B/edgevit-base --variant pf=B/edgevit-pf --rounds 3
        [--gemm-profile]
 """
@@ -51,6 +51,34 @@ def ort_median_ms(path, x, threads, warmup, iters):
         sess.run(None, {name: x})
         ts.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(ts)
+
+
+def concurrent_pair(path, x, binary, cfg, threads, warmup, iters, ort_cpus, ev_cpus):
+    """ORT (in this process, on ort_cpus) and `edgevit bench` (a child on ev_cpus) at the same time, so that
+    both meet the same host: ORT times inferences for as long as the edgevit process runs. Returns (ORT
+    median ms over those inferences, edgevit p50 ms, ORT inference count)."""
+    os.sched_setaffinity(0, set(ort_cpus))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for _ in range(warmup):
+        sess.run(None, {name: x})
+    cmd = [binary, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads", str(threads), "--iters",
+           str(iters), "--warmup", str(warmup), "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, set(ev_cpus)))
+    ts = []
+    while proc.poll() is None:
+        t0 = time.perf_counter()
+        sess.run(None, {name: x})
+        ts.append((time.perf_counter() - t0) * 1e3)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: rc {proc.returncode}: {err.strip()[-300:]}")
+    return statistics.median(ts) if ts else float("nan"), json.loads(out)["p50_ms"], len(ts)
 
 
 def edgevit_bench(binary, cfg, threads, warmup, iters, profile):
@@ -94,6 +122,9 @@ def main():
     ap.add_argument("--models", default=",".join(m for m, _ in MODELS))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", help="comma-separated thread counts (default: 1, 2 and all cores)")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="run ORT and the first variant at the same time on two disjoint CPU sets from --pin "
+                         "(swapped every round), so a host whose speed drifts between seconds slows both alike")
     ap.add_argument("--pin", help="comma-separated CPU ids: at T threads both ORT and edgevit run on the first T "
                                   "(sched_setaffinity, inherited by ORT's session threads and the edgevit process), "
                                   "so neither migrates between cores during a round")
@@ -104,6 +135,8 @@ def main():
     cores = len(os.sched_getaffinity(0))
     threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else sorted({1, 2, cores})
     pin = [int(c) for c in args.pin.split(",")] if args.pin else []
+    if args.concurrent and len(pin) < 2 * max(threads):
+        sys.exit(f"--concurrent needs --pin with 2 x {max(threads)} CPUs (two disjoint sets)")
     if pin and len(pin) < max(threads):
         sys.exit(f"--pin lists {len(pin)} CPUs, fewer than the largest thread count {max(threads)}")
     if pin:
@@ -159,6 +192,20 @@ def main():
             os_ = []
             per = {label: {"ms": [], "ratio": [], "vs_first": [], "gemm": [], "attn": []} for label, _ in measured}
             for rnd in range(args.rounds):
+                if args.concurrent:
+                    # Both at once on disjoint CPU sets, swapped every round; the first variant only.
+                    a, b = pin[:t], pin[t:2 * t]
+                    ort_cpus, ev_cpus = (a, b) if rnd % 2 == 0 else (b, a)
+                    label, binary = measured[0]
+                    o, e, count = concurrent_pair(onnx_path, xo, binary, cfg, t, args.warmup, args.iters,
+                                                  ort_cpus, ev_cpus)
+                    os_.append(o)
+                    p = per[label]
+                    p["ms"].append(e); p["ratio"].append(e / o); p["vs_first"].append(1.0)
+                    p["gemm"].append(0.0); p["attn"].append(0.0)
+                    print(f"  threads {t:3d} round {rnd + 1}: ORT {o:8.2f} ms on CPUs {ort_cpus} ({count} runs)   "
+                          f"{label} {e:.2f} on CPUs {ev_cpus} ({e / o:.2f}), at the same time", flush=True)
+                    continue
                 o = ort_median_ms(onnx_path, xo, t, args.warmup, args.iters)
                 os_.append(o)
                 shift = rnd % max(1, len(measured))
