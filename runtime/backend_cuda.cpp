@@ -612,8 +612,17 @@ class CudaBackend final : public Backend {
       }
       attention_choices_.push_back(std::move(c));
     }
-    for (size_t i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].kind == OpKind::kAttention) timings_[i].kernel = attention_choices_.back().kernel;
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& o = g.ops[i];
+      if (o.kind != OpKind::kAttention) continue;
+      timings_[i].kernel = attention_choices_.back().kernel;
+      if (fp16_ && g.attention == AttentionPath::kFused && o.seq_q < a.num_tokens()) {
+        // The class-token tail's launch (one query row per head) is judged on its own grid.
+        const MhaGrid grid{sizes_.back(), a.num_heads, static_cast<int>(o.seq_q), sms};
+        const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
+        if (m.fused) timings_[i].kernel = std::string("cuda.") + m.variant->name;
+      }
+    }
     return Status::Ok();
   }
 

@@ -26,8 +26,9 @@ struct AttentionDecision {
   bool fallback;
 };
 
+// seq_q: query tokens per image of the launch judged (0: all tokens; the class-token tail's last block has 1).
 AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev, Precision precision,
-                                   AttentionImpl requested, int batch) {
+                                   AttentionImpl requested, int batch, int seq_q = 0) {
   const int d = arch.head_dim();
   if (dev.kind == DeviceKind::kCpu) {
     if (requested == AttentionImpl::kExplicit)
@@ -40,7 +41,7 @@ AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev
   }
   const bool force_unfused = requested == AttentionImpl::kExplicit;
   // The plan's batch on the profile's SMs; the launcher judges each captured batch size on the real device.
-  const MhaGrid grid{batch, arch.num_heads, arch.num_tokens(), dev.sm_count};
+  const MhaGrid grid{batch, arch.num_heads, seq_q > 0 ? seq_q : arch.num_tokens(), dev.sm_count};
   const MhaChoice choice = choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, d,
                                       precision == Precision::kFp16, force_unfused, &grid);
   if (choice.fused) {
@@ -167,6 +168,15 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
       case OpKind::kAttention:
         o.kernel = att.kernel;
         o.reason = att.reason;
+        if (o.seq_q < a.num_tokens() && att.path == AttentionPath::kFused && device.kind == DeviceKind::kCuda) {
+          // The tail's launch has its own grid (one query row per head): the launcher judges it as such.
+          const AttentionDecision t = decide_attention(a, device, precision, requested, batch,
+                                                       static_cast<int>(o.seq_q));
+          if (t.path == AttentionPath::kFused) {
+            o.kernel = t.kernel;
+            o.reason = t.reason;
+          }
+        }
         break;
       case OpKind::kLinear:
         o.kernel = linear_kernel(device, precision, o.epilogue);

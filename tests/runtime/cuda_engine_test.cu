@@ -497,8 +497,19 @@ TEST(CudaEngine, AttentionChoicePerCapturedSize) {
     EXPECT_EQ(cs[i].kernel, std::string("cuda.") + m.variant->name) << cs[i].batch;
     EXPECT_EQ(cs[i].reason, m.reason);
   }
-  for (size_t i = 0; i < e.plan().graph.ops.size(); ++i)
-    if (e.plan().graph.ops[i].kind == OpKind::kAttention) EXPECT_EQ(e.op_timings()[i].kernel, cs.back().kernel);
+  // Every block's attention names the max-batch choice; the class-token tail's (Sq = 1) its own grid's.
+  for (size_t i = 0; i < e.plan().graph.ops.size(); ++i) {
+    const Op& op = e.plan().graph.ops[i];
+    if (op.kind != OpKind::kAttention) continue;
+    if (op.seq_q == a.num_tokens()) {
+      EXPECT_EQ(e.op_timings()[i].kernel, cs.back().kernel);
+      continue;
+    }
+    const MhaGrid grid{cs.back().batch, a.num_heads, static_cast<int>(op.seq_q), sms};
+    const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
+    ASSERT_TRUE(m.fused) << m.reason;
+    EXPECT_EQ(e.op_timings()[i].kernel, std::string("cuda.") + m.variant->name) << op.name;
+  }
   auto f32 = make_engine(kAvgpool.config, Precision::kFp32, AttentionImpl::kAuto, 2);
   ASSERT_TRUE(f32.ok()) << f32.status().to_string();
   for (const AttentionChoice& c : (*f32)->attention_choices()) EXPECT_EQ(c.kernel, "cuda.mha_f32");

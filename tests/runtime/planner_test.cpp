@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "kernels/mha_variants.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/plan.h"
@@ -159,6 +160,31 @@ TEST(Plan, UnsupportedHeadDimFallsBackLoudlyOnOrin) {
   EXPECT_FALSE(pt->attention_fallback);
   EXPECT_EQ(pt->graph.attention, AttentionPath::kFused);
   EXPECT_EQ(pt->graph.precision, Precision::kFp16);
+}
+
+// The class-token tail's attention (one query per image) is judged on its own grid: on Orin NX at batch 1,
+// 12 heads x 1 query tile over 8 SMs, not the 197-query grid of the other blocks.
+TEST(Plan, ClassTokenTailAttentionIsChosenForItsOwnGrid) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
+  ASSERT_TRUE(spec.ok());
+  auto dev = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  PlanOptions o;
+  o.batch = 1;
+  auto p = make_plan(*spec, *dev, o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p->class_token_tail);
+  const VitArch& a = p->graph.arch;
+  for (const Op& op : p->graph.ops) {
+    if (op.kind != OpKind::kAttention) continue;
+    const MhaGrid grid{1, a.num_heads, static_cast<int>(op.seq_q), dev->sm_count};
+    const MhaChoice m = choose_mha(dev->compute_capability, dev->smem_per_block_optin_bytes, a.head_dim(), true,
+                                   false, &grid);
+    ASSERT_TRUE(m.fused) << m.reason;
+    EXPECT_EQ(op.kernel, std::string("cuda.") + m.variant->name) << op.name;
+    EXPECT_EQ(op.reason, m.reason) << op.name;
+  }
+  EXPECT_EQ(p->graph.ops.back().kind, OpKind::kLinear);  // the head; the tail's ops came before it
 }
 
 }  // namespace
