@@ -134,7 +134,12 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     cores = len(os.sched_getaffinity(0))
     threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else sorted({1, 2, cores})
-    pin = [int(c) for c in args.pin.split(",")] if args.pin else []
+    try:
+        pin = [int(c) for c in args.pin.split(",")] if args.pin else []
+    except ValueError:
+        sys.exit(f"--pin wants comma-separated CPU ids, got {args.pin!r}")
+    if len(set(pin)) != len(pin) or any(c < 0 for c in pin):
+        sys.exit(f"--pin: CPU ids must be distinct and >= 0, got {args.pin!r}")
     if args.concurrent and len(pin) < 2 * max(threads):
         sys.exit(f"--concurrent needs --pin with 2 x {max(threads)} CPUs (two disjoint sets)")
     if pin and len(pin) < max(threads):
