@@ -19,10 +19,13 @@
 // GEMM algorithms (EngineOptions::tune_gemms, on by default; `--no-gemm-tuning` turns it off): cuBLASLt's
 // heuristic ranks algorithms by a model, and its first pick at M = 197 (batch 1) leaves most of an H100's 132
 // SMs idle. So init asks for up to kTuneCandidates results (same 4 MiB workspace limit, the arena's), adds
-// split-K variants of them when the output has few tiles for the SMs (add_split_k_variants: fixed-order
-// reductions only), times each on the GEMM's own arena tensors (CUDA events, kTuneWarmup warm-ups, median
-// of kTuneRuns; each run after a pass of xor_fold_u32 over up to 2x the L2 size of the arena, so weights
-// that do not fit in L2 come from DRAM as in a forward pass) and pins the fastest; the heuristic's first
+// cluster-1 and split-K variants of them when the output has few tiles for the SMs (add_cluster_variants;
+// add_split_k_variants: fixed-order reductions only), times each on the GEMM's own arena tensors (CUDA
+// events, kTuneWarmup warm-ups, median of kTuneRuns; each run after a pass of xor_fold_u32 over up to 2x the
+// L2 size of the arena, so weights that do not fit in L2 come from DRAM as in a forward pass; for those
+// small grids a run is a captured chain of the GEMM over the weights of up to kTuneChain same-shape ops,
+// because inside the forward's graph one GEMM's launch and ramp-up overlap the previous one's tail, which a
+// GEMM timed alone does not show) and pins the fastest; the heuristic's first
 // stays unless another is at least 3% faster by median, so noise does not flip the choice. A GEMM of the
 // same shape and epilogue as one already timed (ViT's blocks repeat four shapes) takes its choice
 // (GemmChoice::timed_as). The timing runs write only the GEMM's output tensor (the residual GEMMs, beta = 1
@@ -121,6 +124,7 @@ constexpr size_t kSplitKBases = 3;      // split-K variants of the heuristic's f
 constexpr int32_t kSplitKs[] = {2, 3, 4, 6, 8};
 constexpr int64_t kSplitKMinK = 128;          // K per split at least this
 constexpr int64_t kSplitKMaxTilesPerSm = 4;   // split-K variants only below this many 128 x 128 tiles per SM
+constexpr int kTuneChain = 12;  // small grids: timed as a replayed chain of up to this many same-shape GEMMs
 
 // A GEMM's shape and epilogue: what its tuning depends on (pointers do not matter).
 struct TuneKey {
@@ -372,6 +376,20 @@ class CudaBackend final : public Backend {
     return s;
   }
 
+  // Linear op `o` at batch n: shape, cuBLASLt epilogue (fp16 plans fuse GELU; fp32 plans run an exact erf
+  // GELU kernel after a bias epilogue) and beta (1 for the residual epilogue: y += x w^T + b).
+  TuneKey tune_key(const Op& o, int n) const {
+    TuneKey key;
+    key.m = o.m / plan_.graph.batch * n;
+    key.n = o.n;
+    key.k = o.k;
+    key.bias = o.weights.size() > 1;
+    key.epilogue = key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (o.epilogue == 1 && fp16_) key.epilogue = key.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    key.beta = o.epilogue == 2 ? 1.f : 0.f;
+    return key;
+  }
+
   Status plan_gemm(const Op& o, int n, cublasLtMatmulPreference_t pref, Gemm* out) {
     const Graph& g = plan_.graph;
     const std::string where = "op '" + o.name + "' (batch " + std::to_string(n) + ")";
@@ -381,26 +399,20 @@ class CudaBackend final : public Backend {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    const bool has_bias = o.weights.size() > 1;
-    cublasLtEpilogue_t epi = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (o.epilogue == 1) {
-      if (fp16_)
-        epi = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-      else
-        out->exact_gelu_after = true;
-    }
+    const TuneKey key = tune_key(o, n);
+    const cublasLtEpilogue_t epi = key.epilogue;
+    out->exact_gelu_after = o.epilogue == 1 && !fp16_;
     EV_CUBLAS_CHECK(where, cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (has_bias) {
+    if (key.bias) {
       const void* bias = at(o.weights[1]);
       EV_CUBLAS_CHECK(where,
                       cublasLtMatmulDescSetAttribute(out->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    out->beta = o.epilogue == 2 ? 1.f : 0.f;
+    out->beta = key.beta;
     out->out_elems = m * nn;
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->a, dt, k, nn, k));   // w: (N, K) row-major
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->b, dt, k, m, k));    // x: (M, K) row-major
     EV_CUBLAS_CHECK(where, cublasLtMatrixLayoutCreate(&out->c, dt, nn, m, nn));  // y: (M, N) row-major
-    const TuneKey key{m, nn, k, epi, has_bias, out->beta};
     if (tune_) {
       for (const TunedShape& t : tuned_) {
         if (!(t.key == key)) continue;
@@ -433,14 +445,69 @@ class CudaBackend final : public Backend {
     out->algo = candidates[0];
     if (tune_) {
       c.heuristic = static_cast<int>(candidates.size());
-      add_split_k_variants(*out, m, nn, k, &candidates);
-      EV_RETURN_IF_ERROR(tune_gemm(o, candidates, out, &c));
+      const bool small = m * nn <= kSplitKMaxTilesPerSm * sm_count_ * 128 * 128;
+      std::vector<const void*> chain{at(o.weights[0])};
+      if (small) {
+        add_cluster_variants(*out, &candidates);
+        add_split_k_variants(*out, k, &candidates);
+        chain = same_shape_weights(o, key, n);
+      }
+      c.chain = static_cast<int>(chain.size());
+      EV_RETURN_IF_ERROR(tune_gemm(o, candidates, chain, out, &c));
     }
     c.algo = describe_algo(out->algo);  // pinned: the same algorithm on every run, so outputs are bit-identical
     if (tune_) tuned_.push_back(TunedShape{key, out->algo, c});
     out->choice = static_cast<int>(choices_.size());
     choices_.push_back(std::move(c));
     return Status::Ok();
+  }
+
+  // Hopper: each heuristic result again with thread-block clusters of 1 (CUBLASLT_CLUSTER_SHAPE_1x1x1),
+  // appended to `candidates`, for GEMMs with few output tiles. cuBLASLt's sm90 kernels come with clusters of
+  // 2-8 blocks that share operand loads; at M = 197 a GEMM is ~5 us of launch, ramp and drain inside the
+  // graph, and a 1x1 cluster starts sooner. Measured on an H100 (2026-11-23, tools/gpu/lt_search.cu): timed
+  // alone they never win; timed in a chain of ViT-B's 12 same-shape GEMMs they took qkv from 5.25 to 4.71 us
+  // per GEMM and the 48 batch-1 GEMMs of the model from 22.9 to 21.9 us per block. Devices without clusters
+  // (Orin's sm_87) and cuBLASLt before 12 (no such attribute) add nothing: cublasLtMatmulAlgoCheck refuses.
+  void add_cluster_variants(const Gemm& g, std::vector<cublasLtMatmulAlgo_t>* candidates) const {
+#if CUBLAS_VER_MAJOR >= 12
+    const size_t heuristic = candidates->size();
+    for (size_t i = 0; i < heuristic; ++i) {
+      cublasLtMatmulAlgo_t a = (*candidates)[i];
+      uint16_t cluster = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster,
+                                               &written) != CUBLAS_STATUS_SUCCESS ||
+          cluster == CUBLASLT_CLUSTER_SHAPE_1x1x1)
+        continue;
+      cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+      cublasLtMatmulHeuristicResult_t r{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) !=
+              CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoCheck(lt_, g.desc, g.a, g.b, g.c, g.c, &a, &r) != CUBLAS_STATUS_SUCCESS ||
+          r.workspaceSize > static_cast<size_t>(kCudaLtWorkspaceBytes))
+        continue;
+      bool seen = false;
+      for (const cublasLtMatmulAlgo_t& have : *candidates) seen = seen || std::memcmp(&have, &a, sizeof a) == 0;
+      if (!seen) candidates->push_back(a);
+    }
+#else
+    (void)g;
+    (void)candidates;
+#endif
+  }
+
+  // The weights of up to kTuneChain linear ops of the graph with `key`'s shape and epilogue at batch n, `o`'s
+  // first: a small GEMM is timed as a replayed chain of them (time_gemm), each reading its own weights from
+  // DRAM after the one before, as in the forward, and not alone, where launch and ramp-up do not overlap.
+  std::vector<const void*> same_shape_weights(const Op& o, const TuneKey& key, int n) const {
+    std::vector<const void*> w{at(o.weights[0])};
+    for (const Op& other : plan_.graph.ops) {
+      if (w.size() >= static_cast<size_t>(kTuneChain)) break;
+      if (other.kind != OpKind::kLinear || &other == &o || !(tune_key(other, n) == key)) continue;
+      w.push_back(at(other.weights[0]));
+    }
+    return w;
   }
 
   // Split-K variants of the heuristic's first kSplitKBases results, appended to `candidates`, for GEMMs whose
@@ -455,9 +522,7 @@ class CudaBackend final : public Backend {
   // partial sums) and COMPUTE_TYPE (fp32 partials in the workspace, summed by a second kernel). Every output
   // tile splits K alike, so a row's result does not depend on its position in the batch.
   // cublasLtMatmulAlgoCheck drops what this shape, epilogue or the 4 MiB workspace cannot take.
-  void add_split_k_variants(const Gemm& g, int64_t m, int64_t nn, int64_t k,
-                            std::vector<cublasLtMatmulAlgo_t>* candidates) const {
-    if (m * nn > kSplitKMaxTilesPerSm * sm_count_ * 128 * 128) return;
+  void add_split_k_variants(const Gemm& g, int64_t k, std::vector<cublasLtMatmulAlgo_t>* candidates) const {
     const size_t bases = std::min(candidates->size(), kSplitKBases);
     for (size_t i = 0; i < bases; ++i) {
       const cublasLtMatmulAlgo_t base = (*candidates)[i];
@@ -499,12 +564,13 @@ class CudaBackend final : public Backend {
 
   // Times every candidate on the op's own tensors and pins the fastest into g->algo (the first unless
   // another is kTuneMargin faster); see the header comment for what the runs may write.
-  Status tune_gemm(const Op& o, const std::vector<cublasLtMatmulAlgo_t>& candidates, Gemm* g, GemmChoice* c) {
+  Status tune_gemm(const Op& o, const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                   const std::vector<const void*>& chain, Gemm* g, GemmChoice* c) {
     std::vector<double> median(candidates.size(), -1.0);
     double best = -1.0;
     size_t best_i = 0;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      EV_RETURN_IF_ERROR(time_gemm(o, *g, candidates[i], best, &median[i]));
+      EV_RETURN_IF_ERROR(time_gemm(o, *g, candidates[i], chain, best, &median[i]));
       if (median[i] >= 0 && (best < 0 || median[i] < best)) {
         best = median[i];
         best_i = i;
@@ -523,11 +589,60 @@ class CudaBackend final : public Backend {
   }
 
   // Median milliseconds of one GEMM with `algo` over kTuneRuns timed runs (kTuneRunsLong when a warm-up
-  // takes over kTuneLongMs), each after an L2 sweep and timed alone with events. -1 when cuBLASLt refuses
-  // the algorithm at launch, or when its last warm-up is already 1.5x slower than `best_ms` (it cannot win).
-  Status time_gemm(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo, double best_ms, double* median_ms) {
+  // takes over kTuneLongMs), each after an L2 sweep and timed with events. With one weight in `chain` a run
+  // is the GEMM alone; with more, a run replays a captured chain of the GEMM over each of those weights
+  // (same input and output) and counts 1/size of it. -1 when cuBLASLt refuses the algorithm at launch, or
+  // when its last warm-up is already 1.5x slower than `best_ms` (it cannot win).
+  Status time_gemm(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo, const std::vector<const void*>& chain,
+                   double best_ms, double* median_ms) {
     const std::string where = "gemm tuning: op '" + o.name + "'";
     *median_ms = -1.0;
+    cudaGraphExec_t exec = nullptr;
+    if (chain.size() > 1) {
+      bool refused = false;
+      EV_RETURN_IF_ERROR(capture_chain(o, g, algo, chain, &exec, &refused));
+      if (refused) return Status::Ok();
+    }
+    const Status s = time_runs(o, g, algo, exec, static_cast<int>(chain.size()), best_ms, median_ms);
+    if (exec != nullptr) {
+      const cudaError_t e = cudaGraphExecDestroy(exec);
+      if (s.ok() && e != cudaSuccess) return cuda_error(where, "cudaGraphExecDestroy", e);
+    }
+    return s;
+  }
+
+  // The chain of time_gemm as an instantiated graph in *exec; *refused when cuBLASLt refuses `algo`.
+  Status capture_chain(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo,
+                       const std::vector<const void*>& chain, cudaGraphExec_t* exec, bool* refused) {
+    const std::string where = "gemm tuning: op '" + o.name + "' (chain)";
+    EV_CUDA_CHECK(where, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const float alpha = 1.f;
+    void* y = at(o.outputs[0]);
+    for (const void* w : chain)
+      *refused = *refused || cublasLtMatmul(lt_, g.desc, &alpha, w, g.a, at(o.inputs[0]), g.b, &g.beta, y, g.c, y,
+                                            g.c, &algo, workspace_, kCudaLtWorkspaceBytes,
+                                            stream_) != CUBLAS_STATUS_SUCCESS;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    if (e != cudaSuccess || *refused) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      if (*refused) {
+        cudaGetLastError();  // a refused launch inside the capture leaves nothing to keep
+        return Status::Ok();
+      }
+      return cuda_error(where, "cudaStreamEndCapture", e);
+    }
+    const cudaError_t ie = cudaGraphInstantiate(exec, graph, 0);
+    const cudaError_t de = cudaGraphDestroy(graph);
+    if (ie != cudaSuccess) return cuda_error(where, "cudaGraphInstantiate", ie);
+    if (de != cudaSuccess) return cuda_error(where, "cudaGraphDestroy", de);
+    return Status::Ok();
+  }
+
+  // time_gemm's runs: the GEMM alone (exec null) or the chain graph `exec` of `per_run` GEMMs.
+  Status time_runs(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo, cudaGraphExec_t exec, int per_run,
+                   double best_ms, double* median_ms) {
+    const std::string where = "gemm tuning: op '" + o.name + "'";
     float ms[kTuneWarmup + kTuneRuns] = {};
     int runs = kTuneWarmup + kTuneRuns;
     for (int r = 0; r < runs; ++r) {
@@ -535,10 +650,15 @@ class CudaBackend final : public Backend {
         EV_CUDA_CHECK(where, gpu::xor_fold_u32(arena_, flush_bytes_, static_cast<uint32_t*>(static_cast<void*>(
                                                                        at(o.outputs[0]))), stream_));
       EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[0], stream_));
-      if (launch_gemm(o, g, algo) != CUBLAS_STATUS_SUCCESS) return Status::Ok();  // refused: not a candidate
+      if (exec != nullptr) {
+        EV_CUDA_CHECK(where, cudaGraphLaunch(exec, stream_));
+      } else if (launch_gemm(o, g, algo) != CUBLAS_STATUS_SUCCESS) {
+        return Status::Ok();  // refused: not a candidate
+      }
       EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[1], stream_));
       EV_CUDA_CHECK(where, cudaEventSynchronize(tune_events_[1]));
       EV_CUDA_CHECK(where, cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]));
+      ms[r] /= static_cast<float>(per_run);
       if (r == kTuneWarmup - 1) {
         if (best_ms > 0 && ms[r] > 1.5 * best_ms) return Status::Ok();
         if (ms[r] > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
@@ -577,6 +697,12 @@ class CudaBackend final : public Backend {
                     std::to_string(stages) + " splitK " + std::to_string(splitk);
     if (splitk > 1) d += " reduction " + std::to_string(reduction);
     if (swizzle != 0) d += " swizzle " + std::to_string(swizzle);
+#if CUBLAS_VER_MAJOR >= 12
+    uint16_t cluster = 0;  // cublasLtClusterShape_t: 0 = cuBLASLt's choice, 2 = 1x1x1, 3 = 2x1x1, ...
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster,
+                                         &written);
+    if (cluster != 0) d += " cluster " + std::to_string(cluster);
+#endif
     return d;
   }
 

@@ -50,7 +50,9 @@ struct GemmChoice {
   int candidates = 0;     // algorithms timed: 0 when tuning is off (the heuristic's first pinned, untimed)
   int heuristic = 0;      // how many of them are cuBLASLt heuristic results (the rest: split-K variants)
   int chosen = 0;         // index of the pinned one: < heuristic = its heuristic rank (0 = the first choice),
-                          // >= heuristic = a split-K variant of a heuristic result
+                          // >= heuristic = a cluster-1 or split-K variant of a heuristic result
+  int chain = 0;          // GEMMs per timed run: 1 = timed alone; > 1 = a replayed chain of the model's GEMMs of
+                          // this shape (small grids, where launch and ramp-up overlap inside the graph)
   double first_us = 0;    // median time of the heuristic's first choice (0 when not timed)
   double chosen_us = 0;   // median time of the pinned one
   std::string algo;       // the pinned algorithm's configuration, e.g. "id 21 tile 18 stages 8 splitK 1"

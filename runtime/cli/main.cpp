@@ -151,12 +151,14 @@ void announce_gemm_choices(const ev::Engine& e, bool verbose, int batch) {
   }
   std::fprintf(stderr,
                "  %-26s %-9s %10s %10s  %s   (batch %d; algo#k/C: k-th of C timed candidates, the heuristic's results "
-               "first, then split-K variants)\n",
+               "first, then cluster-1 and split-K variants; 'in a chain of N': timed as N same-shape GEMMs replayed "
+               "back to back)\n",
                "op", "algo", "us", "first us", "configuration", batch);
   for (const ev::GemmChoice& c : cs) {
     if (c.batch != batch) continue;
     const std::string pick = "#" + std::to_string(c.chosen) + "/" + std::to_string(c.candidates);
-    const std::string same = c.timed_as.empty() ? "" : "  (timed as " + c.timed_as + ")";
+    std::string same = c.timed_as.empty() ? "" : "  (timed as " + c.timed_as + ")";
+    if (c.chain > 1) same += "  (in a chain of " + std::to_string(c.chain) + ")";
     std::fprintf(stderr, "  %-26s %-9s %10.2f %10.2f  %s%s\n", c.op.c_str(), pick.c_str(), c.chosen_us, c.first_us,
                  c.algo.c_str(), same.c_str());
   }

@@ -347,7 +347,7 @@ void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
   sizes.push_back(d.n);
   const std::vector<GemmChoice>& cs = e.gemm_choices();
   ASSERT_EQ(cs.size(), linear.size() * sizes.size()) << what;
-  int changed = 0, shared = 0, splitk_candidates = 0, splitk_chosen = 0;
+  int changed = 0, shared = 0, splitk_candidates = 0, splitk_chosen = 0, chained_at_batch1 = 0;
   double first_sum = 0, chosen_sum = 0;
   for (size_t i = 0; i < cs.size(); ++i) {
     const GemmChoice& c = cs[i];
@@ -357,8 +357,21 @@ void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
     if (!tune) {
       EXPECT_EQ(c.candidates, 0) << what << " " << c.op;
       EXPECT_EQ(c.chosen, 0) << what << " " << c.op;
+      EXPECT_EQ(c.chain, 0) << what << " " << c.op;
       continue;
     }
+    // Timed alone, or (small grids) as a chain over the weights of every op of its shape, up to 12.
+    const Op* self = nullptr;
+    for (const Op& o : graph.ops)
+      if (o.name == c.op) self = &o;
+    ASSERT_NE(self, nullptr) << c.op;
+    int same_shape = 0;
+    for (const Op& o : graph.ops)
+      same_shape += o.kind == OpKind::kLinear && o.m == self->m && o.n == self->n && o.k == self->k &&
+                    o.epilogue == self->epilogue && o.weights.size() == self->weights.size();
+    EXPECT_TRUE(c.chain == 1 || c.chain == std::min(same_shape, 12))
+        << what << " " << c.op << ": chain " << c.chain << ", " << same_shape << " ops of its shape";
+    if (c.batch == 1 && c.chain > 1) ++chained_at_batch1;
     EXPECT_GE(c.candidates, 1) << what << " " << c.op;
     EXPECT_LE(c.candidates, 48) << what << " " << c.op;
     EXPECT_GE(c.heuristic, 1) << what << " " << c.op;
@@ -444,6 +457,9 @@ void gemm_tuning_case(const Golden& g, Precision precision, bool tune) {
     std::sort(shapes.begin(), shapes.end());
     const int distinct = static_cast<int>(std::unique(shapes.begin(), shapes.end()) - shapes.begin());
     EXPECT_EQ(static_cast<int>(cs.size()) - shared, distinct * static_cast<int>(sizes.size())) << what;
+    // At batch 1 every GEMM of these models has few output tiles for any GPU's SMs: the shapes that repeat
+    // across blocks are timed in a chain.
+    if (distinct < static_cast<int>(linear.size())) EXPECT_GT(chained_at_batch1, 0) << what;
   }
   std::printf("%s: %zu GEMM records (%d reuse another's timing), %d pinned another than the heuristic's first "
               "(%d a split-K variant; %d split-K variants timed), sum of medians %.1f -> %.1f us; logits rel err "
