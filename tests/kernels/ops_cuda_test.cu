@@ -155,6 +155,13 @@ TEST(OpsCuda, Im2colAllTypePairsMatchTheReferenceExactly) {
     EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), out16.get(), ic.b, ic.c, ic.s, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(out16.get_f32(), ref16, what + " f16");
+    // An output 2 bytes past 16-byte alignment takes the one-element-per-thread kernel: same result.
+    DevBuf<__half> shifted(n + 1);
+    shifted.poison();
+    EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), shifted.get() + 1, ic.b, ic.c, ic.s, ic.p, nullptr));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> got = shifted.get_f32();
+    expect_exact(std::vector<float>(got.begin() + 1, got.end()), ref16, what + " f16 unaligned output");
   }
   EXPECT_EQ(gpu::im2col_patches_f32(nullptr, nullptr, 1, 3, 30, 8, nullptr), cudaErrorInvalidValue);
 }
@@ -164,7 +171,9 @@ TEST(OpsCuda, Im2colAllTypePairsMatchTheReferenceExactly) {
 struct AsmCase { bool cls; int reg; bool no_embed_class; };
 
 TEST(OpsCuda, AssembleTokensMatchesTheReference) {
-  const int b = 3, p = 196, e = 192;
+  const int b = 3, p = 196;
+  // e = 192: 8 elements per thread; e = 20: one per thread (not a multiple of 8).
+  for (const int e : {192, 20})
   for (const AsmCase ac : {AsmCase{true, 0, false}, AsmCase{false, 0, false}, AsmCase{true, 4, true},
                            AsmCase{true, 2, false}}) {
     const int prefix = (ac.cls ? 1 : 0) + ac.reg, t = prefix + p, l = ac.no_embed_class ? p : t;
@@ -179,7 +188,7 @@ TEST(OpsCuda, AssembleTokensMatchesTheReference) {
     const auto p16 = round16(patches), c16 = round16(cls), r16 = round16(reg), pos16 = round16(pos);
     assemble_tokens_ref(p16.data(), ac.cls ? c16.data() : nullptr, ac.reg ? r16.data() : nullptr, ac.reg,
                         pos16.data(), ac.no_embed_class, ref16.data(), b, p, e);
-    const std::string what = std::string("assemble cls=") + (ac.cls ? "1" : "0") + " reg=" + std::to_string(ac.reg) +
+    const std::string what = "assemble e=" + std::to_string(e) + " cls=" + (ac.cls ? "1" : "0") + " reg=" + std::to_string(ac.reg) +
                              " no_embed_class=" + (ac.no_embed_class ? "1" : "0");
     {
       DevBuf<float> dp(patches.size()), dc(cls.size()), dr(reg.size()), dpos(pos.size()), dx(out_n);
