@@ -12,7 +12,9 @@
 // split-KV row q32_w8_kv128_s2_ks4 (4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
 // its blocks per SM (B1 H12 S197: 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN; B8 H3 S197: 8.3 vs
 // 9.0); q64_w4_kv64_s2 everywhere between. q64_w4_kv128 (below 1 block per SM) won the tiny grids before the
-// split-KV rows. Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM.
+// split-KV rows. Launches of at most 16 query rows (the class-token tail's one query per image and head) take
+// q16_w4_kv128_s2_ks4 first, whatever the grid: one 16-row group whose 4 warps split the keys, where the
+// grid-sized rows ran 1 valid row in blocks of 128 (ViT-B/16 batch 64 on an H100: 33.5 us for the tail). Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM.
 // Other head dims follow D = 64's general row (not yet measured).
 #pragma once
 
@@ -46,6 +48,7 @@ struct MhaVariant {
                        // (combined through shared memory at the end); 1 = each warp its own rows, all keys
   double min_blocks_per_sm;  // grid window: the row serves only grids of >= this many blocks per SM (0: any)
   double max_blocks_per_sm;  // ... and < this many (0: no upper bound)
+  int max_seq_q = 0;         // the row serves only launches of at most this many query rows (0: any)
 };
 
 // Default (opt-in) shared memory a block may use without cudaFuncSetAttribute.
@@ -75,6 +78,14 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
     return v;                               \
   }()
 
+// A row limited to launches of at most N query rows (the class-token tail: Sq = 1).
+#define EDGEVIT_MHA_QUERIES(ROW, N) \
+  [] {                              \
+    MhaVariant v = ROW;             \
+    v.max_seq_q = N;                \
+    return v;                       \
+  }()
+
 // Rows: (head_dim, q_tile, warps, kv_tile, stages). A warp owns q_tile / warps query rows (16 or 32: two
 // m16 tiles share every K/V fragment, halving shared-memory reads per MMA, at the price of registers, so
 // only for D <= 64). The last row of each head dim is a single-buffer 64-row tile within the 48 KB default
@@ -82,13 +93,14 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 // so SM86/89 take them too, except D = 128 with 128-row tiles).
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
+    EDGEVIT_MHA_QUERIES(EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4), 16),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 4.0, 0.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_KS(64, 32, 8, 128, 2, 4), 0.0, 2.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(64, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(64, 128, 4, 64, 2),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 1),   EDGEVIT_MHA_ROW_QS(64, 128, 4, 64, 2), EDGEVIT_MHA_ROW(64, 128, 4, 32, 2),
     EDGEVIT_MHA_ROW_QS(64, 64, 2, 32, 2), EDGEVIT_MHA_ROW_QS(64, 64, 2, 64, 2),
-    EDGEVIT_MHA_ROW_KS(64, 16, 4, 256, 1, 4), EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4),
+    EDGEVIT_MHA_ROW_KS(64, 16, 4, 256, 1, 4),
     EDGEVIT_MHA_ROW_KS(64, 16, 2, 64, 2, 2),
     EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
@@ -98,6 +110,7 @@ inline constexpr MhaVariant kMhaVariants[] = {
 #undef EDGEVIT_MHA_ROW_QS
 #undef EDGEVIT_MHA_ROW_KS
 #undef EDGEVIT_MHA_WINDOW
+#undef EDGEVIT_MHA_QUERIES
 
 // Workspace of the unfused path (kernels/cuda/mha_unfused.cu), one batch element at a time:
 // fp32 scores (H, Sq, Skv) then fp16 probabilities (H, Sq, Skv), each 256-byte aligned. Here, not in the

@@ -11,6 +11,14 @@ namespace {
 // Why `row` cannot serve the request, or "" if it can.
 std::string reject_reason(const MhaVariant& row, int sm, int64_t smem_budget, const MhaGrid* grid) {
   std::ostringstream why;
+  if (row.max_seq_q > 0 && grid == nullptr) {
+    why << "query count unknown (row serves <= " << row.max_seq_q << " query rows)";
+    return why.str();
+  }
+  if (row.max_seq_q > 0 && grid->seq_q > row.max_seq_q) {
+    why << "seq_q " << grid->seq_q << " > " << row.max_seq_q;
+    return why.str();
+  }
   const bool windowed = row.min_blocks_per_sm > 0 || row.max_blocks_per_sm > 0;
   if (windowed && (grid == nullptr || grid->sm_count <= 0)) {
     why << "grid size unknown (row serves ";

@@ -46,7 +46,8 @@ TEST(MhaVariants, OrinTakesTheFirstGeneralRowOfEachHeadDimWithoutAGrid) {
     EXPECT_EQ(c.variant->head_dim, d);
     const MhaVariant* first = nullptr;
     for (const MhaVariant& row : kMhaVariants)
-      if (row.head_dim == d && first == nullptr && row.min_blocks_per_sm == 0 && row.max_blocks_per_sm == 0)
+      if (row.head_dim == d && first == nullptr && row.min_blocks_per_sm == 0 && row.max_blocks_per_sm == 0 &&
+          row.max_seq_q == 0)
         first = &row;
     EXPECT_EQ(c.variant, first) << c.reason;
     EXPECT_NE(c.reason.find("fused MHA: yes: "), std::string::npos) << c.reason;
@@ -103,6 +104,26 @@ TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
   // A grid with no SM count is treated as unknown.
   const MhaGrid no_sms{64, 12, 197, 0};
   EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &no_sms), "_q64_w4_kv64_s2"));
+}
+
+TEST(MhaVariants, FewQueryRowsTakeTheQueryLimitedSplitRow) {
+  // The class-token tail: one query row per image and head over all keys. The grid-sized rows would run it
+  // in blocks of 32-128 query rows with one valid; the split-KV row of 16 rows is chosen whatever the grid.
+  for (const MhaGrid g : {MhaGrid{64, 12, 1, 132}, MhaGrid{1, 12, 1, 132}, MhaGrid{1, 12, 1, 8}, MhaGrid{8, 3, 16, 132}}) {
+    const MhaChoice c = choose_mha(g.sm_count == 8 ? 87 : 90, g.sm_count == 8 ? kOrinOptin : kH100Optin, 64, true,
+                                   false, &g);
+    EXPECT_TRUE(named(c, "_q16_w4_kv128_s2_ks4")) << c.reason;
+    EXPECT_EQ(c.variant->max_seq_q, 16) << c.reason;
+  }
+  // More query rows, or none known: skipped, with the reason.
+  const MhaGrid full{64, 12, 197, 132};
+  const MhaChoice f = choose_mha(90, kH100Optin, 64, true, false, &full);
+  EXPECT_FALSE(named(f, "_q16_w4_kv128_s2_ks4")) << f.reason;
+  EXPECT_NE(f.reason.find("q16_w4_kv128_s2_ks4: seq_q 197 > 16"), std::string::npos) << f.reason;
+  const MhaGrid seventeen{1, 12, 17, 132};
+  EXPECT_FALSE(named(choose_mha(90, kH100Optin, 64, true, false, &seventeen), "_q16_w4_kv128_s2_ks4"));
+  const MhaChoice none = choose_mha(90, kH100Optin, 64, true, false);
+  EXPECT_NE(none.reason.find("query count unknown (row serves <= 16 query rows)"), std::string::npos) << none.reason;
 }
 
 TEST(MhaVariants, UnsupportedRequestsFallBackWithReasons) {
