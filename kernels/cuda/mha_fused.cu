@@ -105,6 +105,9 @@ struct FusedArgs {
   float scale_log2;  // scale * log2(e)
 };
 
+// Lazy rescaling threshold of the online softmax, in log2 units (see the softmax below).
+constexpr float kRescaleLog2 = 8.f;
+
 // 2^x (ex2.approx.ftz: 2 ulp; 2^-inf = 0).
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -325,21 +328,37 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
           tile_max[0] = fmaxf(tile_max[0], fmaxf(s[m][nt][0], s[m][nt][1]));
           tile_max[1] = fmaxf(tile_max[1], fmaxf(s[m][nt][2], s[m][nt][3]));
         }
-        float m_use[2];
+        float m_use[2], cand[2];
+        bool grow = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-          const float m_new = fmaxf(row_max[m][r], tile_max[r] * a.scale_log2);
-          m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
-          const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
-          row_max[m][r] = m_new;
-          row_sum[m][r] *= alpha;
+          cand[r] = tile_max[r] * a.scale_log2;
+          grow = grow || cand[r] > row_max[m][r] + kRescaleLog2;  // the first valid key: -inf + 8 = -inf
+        }
+        // Lazy rescaling: the reference max of a row moves only when its tile max passes it by more than
+        // kRescaleLog2, so p = 2^(s - max) stays <= 2^kRescaleLog2 = 256 (fp16 keeps its relative precision
+        // there, far below 65504); when no row of the warp needs it, the rescale of O (kOTiles x 4 multiplies
+        // per m tile) and of the sum is skipped. O and the sum always share one reference max, so the final
+        // O / sum is the same softmax.
+        if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
-          for (int i = 0; i < T::kOTiles; ++i) {
-            o_acc[m][i][2 * r] *= alpha;
-            o_acc[m][i][2 * r + 1] *= alpha;
+          for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(row_max[m][r], cand[r]);
+            m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
+            const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
+            row_max[m][r] = m_new;
+            row_sum[m][r] *= alpha;
+#pragma unroll
+            for (int i = 0; i < T::kOTiles; ++i) {
+              o_acc[m][i][2 * r] *= alpha;
+              o_acc[m][i][2 * r + 1] *= alpha;
+            }
           }
+        } else {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) m_use[r] = row_max[m][r] == -INFINITY ? 0.f : row_max[m][r];
         }
 #pragma unroll
         for (int nt = 0; nt < T::kSTiles; ++nt) {
