@@ -138,15 +138,13 @@ __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int6
 template <class T>
 __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, __half* og, float* buf,
                                                  const float (&o_acc)[T::kOTiles][4], const float (&row_max)[2],
-                                                 const float (&row_sum)[2], int row0, int warp, int lane) {
+                                                 const float (&row_sum)[4], int row0, int warp, int lane) {
   const int g = lane / 4, t = lane % 4;
   float* ml = buf + warp * 16 * 2;                                          // (16 rows, {m, l}) per warp
   float* po = buf + T::kWarps * 16 * 2 + warp * 16 * T::kCombineRow;        // (16 rows, D) per warp
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float l = row_sum[2 * r];
     if (t == 0) {
       ml[(g + 8 * r) * 2] = row_max[r];
       ml[(g + 8 * r) * 2 + 1] = l;
@@ -234,13 +232,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   for (int m = 0; m < kM; ++m)
 #pragma unroll
     for (int i = 0; i < T::kOTiles; ++i) o_acc[m][i][0] = o_acc[m][i][1] = o_acc[m][i][2] = o_acc[m][i][3] = 0.f;
-  // Running max of the scaled scores (log2 units) and per-thread partial sums, per m tile and 8-row half.
-  float row_max[kM][2], row_sum[kM][2];
+  // Reference max of the scaled scores (log2 units) per m tile and 8-row half, and the row sums of P as an
+  // m16n8 accumulator: P (fp16, as the P V product sees it) times a ones fragment on the tensor cores, so
+  // each thread holds its rows' complete sums (elements 0 / 2: rows g / g + 8) with no per-score FADD and
+  // no shuffles at the end.
+  float row_max[kM][2], row_sum[kM][4];
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
     row_max[m][0] = row_max[m][1] = -INFINITY;
-    row_sum[m][0] = row_sum[m][1] = 0.f;
+    row_sum[m][0] = row_sum[m][1] = row_sum[m][2] = row_sum[m][3] = 0.f;
   }
+  const uint32_t ones = 0x3C003C00u;  // half2(1, 1)
   // Held Q fragments (unused, and optimised away, when T::kQReload).
   uint32_t q_frag[kM][T::kQReload ? 1 : T::kDSteps][4];
 
@@ -349,7 +351,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
             m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
             const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
             row_max[m][r] = m_new;
-            row_sum[m][r] *= alpha;
+            row_sum[m][2 * r] *= alpha;
+            row_sum[m][2 * r + 1] *= alpha;
 #pragma unroll
             for (int i = 0; i < T::kOTiles; ++i) {
               o_acc[m][i][2 * r] *= alpha;
@@ -364,8 +367,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
         for (int nt = 0; nt < T::kSTiles; ++nt) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[m][nt][e] = fast_exp2(fmaf(s[m][nt][e], a.scale_log2, -m_use[e / 2]));
-          row_sum[m][0] += s[m][nt][0] + s[m][nt][1];
-          row_sum[m][1] += s[m][nt][2] + s[m][nt][3];
         }
       }
 
@@ -380,6 +381,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
             pa[m][1] = pack_half2(s[m][2 * kp][2], s[m][2 * kp][3]);
             pa[m][2] = pack_half2(s[m][2 * kp + 1][0], s[m][2 * kp + 1][1]);
             pa[m][3] = pack_half2(s[m][2 * kp + 1][2], s[m][2 * kp + 1][3]);
+            mma_16816(row_sum[m], pa[m], ones, ones);
           }
 #pragma unroll
           for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
@@ -419,9 +421,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
     float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l = row_sum[m][r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = row_sum[m][2 * r];
       inv[r] = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
     }
 #pragma unroll
