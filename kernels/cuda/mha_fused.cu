@@ -21,9 +21,13 @@
 //   v3 (optional Q re-read from shared memory per tile (_qs rows), so 32-row warps fit 143 registers and
 //     3 blocks/SM; rows chosen by blocks per SM): H100, q128_w4_kv32_s2_qs 68 us at B64 H12 S197 (cuDNN 46,
 //     FA2 64), 0.50-0.93x of the best SDPA; ncu: issue/latency-bound, tensor pipe 22%.
-//   v4 (this code: split-KV rows (_ks{n}): n warps share 16 query rows, each taking 1/n of every K/V tile's
+//   v4 (split-KV rows (_ks{n}): n warps share 16 query rows, each taking 1/n of every K/V tile's
 //     keys, partials combined through shared memory by combine_split_kv; for grids that leave SMs idle):
 //     H100, B1 H12 S197 8.3 -> 5.8 us (q32_w8_kv128_s2_ks4; cuDNN 8.0), B8 H3 S197 9.0 -> 8.3.
+//   v5 (this code: fewer instructions per tile: lazy rescaling of O (the reference max moves only past
+//     2^8), row sums of P on the tensor cores, tile loads with per-thread constant offsets): H100, ncu
+//     instructions at B64 H12 S197 29.1 M -> 26.1 M before the loads; B64 H12 S197 68.0 -> 58.3 us, B4 H16
+//     S1025 124.1 -> 102.1 (cuDNN 45.6 / 66.0, FA2 ~64 / ~96).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
