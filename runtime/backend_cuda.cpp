@@ -123,7 +123,8 @@ constexpr int kTuneMaxCandidates = 48;  // with their split-K variants
 constexpr size_t kSplitKBases = 3;      // split-K variants of the heuristic's first 3 results only
 constexpr int32_t kSplitKs[] = {2, 3, 4, 6, 8};
 constexpr int64_t kSplitKMinK = 128;          // K per split at least this
-constexpr int64_t kSplitKMaxTilesPerSm = 4;   // split-K variants only below this many 128 x 128 tiles per SM
+constexpr int64_t kSplitKMaxTilesPerSm = 4;   // "small" GEMMs: below this many 128 x 128 tiles per SM they get
+                                              // cluster-1 and split-K variants and are timed in a chain
 constexpr int kTuneChain = 12;  // small grids: timed as a replayed chain of up to this many same-shape GEMMs
 
 // A GEMM's shape and epilogue: what its tuning depends on (pointers do not matter).
@@ -632,9 +633,10 @@ class CudaBackend final : public Backend {
       }
       return cuda_error(where, "cudaStreamEndCapture", e);
     }
-    const cudaError_t ie = cudaGraphInstantiate(exec, graph, 0);
+    // (WithFlags: CUDA 11.4's cudaGraphInstantiate takes an error node and a log buffer instead.)
+    const cudaError_t ie = cudaGraphInstantiateWithFlags(exec, graph, 0);
     const cudaError_t de = cudaGraphDestroy(graph);
-    if (ie != cudaSuccess) return cuda_error(where, "cudaGraphInstantiate", ie);
+    if (ie != cudaSuccess) return cuda_error(where, "cudaGraphInstantiateWithFlags", ie);
     if (de != cudaSuccess) return cuda_error(where, "cudaGraphDestroy", de);
     return Status::Ok();
   }
