@@ -47,8 +47,9 @@ namespace {
 using cuda::cp_async_16;
 using cuda::cp_async_commit;
 using cuda::cp_async_wait;
-using cuda::ldmatrix_x4;
-using cuda::ldmatrix_x4_trans;
+using cuda::ldmatrix_x4_at;
+using cuda::ldmatrix_x4_trans_at;
+using cuda::smem_addr;
 using cuda::mma_16816;
 using cuda::pack_half2;
 
@@ -119,13 +120,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Whether load_tile<T, kRows> takes its fast path: every thread the same 16-byte chunk column of rows
+// r, r + kThreads / kChunks, ... (at most 8 of them).
+template <class T, int kRows>
+constexpr bool kFastTileCopy = T::kThreads % T::kChunks == 0 && (kRows * T::kChunks) % T::kThreads == 0 &&
+                               kRows * T::kChunks / T::kThreads <= 8;
+
 // Copies rows [row0, row0 + rows) of a (seq, D) matrix with row stride `stride` into smem rows of
 // kSmemRow halves; rows at or past `seq` are zero-filled.
 template <class T, int kRows>
 __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int64_t stride, int row0, int seq,
                                           int tid) {
-  if constexpr (T::kThreads % T::kChunks == 0 && (kRows * T::kChunks) % T::kThreads == 0 &&
-                kRows * T::kChunks / T::kThreads <= 8) {
+  if constexpr (kFastTileCopy<T, kRows>) {
     // Every thread copies the same chunk column of rows r, r + kRowStep, ... (at most 8: more held
     // pointers spilled the 128-register rows on sm_87): one 64-bit row offset per call and additions
     // after it. The general loop below spent ~100 integer instructions per tile on divisions and 64-bit
@@ -150,6 +156,38 @@ __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int6
       cp_async_16(smem + r * T::kSmemRow + ch * 8, src, valid);
     }
   }
+}
+
+// This thread's share of the K or V tile copies in the loop, for kFastTileCopy<T, kKvTile>: the source of its
+// chunk in the next tile to copy, carried from tile to tile (a loop-carried pointer stays in registers; the
+// row offset recomputed per call, as load_tile does, was rematerialised by ptxas into ~15 integer
+// instructions per copied tile on sm_90), and its destination in buffer 0.
+struct KvCopy {
+  const __half* next;  // gmem + (kKvTile + r) * stride + ch * 8, then one tile further per copy
+  uint32_t dst;        // shared byte address of (row r, chunk ch) in buffer 0
+  int r;
+};
+template <class T>
+__device__ __forceinline__ KvCopy make_kv_copy(const __half* gmem, int64_t stride, const __half* smem, int tid) {
+  const int r = tid / T::kChunks, ch = tid % T::kChunks;
+  return KvCopy{gmem + static_cast<int64_t>(T::kKvTile + r) * stride + ch * 8,
+                smem_addr(smem) + 2u * (r * T::kSmemRow + ch * 8), r};
+}
+// The next tile, rows [row0, row0 + kKvTile) of the matrix at gmem (row stride `stride`, as given to
+// make_kv_copy), into the buffer at byte offset buf_bytes; rows at or past seq are zero-filled (their
+// source, never read, is gmem).
+template <class T>
+__device__ __forceinline__ void copy_kv_tile(KvCopy& c, const __half* gmem, int64_t stride, uint32_t buf_bytes,
+                                             int row0, int seq) {
+  constexpr int kRowStep = T::kThreads / T::kChunks;
+  const int64_t step = static_cast<int64_t>(kRowStep) * stride;
+#pragma unroll
+  for (int i = 0; i < T::kKvTile / kRowStep; ++i) {
+    const bool valid = row0 + c.r + i * kRowStep < seq;
+    cuda::cp_async_16_at(c.dst + buf_bytes + 2u * (i * kRowStep * T::kSmemRow), valid ? c.next + i * step : gmem,
+                         valid);
+  }
+  c.next += static_cast<int64_t>(T::kKvTile) * stride;
 }
 
 // Split-KV epilogue: the kKvSplit warps of a row group hold partial results over disjoint key slices of
@@ -241,6 +279,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
   const bool warp_active = q0 + warp_row0 < a.seq_q;
+  // Per-lane shared byte addresses of the ldmatrix rows (lane i names row i % 8 of matrix i / 8), computed
+  // once: in the loop every fragment load is this base plus the stage and a compile-time offset. Computed
+  // per load inside the skipped-group branches, they cost ~8 integer instructions per LDSM (SASS, sm_90).
+  //   Q (A operand): matrices (rows 0-7, cols 0-7), (rows 8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+  //   K (B operand of S = Q K^T, keys as n): (keys 0-7, d 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+  //   V (B operand of O = P V, transposed): (keys 0-7, d 0-7), (keys 8-15, d 0-7), (0-7, 8-15), (8-15, 8-15).
+  const uint32_t sq_lane = smem_addr(s_q) + 2u * ((warp_row0 + lane % 16) * T::kSmemRow + (lane / 16) * 8);
+  const uint32_t sk_lane =
+      smem_addr(s_k) + 2u * ((slice0 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ((lane >> 3) & 1) * 8);
+  const uint32_t sv_lane =
+      smem_addr(s_v) + 2u * ((slice0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow + ((lane >> 4) << 3));
 
   load_tile<T, T::kQTile>(s_q, qg, a.qs.row, q0, a.seq_q, tid);
   if (n_kv > 0) {
@@ -265,16 +314,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
     row_sum[m][0] = row_sum[m][1] = row_sum[m][2] = row_sum[m][3] = 0.f;
   }
   const uint32_t ones = 0x3C003C00u;  // half2(1, 1)
+  // Per-thread K / V copy state (unused, and optimised away, without the fast copy layout).
+  KvCopy k_copy = make_kv_copy<T>(kg, a.ks.row, s_k, tid);
+  KvCopy v_copy = make_kv_copy<T>(vg, a.vs.row, s_v, tid);
+  // This tile's K / V ldmatrix bases (sk_lane / sv_lane plus the stage), carried from tile to tile for the
+  // same reason as the copy pointers: inside the skipped-group branches ptxas otherwise recomputes them from
+  // the lane index at every LDSM (~8 integer instructions each).
+  uint32_t sk_cur = sk_lane, sv_cur = sv_lane;
+  const uint32_t k_toggle = T::kStages == 2 ? sk_lane ^ (sk_lane + T::kKvSmem * 2) : 0u;
+  const uint32_t v_toggle = T::kStages == 2 ? sv_lane ^ (sv_lane + T::kKvSmem * 2) : 0u;
   // Held Q fragments (unused, and optimised away, when T::kQReload).
   uint32_t q_frag[kM][T::kQReload ? 1 : T::kDSteps][4];
 
   for (int it = 0; it < n_kv; ++it) {
-    const int stage = T::kStages == 1 ? 0 : it % T::kStages;
     const int kv0 = it * T::kKvTile;
     if (T::kStages > 1 && it + 1 < n_kv) {
       const int next = (it + 1) % T::kStages;
-      load_tile<T, T::kKvTile>(s_k + next * T::kKvSmem, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
-      load_tile<T, T::kKvTile>(s_v + next * T::kKvSmem, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      if constexpr (kFastTileCopy<T, T::kKvTile>) {
+        const uint32_t buf = static_cast<uint32_t>(next) * (T::kKvSmem * 2);
+        copy_kv_tile<T>(k_copy, kg, a.ks.row, buf, kv0 + T::kKvTile, a.seq_kv);
+        copy_kv_tile<T>(v_copy, vg, a.vs.row, buf, kv0 + T::kKvTile, a.seq_kv);
+      } else {
+        load_tile<T, T::kKvTile>(s_k + next * T::kKvSmem, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
+        load_tile<T, T::kKvTile>(s_v + next * T::kKvSmem, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      }
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -288,11 +351,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
         for (int m = 0; m < kM; ++m)
 #pragma unroll
           for (int ds = 0; ds < (T::kQReload ? 1 : T::kDSteps); ++ds)
-            ldmatrix_x4(q_frag[m][ds],
-                        s_q + (warp_row0 + m * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
+            ldmatrix_x4_at(q_frag[m][ds], sq_lane + 2 * (m * 16 * T::kSmemRow + ds * 16));
       }
-      const __half* sk = s_k + stage * T::kKvSmem;
-      const __half* sv = s_v + stage * T::kKvSmem;
+      const uint32_t sk = sk_cur, sv = sv_cur;
       // Valid keys of this warp's slice of the tile (the whole tile without split-KV).
       const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));
       const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
@@ -309,14 +370,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
         if (T::kQReload) {
 #pragma unroll
           for (int m = 0; m < kM; ++m)
-            ldmatrix_x4(qs_frag[m], s_q + (warp_row0 + m * 16 + lane % 16) * T::kSmemRow + ds * 16 + (lane / 16) * 8);
+            ldmatrix_x4_at(qs_frag[m], sq_lane + 2 * (m * 16 * T::kSmemRow + ds * 16));
         }
 #pragma unroll
         for (int np = 0; np < T::kSTiles / 2; ++np) {
           if (np < n_pairs) {
             uint32_t kb[4];
-            ldmatrix_x4(kb, sk + (slice0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * T::kSmemRow + ds * 16 +
-                                ((lane >> 3) & 1) * 8);
+            ldmatrix_x4_at(kb, sk + 2 * (np * 16 * T::kSmemRow + ds * 16));
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
               const uint32_t(&qa)[4] = T::kQReload ? qs_frag[m] : q_frag[m][T::kQReload ? 0 : ds];
@@ -408,8 +468,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 #pragma unroll
           for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
             uint32_t vb[4];
-            ldmatrix_x4_trans(vb, sv + (slice0 + kp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * T::kSmemRow +
-                                      dp * 16 + ((lane >> 4) << 3));
+            ldmatrix_x4_trans_at(vb, sv + 2 * (kp * 16 * T::kSmemRow + dp * 16));
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
               mma_16816(o_acc[m][2 * dp], pa[m], vb[0], vb[1]);
@@ -421,10 +480,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
     }
     __syncthreads();
     if (T::kStages == 1 && it + 1 < n_kv) {
-      load_tile<T, T::kKvTile>(s_k, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
-      load_tile<T, T::kKvTile>(s_v, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      if constexpr (kFastTileCopy<T, T::kKvTile>) {
+        copy_kv_tile<T>(k_copy, kg, a.ks.row, 0, kv0 + T::kKvTile, a.seq_kv);
+        copy_kv_tile<T>(v_copy, vg, a.vs.row, 0, kv0 + T::kKvTile, a.seq_kv);
+      } else {
+        load_tile<T, T::kKvTile>(s_k, kg, a.ks.row, kv0 + T::kKvTile, a.seq_kv, tid);
+        load_tile<T, T::kKvTile>(s_v, vg, a.vs.row, kv0 + T::kKvTile, a.seq_kv, tid);
+      }
       cp_async_commit();
     }
+    sk_cur ^= k_toggle;
+    sv_cur ^= v_toggle;
   }
   // When Skv == 0 the Q copies (issued by all threads, into every warp's rows) may still be in flight.
   cp_async_wait<0>();
