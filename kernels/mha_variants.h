@@ -8,7 +8,9 @@
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
 // tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q128_w4_kv32_s2_qs (32-row warps, Q
-// re-read, 143 registers, 3 blocks/SM) wins from ~4 blocks per SM up (B64 H12 S197: 69 vs 76 us); the
+// re-read, 162 registers on sm_90, 3 blocks/SM) wins from 1 of its blocks per SM up (session 7, with the
+// loop-carried ldmatrix bases: B8 H12 S197 12.1 vs 12.6 us for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9,
+// B64 H12 S197 49.3 vs 60.8; below one block per SM it loses: B8 H3 S197 8.7 vs 7.9); the
 // split-KV row q32_w8_kv128_s2_ks4 (4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
 // its blocks per SM (B1 H12 S197: 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN; B8 H3 S197: 8.3 vs
 // 9.0); q64_w4_kv64_s2 everywhere between. q64_w4_kv128 (below 1 block per SM) won the tiny grids before the
@@ -94,7 +96,7 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
     EDGEVIT_MHA_QUERIES(EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4), 16),
-    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 4.0, 0.0),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 1.0, 0.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_KS(64, 32, 8, 128, 2, 4), 0.0, 2.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),
     EDGEVIT_MHA_ROW(64, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(64, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(64, 128, 4, 64, 2),
