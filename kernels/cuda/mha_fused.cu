@@ -51,6 +51,7 @@ using cuda::ldmatrix_x4_at;
 using cuda::ldmatrix_x4_trans_at;
 using cuda::smem_addr;
 using cuda::mma_16816;
+using cuda::mma_16816_zero_c;
 using cuda::pack_half2;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
@@ -358,12 +359,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));
       const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
 
-      // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled.
+      // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled. The first k step starts from a zero
+      // accumulator operand (RZ in the HMMA) instead of zeroing S first (one CS2R per two scores per tile).
+      // Groups past the valid keys are left unwritten: every column there is >= kv_valid, so the test below
+      // assigns them -inf before anything reads them.
       float s[kM][T::kSTiles][4];
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int i = 0; i < T::kSTiles; ++i) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.f;
 #pragma unroll
       for (int ds = 0; ds < T::kDSteps; ++ds) {
         uint32_t qs_frag[kM][4];
@@ -380,8 +380,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
               const uint32_t(&qa)[4] = T::kQReload ? qs_frag[m] : q_frag[m][T::kQReload ? 0 : ds];
-              mma_16816(s[m][2 * np], qa, kb[0], kb[1]);
-              mma_16816(s[m][2 * np + 1], qa, kb[2], kb[3]);
+              if (ds == 0) {
+                mma_16816_zero_c(s[m][2 * np], qa, kb[0], kb[1]);
+                mma_16816_zero_c(s[m][2 * np + 1], qa, kb[2], kb[3]);
+              } else {
+                mma_16816(s[m][2 * np], qa, kb[0], kb[1]);
+                mma_16816(s[m][2 * np + 1], qa, kb[2], kb[3]);
+              }
             }
           }
         }
