@@ -121,6 +121,17 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// max(v[kLo], ..., v[kLo + kN - 1]) as a balanced tree of FMNMX (dependency depth log2 kN), every index a
+// compile-time constant so that v stays in registers.
+template <int kLo, int kN>
+__device__ __forceinline__ float max_tree(const float* v) {
+  if constexpr (kN == 1) {
+    return v[kLo];
+  } else {
+    return fmaxf(max_tree<kLo, kN / 2>(v), max_tree<kLo + kN / 2, kN - kN / 2>(v));
+  }
+}
+
 // Whether load_tile<T, kRows> takes its fast path: every thread the same 16-byte chunk column of rows
 // r, r + kThreads / kChunks, ... (at most 8 of them).
 template <class T, int kRows>
@@ -411,29 +422,33 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       // Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score.
 #pragma unroll
       for (int m = 0; m < kM; ++m) {
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        // This thread's maximum of each of its two rows over its columns of the tile, as a tree (depth
+        // log2(2 kSTiles) instead of a chain of kSTiles dependent FMNMX).
+        float part[2][T::kSTiles];
 #pragma unroll
         for (int nt = 0; nt < T::kSTiles; ++nt) {
-          tile_max[0] = fmaxf(tile_max[0], fmaxf(s[m][nt][0], s[m][nt][1]));
-          tile_max[1] = fmaxf(tile_max[1], fmaxf(s[m][nt][2], s[m][nt][3]));
+          part[0][nt] = fmaxf(s[m][nt][0], s[m][nt][1]);
+          part[1][nt] = fmaxf(s[m][nt][2], s[m][nt][3]);
         }
         float m_use[2], cand[2];
         bool grow = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-          cand[r] = tile_max[r] * a.scale_log2;
+          cand[r] = max_tree<0, T::kSTiles>(part[r]) * a.scale_log2;
           grow = grow || cand[r] > row_max[m][r] + kRescaleLog2;  // the first valid key: -inf + 8 = -inf
         }
-        // Lazy rescaling: the reference max of a row moves only when its tile max passes it by more than
+        // Lazy rescaling: the reference max of a row moves only when a tile's max passes it by more than
         // kRescaleLog2, so p = 2^(s - max) stays <= 2^kRescaleLog2 = 256 (fp16 keeps its relative precision
-        // there, far below 65504); when no row of the warp needs it, the rescale of O (kOTiles x 4 multiplies
-        // per m tile) and of the sum is skipped. O and the sum always share one reference max, so the final
-        // O / sum is the same softmax.
+        // there, far below 65504). The test needs no row max: if no thread's own columns pass its reference,
+        // the row's do not either, so only then (a warp vote) are the four threads of each row combined (two
+        // shuffles, off the common path) and O and the sum rescaled. O and the sum always share one reference
+        // max, and the four threads of a row always hold the same one, so the final O / sum is the same
+        // softmax.
         if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
+            cand[r] = fmaxf(cand[r], __shfl_xor_sync(0xffffffffu, cand[r], 1));
+            cand[r] = fmaxf(cand[r], __shfl_xor_sync(0xffffffffu, cand[r], 2));
             const float m_new = fmaxf(row_max[m][r], cand[r]);
             m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
             const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
