@@ -419,7 +419,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
           }
         }
       }
-      // Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score.
+      // Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score. The m
+      // tiles share one vote and branch, so their maxima and their exponentials each form one basic block
+      // that ptxas can interleave (a vote per m tile split them).
+      float cand[kM][2];
+      bool grow = false;
 #pragma unroll
       for (int m = 0; m < kM; ++m) {
         // This thread's maximum of each of its two rows over its columns of the tile, as a tree (depth
@@ -430,28 +434,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
           part[0][nt] = fmaxf(s[m][nt][0], s[m][nt][1]);
           part[1][nt] = fmaxf(s[m][nt][2], s[m][nt][3]);
         }
-        float m_use[2], cand[2];
-        bool grow = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          cand[r] = max_tree<0, T::kSTiles>(part[r]) * a.scale_log2;
-          grow = grow || cand[r] > row_max[m][r] + kRescaleLog2;  // the first valid key: -inf + 8 = -inf
+          cand[m][r] = max_tree<0, T::kSTiles>(part[r]) * a.scale_log2;
+          grow = grow || cand[m][r] > row_max[m][r] + kRescaleLog2;  // the first valid key: -inf + 8 = -inf
         }
-        // Lazy rescaling: the reference max of a row moves only when a tile's max passes it by more than
-        // kRescaleLog2, so p = 2^(s - max) stays <= 2^kRescaleLog2 = 256 (fp16 keeps its relative precision
-        // there, far below 65504). The test needs no row max: if no thread's own columns pass its reference,
-        // the row's do not either, so only then (a warp vote) are the four threads of each row combined (two
-        // shuffles, off the common path) and O and the sum rescaled. O and the sum always share one reference
-        // max, and the four threads of a row always hold the same one, so the final O / sum is the same
-        // softmax.
-        if (__any_sync(0xffffffffu, grow)) {
+      }
+      // Lazy rescaling: the reference max of a row moves only when a tile's max passes it by more than
+      // kRescaleLog2, so p = 2^(s - max) stays <= 2^kRescaleLog2 = 256 (fp16 keeps its relative precision
+      // there, far below 65504). The test needs no row max: if no thread's own columns pass its reference,
+      // the row's do not either, so only then (a warp vote) are the four threads of each row combined (two
+      // shuffles, off the common path) and O and the sum rescaled. O and the sum always share one reference
+      // max, and the four threads of a row always hold the same one, so the final O / sum is the same
+      // softmax.
+      if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            cand[r] = fmaxf(cand[r], __shfl_xor_sync(0xffffffffu, cand[r], 1));
-            cand[r] = fmaxf(cand[r], __shfl_xor_sync(0xffffffffu, cand[r], 2));
-            const float m_new = fmaxf(row_max[m][r], cand[r]);
-            m_use[r] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
-            const float alpha = fast_exp2(row_max[m][r] - m_use[r]);
+            float c = cand[m][r];
+            c = fmaxf(c, __shfl_xor_sync(0xffffffffu, c, 1));
+            c = fmaxf(c, __shfl_xor_sync(0xffffffffu, c, 2));
+            const float m_new = fmaxf(row_max[m][r], c);
+            const float m_ref = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: keep 2^(-inf - -inf) away
+            const float alpha = fast_exp2(row_max[m][r] - m_ref);
             row_max[m][r] = m_new;
             row_sum[m][2 * r] *= alpha;
             row_sum[m][2 * r + 1] *= alpha;
@@ -461,10 +467,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
               o_acc[m][i][2 * r + 1] *= alpha;
             }
           }
-        } else {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) m_use[r] = row_max[m][r] == -INFINITY ? 0.f : row_max[m][r];
         }
+      }
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        const float m_use[2] = {row_max[m][0] == -INFINITY ? 0.f : row_max[m][0],
+                                row_max[m][1] == -INFINITY ? 0.f : row_max[m][1]};
 #pragma unroll
         for (int nt = 0; nt < T::kSTiles; ++nt) {
 #pragma unroll
