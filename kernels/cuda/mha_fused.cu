@@ -24,10 +24,16 @@
 //   v4 (split-KV rows (_ks{n}): n warps share 16 query rows, each taking 1/n of every K/V tile's
 //     keys, partials combined through shared memory by combine_split_kv; for grids that leave SMs idle):
 //     H100, B1 H12 S197 8.3 -> 5.8 us (q32_w8_kv128_s2_ks4; cuDNN 8.0), B8 H3 S197 9.0 -> 8.3.
-//   v5 (this code: fewer instructions per tile: lazy rescaling of O (the reference max moves only past
-//     2^8), row sums of P on the tensor cores, tile loads with per-thread constant offsets): H100, ncu
-//     instructions at B64 H12 S197 29.1 M -> 26.1 M before the loads; B64 H12 S197 68.0 -> 58.3 us, B4 H16
-//     S1025 124.1 -> 102.1 (cuDNN 45.6 / 66.0, FA2 ~64 / ~96).
+//   v5 (fewer instructions per tile: lazy rescaling of O (the reference max moves only past 2^8), row sums
+//     of P on the tensor cores, tile loads with per-thread constant offsets): H100, ncu instructions at B64
+//     H12 S197 29.1 M -> 26.1 M before the loads; B64 H12 S197 68.0 -> 58.3 us, B4 H16 S1025 124.1 ->
+//     102.1 (cuDNN 45.6 / 66.0, FA2 ~64 / ~96).
+//   v6 (this code: the SASS loop of q128_w4_kv32_s2_qs still recomputed every ldmatrix address and every
+//     copy's 64-bit row offset from the lane index (ptxas rematerialisation inside the skipped-group
+//     branches); they are now loop-carried registers; the first S product starts from RZ; the row max is a
+//     per-thread tree and the quad shuffles run only when a warp vote says a reference must move): loop
+//     674 -> 542 SASS instructions, ncu 17.5 M instructions at B64 H12 S197 (cuDNN 18.6 M); H100 B64 H12
+//     S197 57.9 -> 48.0 us, B16 H6 S577 59.1 -> 43.8, B4 H16 S1025 102.6 -> ~84 (cuDNN 45.7 / 33.6 / 66.2).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
