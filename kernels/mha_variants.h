@@ -7,7 +7,11 @@
 // for each row it skips, why. A row may be limited to a range of grid sizes (blocks per SM, from batch x heads
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
-// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q128_w4_kv32_s2_qs (32-row warps, Q
+// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q64_w4_kv32_s2_qs (16-row warps, Q
+// re-read, 95 registers, 5 blocks = 20 warps per SM) wins the middle grids, from half to 4 of its blocks per
+// SM (session 7: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs; B8 H3 S197 7.0 vs 8.0 for the split-KV
+// row; it loses at B1 H12, 0.36 blocks/SM: 6.4 vs 5.3, and from ~7 up: B64 H12 50.8 vs 48.0, S577 47.9 vs
+// 43.2); q128_w4_kv32_s2_qs (32-row warps, Q
 // re-read, 162 registers on sm_90, 3 blocks/SM) wins from 1 of its blocks per SM up (session 7, with the
 // loop-carried ldmatrix bases: B8 H12 S197 12.1 vs 12.6 us for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9,
 // B64 H12 S197 49.3 vs 60.8; below one block per SM it loses: B8 H3 S197 8.7 vs 7.9); the
@@ -96,6 +100,7 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
     EDGEVIT_MHA_QUERIES(EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4), 16),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 64, 4, 32, 2), 0.5, 4.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 1.0, 0.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_KS(64, 32, 8, 128, 2, 4), 0.0, 2.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),

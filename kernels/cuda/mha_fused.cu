@@ -85,7 +85,9 @@ struct FlashFwdTraits {
   static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per m tile
   // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
   // 32-row warps that re-read Q with 32-key tiles fit 143 registers: 12 warps per SM (3 blocks of 4, 6 of 2).
-  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvSlice <= 64)                ? 16 / kWarps
+  // 16-row warps that re-read Q with 32-key tiles: <= 102 registers, 20 warps per SM (5 blocks of 4).
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kQReload && kKvSlice <= 32)   ? 20 / kWarps
+                                    : (kHeadDim <= 64 && kMTiles == 1 && kKvSlice <= 64)                ? 16 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 2 && kQReload && kKvTile <= 32) ? 12 / kWarps
                                                                                                    : 1;
 

@@ -77,36 +77,36 @@ bool named(const MhaChoice& c, const char* fragment) {
 
 TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
   // H100 (132 SMs): the measured winners of tools/gpu/bench_mha.py per grid size (docs/notes/mha.md).
-  const MhaGrid large{64, 12, 197, 132}, tiny{1, 12, 197, 132}, b8{8, 12, 197, 132}, middle{4, 12, 197, 132};
+  const MhaGrid large{64, 12, 197, 132}, tiny{1, 12, 197, 132}, b8{8, 12, 197, 132}, s577{16, 6, 577, 132};
   const MhaChoice l = choose_mha(90, kH100Optin, 64, true, false, &large);
   EXPECT_TRUE(named(l, "_q128_w4_kv32_s2_qs")) << l.reason;
   EXPECT_NE(l.reason.find("11.6 blocks/SM on 132 SMs"), std::string::npos) << l.reason;
+  EXPECT_NE(l.reason.find("q64_w4_kv32_s2_qs: 23.3 blocks/SM >= 4"), std::string::npos) << l.reason;
   const MhaChoice t = choose_mha(90, kH100Optin, 64, true, false, &tiny);
   EXPECT_TRUE(named(t, "_q32_w8_kv128_s2_ks4")) << t.reason;
   EXPECT_NE(t.reason.find("0.636 blocks/SM on 132 SMs"), std::string::npos) << t.reason;
+  EXPECT_NE(t.reason.find("q64_w4_kv32_s2_qs: 0.364 blocks/SM < 0.5"), std::string::npos) << t.reason;
   EXPECT_NE(t.reason.find("q128_w4_kv32_s2_qs: 0.182 blocks/SM < 1"), std::string::npos) << t.reason;
-  // ViT-B at batch 8: 1.45 blocks of 128 rows per SM, inside the large-grid row's window.
+  // ViT-B at batch 8: 2.91 blocks of 64 rows per SM, the middle-grid row.
   const MhaChoice b = choose_mha(90, kH100Optin, 64, true, false, &b8);
-  EXPECT_TRUE(named(b, "_q128_w4_kv32_s2_qs")) << b.reason;
-  EXPECT_NE(b.reason.find("1.45 blocks/SM on 132 SMs"), std::string::npos) << b.reason;
-  // Batch 4: under one 128-row block per SM, too many blocks for the tiny-grid rows: the general row.
-  const MhaChoice m = choose_mha(90, kH100Optin, 64, true, false, &middle);
-  EXPECT_TRUE(named(m, "_q64_w4_kv64_s2")) << m.reason;
-  EXPECT_NE(m.reason.find("q128_w4_kv32_s2_qs: 0.727 blocks/SM < 1"), std::string::npos) << m.reason;
-  EXPECT_NE(m.reason.find("kv128_s2: 1.45 blocks/SM >= 1"), std::string::npos) << m.reason;
-  EXPECT_NE(m.reason.find("q32_w8_kv128_s2_ks4: 2.55 blocks/SM >= 2"), std::string::npos) << m.reason;
-  // ViT-Ti at batch 8 (H3): 168 split-KV blocks for 132 SMs, inside its window.
+  EXPECT_TRUE(named(b, "_q64_w4_kv32_s2_qs")) << b.reason;
+  EXPECT_NE(b.reason.find("2.91 blocks/SM on 132 SMs"), std::string::npos) << b.reason;
+  // ViT-B/16 at 384 px (S = 577), batch 16 of 6 heads: past the middle window, the large-grid row.
+  const MhaChoice m = choose_mha(90, kH100Optin, 64, true, false, &s577);
+  EXPECT_TRUE(named(m, "_q128_w4_kv32_s2_qs")) << m.reason;
+  EXPECT_NE(m.reason.find("q64_w4_kv32_s2_qs: 7.27 blocks/SM >= 4"), std::string::npos) << m.reason;
+  // ViT-Ti at batch 8 (H3): 0.727 blocks of 64 rows per SM, inside the middle window too.
   const MhaGrid ti_b8{8, 3, 197, 132};
-  EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &ti_b8), "_q32_w8_kv128_s2_ks4"));
+  EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &ti_b8), "_q64_w4_kv32_s2_qs"));
   // Without a grid the windowed rows are skipped, and the reason says so.
   const MhaChoice none = choose_mha(90, kH100Optin, 64, true, false);
   EXPECT_TRUE(named(none, "_q64_w4_kv64_s2")) << none.reason;
   EXPECT_NE(none.reason.find("grid size unknown"), std::string::npos) << none.reason;
-  // Orin NX (8 SMs): ViT-B/16 at batch 1 is already a large grid there (3 blocks of 128 rows per SM), ViT-Ti
-  // (3 heads) at batch 1 is not (0.75).
+  // Orin NX (8 SMs): ViT-B/16 at batch 1 is already a large grid there (3 blocks of 128 rows per SM, 6 of 64),
+  // ViT-Ti (3 heads) at batch 1 a middle one (1.5 blocks of 64 rows per SM).
   const MhaGrid orin_b1{1, 12, 197, 8}, orin_b8{8, 12, 197, 8}, orin_ti_b1{1, 3, 197, 8};
   EXPECT_TRUE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_b1), "_q128_w4_kv32_s2_qs"));
-  EXPECT_FALSE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_ti_b1), "_q128_w4_kv32_s2_qs"));
+  EXPECT_TRUE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_ti_b1), "_q64_w4_kv32_s2_qs"));
   EXPECT_TRUE(named(choose_mha(87, kOrinOptin, 64, true, false, &orin_b8), "_q128_w4_kv32_s2_qs"));
   EXPECT_DOUBLE_EQ(mha_blocks_per_sm(*choose_mha(87, kOrinOptin, 64, true, false, &orin_b8).variant, orin_b8), 24.0);
   // A grid with no SM count is treated as unknown.
