@@ -376,7 +376,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       const uint32_t sk = sk_cur, sv = sv_cur;
       // Valid keys of this warp's slice of the tile (the whole tile without split-KV).
       const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));
-      const int n_pairs = (kv_valid + 15) / 16;  // 16-key groups holding at least one valid key
+      // 16-key groups holding at least one valid key; the others are skipped, except with slices of at most
+      // 32 keys, where the test and its branches cost every tile more than the one group it can skip in the
+      // last (skipped groups read zero-filled K / V rows and have p = 0, so computing them changes nothing).
+      const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
 
       // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled. The first k step starts from a zero
       // accumulator operand (RZ in the HMMA) instead of zeroing S first (one CS2R per two scores per tile).
