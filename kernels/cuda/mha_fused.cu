@@ -31,9 +31,10 @@
 //   v6 (this code: the SASS loop of q128_w4_kv32_s2_qs still recomputed every ldmatrix address and every
 //     copy's 64-bit row offset from the lane index (ptxas rematerialisation inside the skipped-group
 //     branches); they are now loop-carried registers; the first S product starts from RZ; the row max is a
-//     per-thread tree and the quad shuffles run only when a warp vote says a reference must move): loop
-//     674 -> 542 SASS instructions, ncu 17.5 M instructions at B64 H12 S197 (cuDNN 18.6 M); H100 B64 H12
-//     S197 57.9 -> 48.0 us, B16 H6 S577 59.1 -> 43.8, B4 H16 S1025 102.6 -> ~84 (cuDNN 45.7 / 33.6 / 66.2).
+//     per-thread tree and the quad shuffles run only when a warp vote says a reference must move; 32-key
+//     slices compute every 16-key group): loop 674 -> 542 SASS instructions, ncu 17.5 M instructions at
+//     B64 H12 S197 (cuDNN 18.6 M); H100 B64 H12 S197 57.9 -> 47.3 us, B16 H6 S577 59.1 -> 42.0, B4 H16 S1025
+//     102.6 -> 78.1 (cuDNN 45.7 / 33.8 / 66.9).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
