@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
 
       // S = Q K^T (kWarpRows x kKvTile per warp), fp32, unscaled. The first k step starts from a zero
       // accumulator operand (RZ in the HMMA) instead of zeroing S first (one CS2R per two scores per tile).
-      // Groups past the valid keys are left unwritten: every column there is >= kv_valid, so the test below
-      // assigns them -inf before anything reads them.
+      // Skipped groups (past the valid keys, slices wider than 32 keys) are left unwritten: every column there
+      // is >= kv_valid, so the test below assigns them -inf before anything reads them.
       float s[kM][T::kSTiles][4];
 #pragma unroll
       for (int ds = 0; ds < T::kDSteps; ++ds) {
