@@ -7,21 +7,22 @@
 // for each row it skips, why. A row may be limited to a range of grid sizes (blocks per SM, from batch x heads
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
-// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md): for D = 64, q64_w4_kv32_s2_qs (16-row warps, Q
-// re-read, 95 registers, 5 blocks = 20 warps per SM) wins the middle grids, from half to 4 of its blocks per
-// SM (session 7: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs; B8 H3 S197 7.0 vs 8.0 for the split-KV
-// row; it loses at B1 H12, 0.36 blocks/SM: 6.4 vs 5.3, and from ~7 up: B64 H12 50.8 vs 48.0, S577 47.9 vs
-// 43.2); q128_w4_kv32_s2_qs (32-row warps, Q
-// re-read, 162 registers on sm_90, 3 blocks/SM) wins from 1 of its blocks per SM up (session 7, with the
-// loop-carried ldmatrix bases: B8 H12 S197 12.1 vs 12.6 us for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9,
-// B64 H12 S197 49.3 vs 60.8; below one block per SM it loses: B8 H3 S197 8.7 vs 7.9); the
-// split-KV row q32_w8_kv128_s2_ks4 (4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
-// its blocks per SM (B1 H12 S197: 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN; B8 H3 S197: 8.3 vs
-// 9.0); q64_w4_kv64_s2 everywhere between. q64_w4_kv128 (below 1 block per SM) won the tiny grids before the
-// split-KV rows. Launches of at most 16 query rows (the class-token tail's one query per image and head) take
-// q16_w4_kv128_s2_ks4 first, whatever the grid: one 16-row group whose 4 warps split the keys, where the
-// grid-sized rows ran 1 valid row in blocks of 128 (ViT-B/16 batch 64 on an H100: 33.5 us for the tail). Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM.
-// Other head dims follow D = 64's general row (not yet measured).
+// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md, session 7 unless noted), for D = 64:
+//   q16_w4_kv128_s2_ks4 first for launches of at most 16 query rows (the class-token tail's one query per
+//     image and head), whatever the grid: one 16-row group whose 4 warps split the keys (the grid-sized rows
+//     ran 1 valid row in blocks of 128: 33.5 us for ViT-B/16 batch 64's tail; session 6).
+//   q64_w4_kv32_s2_qs (16-row warps, Q re-read, 95 registers, 5 blocks = 20 warps per SM) for the middle
+//     grids, from half to 4 of its blocks per SM: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs, B8 H3
+//     7.0 vs 8.0 for the split-KV row; it loses at B1 H12 (0.36 blocks/SM: 6.4 vs 5.3) and from ~7 up (B64
+//     H12 50.8 vs 48.0, S577 47.9 vs 43.2).
+//   q128_w4_kv32_s2_qs (32-row warps, Q re-read, 162 registers on sm_90, 3 blocks/SM) from 1 of its blocks
+//     per SM up: B64 H12 S197 49.3 vs 60.8 for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9.
+//   q32_w8_kv128_s2_ks4 (split-KV: 4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
+//     its blocks per SM: B1 H12 S197 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN (session 4).
+//   q64_w4_kv128 below 1 block per SM (the tiny grids' row before the split-KV rows), then the general rows,
+//     q64_w4_kv64_s2 first: with the grid known, an H100 reaches them only where every window declines.
+// Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM. Other head
+// dims follow D = 64's general row (not yet measured).
 #pragma once
 
 #include <cstddef>
