@@ -156,7 +156,8 @@ __device__ __forceinline__ void load_tile(__half* smem, const __half* gmem, int6
     // Every thread copies the same chunk column of rows r, r + kRowStep, ... (at most 8: more held
     // pointers spilled the 128-register rows on sm_87): one 64-bit row offset per call and additions
     // after it. The general loop below spent ~100 integer instructions per tile on divisions and 64-bit
-    // products (H100, B64 H12 S197: 64.4 -> 58.1 us with this path).
+    // products (H100, B64 H12 S197: 64.4 -> 58.1 us with this path). Here it serves the one-time Q and first
+    // K/V tiles; the K/V loop's copies go through copy_kv_tile, whose source pointers are loop-carried.
     constexpr int kRowStep = T::kThreads / T::kChunks;
     const int r = tid / T::kChunks, ch = tid % T::kChunks;
     const __half* src = gmem + static_cast<int64_t>(row0 + r) * stride + ch * 8;
