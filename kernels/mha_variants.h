@@ -12,9 +12,11 @@
 //     image and head), whatever the grid: one 16-row group whose 4 warps split the keys (the grid-sized rows
 //     ran 1 valid row in blocks of 128: 33.5 us for ViT-B/16 batch 64's tail; session 6).
 //   q64_w4_kv32_s2_qs (16-row warps, Q re-read, 95 registers, 5 blocks = 20 warps per SM) for the middle
-//     grids, from half to 4 of its blocks per SM: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs, B8 H3
-//     7.0 vs 8.0 for the split-KV row; it loses at B1 H12 (0.36 blocks/SM: 6.4 vs 5.3) and from ~7 up (B64
-//     H12 50.8 vs 48.0, S577 47.9 vs 43.2).
+//     grids, from half to 3 of its blocks per SM: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs, B8 H3
+//     7.0 vs 8.0 for the split-KV row; it loses at B1 H12 (0.36 blocks/SM: 6.4 vs 5.3) and from ~3 up
+//     (session 8's sweep: B2 H12 S1025, 3.09 blocks/SM, 37.3 vs 31.4; B4 H12 S577, 3.64, 24.3 vs 20.7;
+//     B64 H12 S197 50.8 vs 48.0). The CUDA backend also times the eligible rows at start-up
+//     (EngineOptions::tune_attention), so these windows are the untimed default and the planner's forecast.
 //   q128_w4_kv32_s2_qs (32-row warps, Q re-read, 162 registers on sm_90, 3 blocks/SM) from 1 of its blocks
 //     per SM up: B64 H12 S197 49.3 vs 60.8 for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9.
 //   q32_w8_kv128_s2_ks4 (split-KV: 4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
@@ -28,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace edgevit {
 
@@ -101,7 +104,7 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW(32, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(32, 128, 4, 64, 2),  EDGEVIT_MHA_ROW(32, 64, 4, 64, 1),
     EDGEVIT_MHA_QUERIES(EDGEVIT_MHA_ROW_KS(64, 16, 4, 128, 2, 4), 16),
-    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 64, 4, 32, 2), 0.5, 4.0),
+    EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 64, 4, 32, 2), 0.5, 3.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 2), 1.0, 0.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW_KS(64, 32, 8, 128, 2, 4), 0.0, 2.0),
     EDGEVIT_MHA_WINDOW(EDGEVIT_MHA_ROW(64, 64, 4, 128, 2), 0.0, 1.0),
@@ -154,5 +157,11 @@ double mha_blocks_per_sm(const MhaVariant& row, const MhaGrid& grid);
 // sm_count <= 0) rows limited to a grid window are skipped and the general rows decide.
 MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused,
                      const MhaGrid* grid = nullptr);
+
+// Every row that can run on this device at this head_dim, whatever the launch: dtype, SM range and shared
+// memory only. Grid windows and query-count limits are the table's forecast of speed, not limits of the
+// kernel, so they do not filter here. In table order. The CUDA backend times these at start-up
+// (EngineOptions::tune_attention) and keeps choose_mha's row unless another is measurably faster.
+std::vector<const MhaVariant*> mha_eligible_rows(int sm, int64_t smem_optin_bytes, int head_dim);
 
 }  // namespace edgevit

@@ -39,6 +39,16 @@
 // of C timed heuristic results, 0 = the heuristic's first) say what was pinned; `run -v` and `bench -v` print
 // it.
 //
+// Attention rows (EngineOptions::tune_attention, on by default; `--no-attention-tuning` turns it off): the
+// kernel table's windows (kernels/mha_variants.h) were measured on an H100, and where a grid's last wave is
+// nearly empty the row they pick can lose by 15-20% to another (docs/notes/mha.md, session 8). So for each
+// captured size and each attention launch shape (full blocks; the class-token tail), after that size's
+// warm-up forward has left finite activations in the arena, init times every row the device can run
+// (mha_eligible_rows) as a captured chain of kAttnChain launches on the op's own qkv and output tensors
+// (kTuneWarmup + kTuneRuns replays, median; a row whose last warm-up is 1.5x the best so far is dropped)
+// and pins the fastest; the table's row stays unless another is >= 3% faster. The runs write only the
+// attention output, an activation the forward rewrites. attention_choices() records both rows and times.
+//
 // Graph contents: input cast (mapped fp32 -> arena input, fp16 or fp32) | im2col | patch GEMM | assemble |
 // per block: LN, qkv GEMM (+bias), attention, proj GEMM (+bias, += residual: beta = 1, C == D in place),
 // LN, fc1 GEMM (+bias, GELU), fc2 GEMM (+bias, += residual) | head LN, pool (or pool, LN) | head GEMM |
@@ -142,6 +152,7 @@ constexpr int kTuneRuns = 7;         // timed runs per candidate; the median dec
 constexpr int kTuneRunsLong = 3;     // when one run takes over kTuneLongMs (large GEMMs on Orin)
 constexpr float kTuneLongMs = 2.f;
 constexpr double kTuneMargin = 0.97;  // another algorithm replaces the first only when >= 3% faster
+constexpr int kAttnChain = 8;         // attention tuning: launches per timed graph replay
 
 class CudaBackend final : public Backend {
  public:
@@ -151,6 +162,7 @@ class CudaBackend final : public Backend {
         fp16_(plan.graph.precision == Precision::kFp16),
         profile_(options.profile_ops),
         tune_(options.tune_gemms),
+        tune_attn_(options.tune_attention),
         fault_(options.fault) {}
 
   ~CudaBackend() override {
@@ -210,6 +222,8 @@ class CudaBackend final : public Backend {
 
     EV_RETURN_IF_ERROR(load_weights(weights));
     EV_CUBLAS_CHECK("init", cublasLtCreate(&lt_));
+    if (tune_ || tune_attn_)
+      for (cudaEvent_t& ev : tune_events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
     if (tune_) {
       int l2 = 0;
       EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
@@ -217,7 +231,6 @@ class CudaBackend final : public Backend {
       int sms = 0;
       EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
       sm_count_ = std::max(sms, 1);
-      for (cudaEvent_t& ev : tune_events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
     }
 
     // Captured batch sizes: powers of two below max_batch, and max_batch.
@@ -239,7 +252,7 @@ class CudaBackend final : public Backend {
         timings_[i].kernel += "[algo#" + std::to_string(choices_[gm.choice].chosen) + "/" +
                               std::to_string(choices_[gm.choice].candidates) + "]";  // no space: scripts split on them
     }
-    EV_RETURN_IF_ERROR(record_attention_choices(dev));
+    EV_RETURN_IF_ERROR(table_attention_choices(dev));
     if (profile_) {
       events_.assign(g.ops.size() + 1, nullptr);
       for (cudaEvent_t& ev : events_) EV_CUDA_CHECK("init", cudaEventCreate(&ev));
@@ -252,10 +265,12 @@ class CudaBackend final : public Backend {
     for (size_t si = 0; si < sizes_.size(); ++si) {
       EV_RETURN_IF_ERROR(enqueue_forward(si, false, true));
       EV_CUDA_CHECK("warm-up forward, batch " + std::to_string(sizes_[si]), cudaStreamSynchronize(stream_));
+      if (tune_attn_) EV_RETURN_IF_ERROR(tune_attention(si));
       if (profile_) continue;
       EV_RETURN_IF_ERROR(capture(si, true, &execs_[si]));
       EV_RETURN_IF_ERROR(capture(si, false, &execs_device_[si]));
     }
+    name_attention_ops();
     return Status::Ok();
   }
 
@@ -708,9 +723,10 @@ class CudaBackend final : public Backend {
     return d;
   }
 
-  // What the attention launcher runs at each captured size on this device (mha_fused_f16 decides per launch
-  // with the same choose_mha and the same device facts); the profile names the one for max_batch.
-  Status record_attention_choices(int dev) {
+  // The table's attention row (choose_mha, as the launcher would pick it on this device) for each captured size
+  // and launch shape: the full blocks first, then the class-token tail where the graph has one. tune_attention
+  // may replace the rows later; name_attention_ops() names the max-batch ones in the profile.
+  Status table_attention_choices(int dev) {
     const Graph& g = plan_.graph;
     const VitArch& a = g.arch;
     int major = 0, minor = 0, optin = 0, sms = 0;
@@ -718,39 +734,172 @@ class CudaBackend final : public Backend {
     EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     EV_CUDA_CHECK("init", cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    for (const int n : sizes_) {
-      AttentionChoice c;
-      c.batch = n;
-      if (!fp16_) {
-        c.kernel = "cuda.mha_f32";
-        c.reason = "fp32 plan: gpu::mha_f32 (one block per query row, fp32 FMAs, no tensor cores; the fused "
-                   "kernels are fp16 only, and the plan's name for this path is cuda.mha_unfused_cublas)";
-      } else if (g.attention != AttentionPath::kFused) {
-        c.kernel = "cuda.mha_unfused_cublas";
-        c.reason = "the plan's unfused path: " + plan_.attention_reason;
-      } else {
-        const MhaGrid grid{n, a.num_heads, a.num_tokens(), sms};
-        const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
-        if (!m.fused)
-          return unsupported("cuda backend: the plan chose fused attention for '" + plan_.device.name +
-                             "', but this device cannot run it at batch " + std::to_string(n) + ": " + m.reason +
-                             " (plan with --device auto, or --attention explicit)");
-        c.kernel = std::string("cuda.") + m.variant->name;
-        c.reason = m.reason;
+    sm_ = major * 10 + minor;
+    smem_optin_ = optin;
+    std::vector<int> shapes;  // distinct seq_q of the attention ops, in op order (full blocks first)
+    for (const Op& o : g.ops)
+      if (o.kind == OpKind::kAttention && std::find(shapes.begin(), shapes.end(), o.seq_q) == shapes.end())
+        shapes.push_back(static_cast<int>(o.seq_q));
+    attn_launches_.assign(sizes_.size(), {});
+    for (size_t si = 0; si < sizes_.size(); ++si) {
+      const int n = sizes_[si];
+      for (const int seq_q : shapes) {
+        AttentionChoice c;
+        c.batch = n;
+        c.seq_q = seq_q;
+        int row = -1;
+        if (!fp16_) {
+          c.kernel = "cuda.mha_f32";
+          c.reason = "fp32 plan: gpu::mha_f32 (one block per query row, fp32 FMAs, no tensor cores; the fused "
+                     "kernels are fp16 only, and the plan's name for this path is cuda.mha_unfused_cublas)";
+        } else if (g.attention != AttentionPath::kFused) {
+          c.kernel = "cuda.mha_unfused_cublas";
+          c.reason = "the plan's unfused path: " + plan_.attention_reason;
+        } else {
+          const MhaGrid grid{n, a.num_heads, seq_q, sms};
+          const MhaChoice m = choose_mha(sm_, smem_optin_, a.head_dim(), true, false, &grid);
+          if (!m.fused)
+            return unsupported("cuda backend: the plan chose fused attention for '" + plan_.device.name +
+                               "', but this device cannot run it at batch " + std::to_string(n) + ": " + m.reason +
+                               " (plan with --device auto, or --attention explicit)");
+          c.kernel = std::string("cuda.") + m.variant->name;
+          c.reason = m.reason;
+          row = static_cast<int>(m.variant - kMhaVariants);
+        }
+        c.table_kernel = c.kernel;
+        attn_launches_[si].push_back(AttnLaunch{seq_q, row, attention_choices_.size()});
+        attention_choices_.push_back(std::move(c));
       }
-      attention_choices_.push_back(std::move(c));
     }
+    return Status::Ok();
+  }
+
+  // The profile names, for each attention op, the row pinned for the largest captured size.
+  void name_attention_ops() {
+    const Graph& g = plan_.graph;
     for (size_t i = 0; i < g.ops.size(); ++i) {
-      const Op& o = g.ops[i];
-      if (o.kind != OpKind::kAttention) continue;
-      timings_[i].kernel = attention_choices_.back().kernel;
-      if (fp16_ && g.attention == AttentionPath::kFused && o.seq_q < a.num_tokens()) {
-        // The class-token tail's launch (one query row per head) is judged on its own grid.
-        const MhaGrid grid{sizes_.back(), a.num_heads, static_cast<int>(o.seq_q), sms};
-        const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
-        if (m.fused) timings_[i].kernel = std::string("cuda.") + m.variant->name;
+      if (g.ops[i].kind != OpKind::kAttention) continue;
+      for (const AttnLaunch& l : attn_launches_.back())
+        if (l.seq_q == g.ops[i].seq_q) timings_[i].kernel = attention_choices_[l.choice].kernel;
+    }
+  }
+
+  // The fused row pinned for an attention op at captured size si (-1: not fused).
+  int attention_row(size_t si, const Op& o) const {
+    for (const AttnLaunch& l : attn_launches_[si])
+      if (l.seq_q == o.seq_q) return l.row;
+    return -1;
+  }
+
+  // See the header comment: times every eligible row for each fused launch shape at size si and pins the
+  // fastest (the table's unless another is kTuneMargin faster).
+  Status tune_attention(size_t si) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    const std::vector<const MhaVariant*> rows = mha_eligible_rows(sm_, smem_optin_, a.head_dim());
+    for (AttnLaunch& l : attn_launches_[si]) {
+      if (l.row < 0) continue;
+      const Op* op = nullptr;
+      for (const Op& o : g.ops)
+        if (o.kind == OpKind::kAttention && o.seq_q == l.seq_q) {
+          op = &o;
+          break;
+        }
+      if (op == nullptr) continue;
+      const int table = l.row;
+      double table_ms = -1.0;
+      EV_RETURN_IF_ERROR(time_attention(*op, si, table, -1.0, &table_ms));
+      if (table_ms < 0)
+        return device_error("cuda backend: attention tuning: op '" + op->name + "': the table's row " +
+                            kMhaVariants[table].name + " failed to launch");
+      double best_ms = table_ms;
+      int best = table;
+      int timed = 1;
+      for (const MhaVariant* r : rows) {
+        const int idx = static_cast<int>(r - kMhaVariants);
+        if (idx == table) continue;
+        double ms = -1.0;
+        EV_RETURN_IF_ERROR(time_attention(*op, si, idx, best_ms, &ms));
+        ++timed;
+        if (ms >= 0 && ms < best_ms) {
+          best_ms = ms;
+          best = idx;
+        }
+      }
+      if (best != table && best_ms > kTuneMargin * table_ms) best = table;
+      l.row = best;
+      AttentionChoice& c = attention_choices_[l.choice];
+      c.kernel = std::string("cuda.") + kMhaVariants[best].name;
+      c.candidates = timed;
+      c.table_us = table_ms * 1e3;
+      c.chosen_us = (best == table ? table_ms : best_ms) * 1e3;
+    }
+    return Status::Ok();
+  }
+
+  // Median milliseconds of one launch of fused row `row` for attention op `o` at size si, from replays of a
+  // captured chain of kAttnChain launches; -1 when the row refuses the launch, or when its last warm-up is
+  // already 1.5x `best_ms` (it cannot win).
+  Status time_attention(const Op& o, size_t si, int row, double best_ms, double* median_ms) {
+    const Graph& g = plan_.graph;
+    const VitArch& a = g.arch;
+    const std::string where = "attention tuning: op '" + o.name + "', " + kMhaVariants[row].name;
+    *median_ms = -1.0;
+    const AttnParams p = attn_params_packed_qkv(sizes_[si], a.num_tokens(), a.num_heads, a.head_dim(),
+                                                1.0f / std::sqrt(static_cast<float>(a.head_dim())),
+                                                static_cast<int>(o.seq_q));
+    const int64_t ko = packed_k_offset(a.num_heads, a.head_dim()), vo = packed_v_offset(a.num_heads, a.head_dim());
+    const __half* q = h16(o.inputs[0]);
+    __half* out = h16(o.outputs[0]);
+    // Once outside capture: module load and shared-memory opt-in, and a row that refuses is no candidate.
+    if (mha_fused_f16_variant(p, q, q + ko, q + vo, out, row, stream_) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Ok();
+    }
+    EV_CUDA_CHECK(where, cudaStreamSynchronize(stream_));
+    EV_CUDA_CHECK(where, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    cudaError_t le = cudaSuccess;
+    for (int i = 0; i < kAttnChain && le == cudaSuccess; ++i)
+      le = mha_fused_f16_variant(p, q, q + ko, q + vo, out, row, stream_);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ce = cudaStreamEndCapture(stream_, &graph);
+    if (le != cudaSuccess || ce != cudaSuccess) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return cuda_error(where, le != cudaSuccess ? "launch in capture" : "cudaStreamEndCapture",
+                        le != cudaSuccess ? le : ce);
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ie = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ie != cudaSuccess) return cuda_error(where, "cudaGraphInstantiateWithFlags", ie);
+    float ms[kTuneWarmup + kTuneRuns] = {};
+    int runs = kTuneWarmup + kTuneRuns;
+    cudaError_t e = cudaSuccess;
+    bool dropped = false;
+    for (int r = 0; r < runs && e == cudaSuccess; ++r) {
+      e = cudaEventRecord(tune_events_[0], stream_);
+      if (e == cudaSuccess) e = cudaGraphLaunch(exec, stream_);
+      if (e == cudaSuccess) e = cudaEventRecord(tune_events_[1], stream_);
+      if (e == cudaSuccess) e = cudaEventSynchronize(tune_events_[1]);
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]);
+      ms[r] /= static_cast<float>(kAttnChain);
+      if (e == cudaSuccess && r == kTuneWarmup - 1) {
+        if (best_ms > 0 && ms[r] > 1.5 * best_ms) {
+          dropped = true;
+          break;
+        }
+        if (ms[r] * kAttnChain > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
       }
     }
+    const cudaError_t de = cudaGraphExecDestroy(exec);
+    if (e != cudaSuccess) return cuda_error(where, "timed replay", e);
+    if (de != cudaSuccess) return cuda_error(where, "cudaGraphExecDestroy", de);
+    if (dropped) return Status::Ok();
+    float* t = ms + kTuneWarmup;
+    const int nt = runs - kTuneWarmup;
+    for (int i = 1; i < nt; ++i)
+      for (int j = i; j > 0 && t[j] < t[j - 1]; --j) std::swap(t[j], t[j - 1]);
+    *median_ms = t[nt / 2];
     return Status::Ok();
   }
 
@@ -787,7 +936,7 @@ class CudaBackend final : public Backend {
                                    : gpu::copy_f32(dev_in_, f32(g.input), in_elems, stream_));
     if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[0], stream_));
     for (size_t i = 0; i < g.ops.size(); ++i) {
-      EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n));
+      EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n, si));
       if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[i + 1], stream_));
     }
     const int64_t pre = int64_t{g.arch.embed_dim} * n;
@@ -801,7 +950,7 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  Status run_op(const Op& o, const Gemm& gemm, int n) {
+  Status run_op(const Op& o, const Gemm& gemm, int n, size_t si) {
     const Graph& g = plan_.graph;
     const VitArch& a = g.arch;
     const std::string where = "op '" + o.name + "'";
@@ -856,7 +1005,8 @@ class CudaBackend final : public Backend {
           EV_CUDA_CHECK(where, gpu::mha_f32(p, q, q + ko, q + vo, f32(o.outputs[0]), stream_));
         } else if (g.attention == AttentionPath::kFused) {
           const __half* q = h16(o.inputs[0]);
-          EV_CUDA_CHECK(where, mha_fused_f16(p, q, q + ko, q + vo, h16(o.outputs[0]), stream_));
+          EV_CUDA_CHECK(where, mha_fused_f16_variant(p, q, q + ko, q + vo, h16(o.outputs[0]), attention_row(si, o),
+                                                     stream_));
         } else {
           const __half* q = h16(o.inputs[0]);
           EV_CUDA_CHECK(where, mha_unfused_f16(p, q, q + ko, q + vo, h16(o.outputs[0]), at(o.scratch),
@@ -901,6 +1051,7 @@ class CudaBackend final : public Backend {
   const bool fp16_;
   const bool profile_;
   const bool tune_;
+  const bool tune_attn_;
   const InjectedFault fault_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
@@ -921,7 +1072,15 @@ class CudaBackend final : public Backend {
   std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
   std::vector<OpTiming> timings_;
   std::vector<GemmChoice> choices_;         // one per (size, kLinear op), in planning order
-  std::vector<AttentionChoice> attention_choices_;  // one per captured size, ascending
+  std::vector<AttentionChoice> attention_choices_;  // per captured size (ascending) and launch shape
+  struct AttnLaunch {
+    int64_t seq_q;  // the launch shape: query rows per image and head
+    int row;        // pinned row of kMhaVariants (-1: not the fused path)
+    size_t choice;  // its record in attention_choices_
+  };
+  std::vector<std::vector<AttnLaunch>> attn_launches_;  // [size index]: one per launch shape
+  int sm_ = 0;              // compute capability x 10 + minor
+  int64_t smem_optin_ = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
   struct TunedShape {
     TuneKey key;
     cublasLtMatmulAlgo_t algo;

@@ -31,6 +31,12 @@ struct EngineOptions {
   // outputs are bit-identical run to run; another process (or engine) may time differently and pin another
   // algorithm, whose outputs can differ in the last bits (within the fp16 tolerance). CPU backend: ignored.
   bool tune_gemms = true;
+  // CUDA, fp16 fused attention: at create(), for each captured batch size and each attention launch shape
+  // (the full blocks, the class-token tail), time every fused-kernel row the device can run
+  // (mha_eligible_rows) on the arena's own tensors and pin the fastest; the table's row (choose_mha) stays
+  // unless another is >= 3% faster by median. Off: the table's row, untimed. Pinned for the engine's
+  // lifetime like the GEMMs (same bit-identity statement). CPU backend: ignored.
+  bool tune_attention = true;
   InjectedFault fault = InjectedFault::kNone;
 };
 
@@ -61,10 +67,17 @@ struct GemmChoice {
 
 // CUDA: the attention kernel the launcher runs at one captured batch size on this device (the plan names
 // the choice for the plan's batch on the profile's SM count; smaller captured sizes may take another row).
+// One record per captured size and attention launch shape: the full blocks' (seq_q = every token) first,
+// then the class-token tail's (seq_q = 1) where the graph has one.
 struct AttentionChoice {
   int batch = 0;
-  std::string kernel;  // e.g. "cuda.flash_fwd_f16_d64_q32_w8_kv128_s2_ks4", "cuda.mha_unfused_cublas"
-  std::string reason;  // choose_mha's line: the row, its grid on this device, the rows skipped and why
+  int seq_q = 0;       // query rows per image and head of the launch
+  std::string kernel;  // what runs, e.g. "cuda.flash_fwd_f16_d64_q32_w8_kv128_s2_ks4", "cuda.mha_unfused_cublas"
+  std::string reason;  // choose_mha's line: the table's row, its grid on this device, the rows skipped and why
+  std::string table_kernel;  // the table's row (choose_mha); == kernel unless tuning pinned another
+  int candidates = 0;        // fused rows timed (EngineOptions::tune_attention); 0 = untimed
+  double table_us = 0;       // median time of the table's row (0 when untimed)
+  double chosen_us = 0;      // median time of the pinned row (0 when untimed)
 };
 
 class Backend {

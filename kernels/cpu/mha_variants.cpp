@@ -58,6 +58,17 @@ double mha_blocks_per_sm(const MhaVariant& row, const MhaGrid& grid) {
   return static_cast<double>(int64_t{grid.batch} * grid.heads * q_tiles) / grid.sm_count;
 }
 
+std::vector<const MhaVariant*> mha_eligible_rows(int sm, int64_t smem_optin_bytes, int head_dim) {
+  const int64_t budget = smem_optin_bytes > kMhaDefaultSmemBytes ? smem_optin_bytes : kMhaDefaultSmemBytes;
+  std::vector<const MhaVariant*> rows;
+  for (const MhaVariant& row : kMhaVariants) {
+    if (row.head_dim != head_dim || row.dtype != MhaDtype::kF16 || sm < row.min_sm) continue;
+    if ((row.max_sm != 0 && sm > row.max_sm) || row.smem_bytes > budget) continue;
+    rows.push_back(&row);
+  }
+  return rows;
+}
+
 MhaChoice choose_mha(int sm, int64_t smem_optin_bytes, int head_dim, bool fp16, bool force_unfused,
                      const MhaGrid* grid) {
   const char* kFallback = "; using unfused cuBLAS + softmax";

@@ -31,6 +31,10 @@ cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k,
 cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __half* k, const __half* v,
                                   __half* o, int variant_index, cudaStream_t stream);
 
+// Blocks of row `variant_index` of kMhaVariants that one SM of the current device holds at once (the CUDA
+// occupancy calculator over the instantiated kernel: its registers, shared memory and threads).
+cudaError_t mha_fused_resident_blocks(int variant_index, int* blocks);
+
 // Unfused attention: workspace holds mha_unfused_workspace_bytes(p) bytes (device memory; the planner
 // reserves it). Processes one batch element per pair of GEMMs; the scratch is H x Sq x Skv (fp32 S, fp16 P).
 size_t mha_unfused_workspace_bytes(const AttnParams& p);

@@ -591,13 +591,34 @@ cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t
   return cudaGetLastError();
 }
 
+// Blocks of a row that can be resident on one SM of the current device (registers, shared memory, threads).
+template <size_t kRow>
+cudaError_t resident_row(int* blocks) {
+  constexpr MhaVariant row = kMhaVariants[kRow];
+  using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
+                           row.kv_split>;
+  if (T::kSmemBytes > kMhaDefaultSmemBytes) {
+    const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(T::kSmemBytes));
+    if (err != cudaSuccess) return err;
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, flash_fwd_kernel<T>, T::kThreads, T::kSmemBytes);
+}
+
 using LaunchFn = cudaError_t (*)(const FusedArgs&, int, int, cudaStream_t);
+using ResidentFn = cudaError_t (*)(int*);
 template <size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> make_launch_table(std::index_sequence<kRows...>) {
   return {&launch_row<kRows>...};
 }
+template <size_t... kRows>
+constexpr std::array<ResidentFn, sizeof...(kRows)> make_resident_table(std::index_sequence<kRows...>) {
+  return {&resident_row<kRows>...};
+}
 constexpr std::array<LaunchFn, kNumMhaVariants> kLaunch =
     make_launch_table(std::make_index_sequence<kNumMhaVariants>{});
+constexpr std::array<ResidentFn, kNumMhaVariants> kResident =
+    make_resident_table(std::make_index_sequence<kNumMhaVariants>{});
 
 // Device capabilities, queried once per device.
 struct DeviceCaps {
@@ -665,6 +686,12 @@ cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __
   FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
                  p.scale * 1.4426950408889634f};
   return kLaunch[row](args, p.batch, p.heads, stream);
+}
+
+cudaError_t mha_fused_resident_blocks(int variant_index, int* blocks) {
+  if (blocks == nullptr || variant_index < 0 || static_cast<size_t>(variant_index) >= kNumMhaVariants)
+    return cudaErrorInvalidValue;
+  return kResident[static_cast<size_t>(variant_index)](blocks);
 }
 
 cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,

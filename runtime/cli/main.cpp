@@ -78,6 +78,7 @@ struct CommonOpts {
   int threads = 0;
   bool verbose = false;
   bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
+  bool no_attention_tuning = false;  // run, bench: EngineOptions::tune_attention = false
   bool all_tokens = false;  // PlanOptions::all_tokens
 };
 
@@ -170,8 +171,16 @@ void announce_attention_choices(const ev::Engine& e, bool verbose) {
   if (!verbose || cs.empty()) return;
   std::fprintf(stderr, "attention per captured batch size on this device (the plan names batch %d on its profile):\n",
                e.max_batch());
-  for (const ev::AttentionChoice& c : cs)
-    std::fprintf(stderr, "  batch %-4d %s\n             %s\n", c.batch, c.kernel.c_str(), c.reason.c_str());
+  for (const ev::AttentionChoice& c : cs) {
+    std::fprintf(stderr, "  batch %-4d seq_q %-5d %s\n", c.batch, c.seq_q, c.kernel.c_str());
+    if (c.candidates > 0 && c.kernel != c.table_kernel)
+      std::fprintf(stderr, "             timed %d rows: %.2f us, the table's %s %.2f us\n", c.candidates, c.chosen_us,
+                   c.table_kernel.c_str(), c.table_us);
+    else if (c.candidates > 0)
+      std::fprintf(stderr, "             timed %d rows: the table's row is the fastest (%.2f us)\n", c.candidates,
+                   c.chosen_us);
+    std::fprintf(stderr, "             table: %s\n", c.reason.c_str());
+  }
 }
 
 std::vector<float> softmax_row(const float* x, int n) {
@@ -276,6 +285,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   eo.plan = *popts;
   eo.threads = o.threads;
   eo.tune_gemms = !o.no_gemm_tuning;
+  eo.tune_attention = !o.no_attention_tuning;
   if (eo.plan.batch == 0) eo.plan.batch = std::min(batch->count, spec->max_batch);
   auto engine = ev::Engine::create(*spec, dev->profile, eo);
   if (!engine.ok()) return fail(engine.status());
@@ -392,6 +402,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   eo.threads = o.threads;
   eo.profile_ops = b.profile;
   eo.tune_gemms = !o.no_gemm_tuning;
+  eo.tune_attention = !o.no_attention_tuning;
   auto engine = ev::Engine::create(*spec, dev->profile, eo);
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
@@ -451,7 +462,8 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
                              {"precision", ev::to_string(e.plan().graph.precision)}, {"threads", e.threads()},
                              {"iters", b.iters}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99}, {"mean_ms", mean},
                              {"images_per_s", ips}, {"attention_kernel", e.plan().attention_kernel},
-                             {"input_path", input_path}, {"gemm_tuning", eo.tune_gemms}};
+                             {"input_path", input_path}, {"gemm_tuning", eo.tune_gemms},
+                             {"attention_tuning", eo.tune_attention}};
     if (b.profile) {
       nlohmann::ordered_json ops = nlohmann::ordered_json::array();
       for (size_t k = 0; k < op_sum.size(); ++k)
@@ -562,6 +574,9 @@ int main(int argc, char** argv) {
   for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
     sub->add_flag("--no-gemm-tuning", opts->no_gemm_tuning,
                   "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing it, the other heuristic results and their split-K variants at start-up");
+  for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
+    sub->add_flag("--no-attention-tuning", opts->no_attention_tuning,
+                  "CUDA: run the kernel table's fused-attention row instead of timing every row the device can run at start-up");
 
   CLI::App* devices = app.add_subcommand("devices", "list device profiles");
   devices->add_flag("--json", devices_json, "JSON array");

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 #include <string>
 
 namespace edgevit {
@@ -81,7 +83,7 @@ TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
   const MhaChoice l = choose_mha(90, kH100Optin, 64, true, false, &large);
   EXPECT_TRUE(named(l, "_q128_w4_kv32_s2_qs")) << l.reason;
   EXPECT_NE(l.reason.find("11.6 blocks/SM on 132 SMs"), std::string::npos) << l.reason;
-  EXPECT_NE(l.reason.find("q64_w4_kv32_s2_qs: 23.3 blocks/SM >= 4"), std::string::npos) << l.reason;
+  EXPECT_NE(l.reason.find("q64_w4_kv32_s2_qs: 23.3 blocks/SM >= 3"), std::string::npos) << l.reason;
   const MhaChoice t = choose_mha(90, kH100Optin, 64, true, false, &tiny);
   EXPECT_TRUE(named(t, "_q32_w8_kv128_s2_ks4")) << t.reason;
   EXPECT_NE(t.reason.find("0.636 blocks/SM on 132 SMs"), std::string::npos) << t.reason;
@@ -94,7 +96,12 @@ TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
   // ViT-B/16 at 384 px (S = 577), batch 16 of 6 heads: past the middle window, the large-grid row.
   const MhaChoice m = choose_mha(90, kH100Optin, 64, true, false, &s577);
   EXPECT_TRUE(named(m, "_q128_w4_kv32_s2_qs")) << m.reason;
-  EXPECT_NE(m.reason.find("q64_w4_kv32_s2_qs: 7.27 blocks/SM >= 4"), std::string::npos) << m.reason;
+  EXPECT_NE(m.reason.find("q64_w4_kv32_s2_qs: 7.27 blocks/SM >= 3"), std::string::npos) << m.reason;
+  // S = 577 and 1025 at 3-4 blocks of 64 rows per SM: past the middle window (session 8's sweep).
+  for (const MhaGrid g : {MhaGrid{4, 12, 577, 132}, MhaGrid{8, 6, 577, 132}, MhaGrid{2, 12, 1025, 132}}) {
+    const MhaChoice c = choose_mha(90, kH100Optin, 64, true, false, &g);
+    EXPECT_TRUE(named(c, "_q128_w4_kv32_s2_qs")) << c.reason;
+  }
   // ViT-Ti at batch 8 (H3): 0.727 blocks of 64 rows per SM, inside the middle window too.
   const MhaGrid ti_b8{8, 3, 197, 132};
   EXPECT_TRUE(named(choose_mha(90, kH100Optin, 64, true, false, &ti_b8), "_q64_w4_kv32_s2_qs"));
@@ -151,6 +158,34 @@ TEST(MhaVariants, UnsupportedRequestsFallBackWithReasons) {
   const MhaChoice forced = choose_mha(87, kOrinOptin, 64, true, true);
   EXPECT_FALSE(forced.fused);
   EXPECT_NE(forced.reason.find("unfused requested"), std::string::npos) << forced.reason;
+}
+
+// The rows the CUDA backend times at start-up: every row of the head dim that the device can run, whatever
+// its grid window or query limit, in table order; the choose_mha row of any grid is among them.
+TEST(MhaVariants, EligibleRowsIgnoreWindowsButNotTheDevice) {
+  for (const int d : {32, 64, 80, 96, 128}) {
+    const std::vector<const MhaVariant*> rows = mha_eligible_rows(90, kH100Optin, d);
+    size_t expected = 0;
+    for (const MhaVariant& row : kMhaVariants) expected += row.head_dim == d ? 1 : 0;
+    EXPECT_EQ(rows.size(), expected) << d;  // every row fits an H100
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i]->head_dim, d);
+      if (i > 0) {
+        EXPECT_LT(rows[i - 1], rows[i]);  // table order
+      }
+    }
+    for (const MhaGrid g : {MhaGrid{1, 12, 197, 132}, MhaGrid{8, 12, 197, 132}, MhaGrid{64, 12, 197, 132},
+                            MhaGrid{64, 12, 1, 132}}) {
+      const MhaChoice c = choose_mha(90, kH100Optin, d, true, false, &g);
+      ASSERT_TRUE(c.fused) << c.reason;
+      EXPECT_NE(std::find(rows.begin(), rows.end(), c.variant), rows.end()) << c.variant->name;
+    }
+  }
+  // A smaller opt-in drops the rows that do not fit, as choose_mha does.
+  for (const MhaVariant* row : mha_eligible_rows(86, 60 * 1024, 128)) EXPECT_LE(row->smem_bytes, 60 * 1024);
+  EXPECT_LT(mha_eligible_rows(86, 60 * 1024, 128).size(), mha_eligible_rows(90, kH100Optin, 128).size());
+  EXPECT_TRUE(mha_eligible_rows(75, 64 * 1024, 64).empty());  // below SM80
+  EXPECT_TRUE(mha_eligible_rows(90, kH100Optin, 40).empty());  // no row for head_dim 40
 }
 
 }  // namespace

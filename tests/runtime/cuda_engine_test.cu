@@ -9,6 +9,9 @@
 //     bit-identical outputs over 100 runs (then no allocation over 1000 more);
 //     the op-by-op profile run gives the same bits as the graph replay (two engines with the heuristic's
 //     first algorithms: tuned engines may pin different ones);
+//   - attention row tuning (EngineOptions::tune_attention) on and off: off, the table's row per size and launch
+//     shape; on, every eligible row timed, the pinned one no slower than the table's by the rule, outputs
+//     within the golden tolerance and bit-identical run to run;
 //   - GEMM algorithm tuning (EngineOptions::tune_gemms) on and off: every GEMM and captured size recorded,
 //     the pinned one no slower than the first by the rule, outputs within the golden tolerance and
 //     bit-identical run to run; Engine::input_buffer() gives the same bits as a separate array, no copy;
@@ -146,9 +149,9 @@ GoldenData load_golden(const Golden& g) {
   return d;
 }
 
-// GEMM tuning is on by default, as in EngineOptions. EDGEVIT_TEST_GEMM_TUNING=0 turns it off for the
-// engines that do not ask (tools/gpu/run_e2e_on_gpu.sh does, under compute-sanitizer, where each timed GEMM
-// run costs milliseconds; the GemmTuning* tests always set it explicitly).
+// GEMM and attention tuning are on by default, as in EngineOptions. EDGEVIT_TEST_GEMM_TUNING=0 turns both
+// off for the engines that do not ask (tools/gpu/run_e2e_on_gpu.sh does, under compute-sanitizer, where each
+// timed run costs milliseconds; the GemmTuning* and AttentionTuning* tests always set it explicitly).
 bool default_tuning() {
   const char* v = std::getenv("EDGEVIT_TEST_GEMM_TUNING");
   return v == nullptr || std::strcmp(v, "0") != 0;
@@ -165,6 +168,7 @@ Result<std::unique_ptr<Engine>> make_engine(const char* config, Precision precis
   o.fault = fault;
   o.profile_ops = profile;
   o.tune_gemms = tune_gemms;
+  o.tune_attention = tune_gemms;
   return Engine::create(spec, gpu_profile(), o);
 }
 
@@ -490,45 +494,93 @@ TEST(CudaEngine, InjectedFaultsAreDetected) {
   }
 }
 
-// The attention kernel per captured size is what the launcher picks on this device (same choose_mha, same
-// grid), and the profile names the one for max_batch.
+// Untimed (tune_attention off), the attention row per captured size and launch shape is the table's, as the
+// launcher picks it on this device (same choose_mha, same grid); the profile names the max-batch ones.
 TEST(CudaEngine, AttentionChoicePerCapturedSize) {
-  auto engine = make_engine(kTiny.config, Precision::kFp16, AttentionImpl::kAuto, 8);
+  auto engine = make_engine(kTiny.config, Precision::kFp16, AttentionImpl::kAuto, 8, InjectedFault::kNone, false,
+                            /*tune_gemms (and attention)=*/false);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   const Engine& e = **engine;
   const std::vector<AttentionChoice>& cs = e.attention_choices();
-  ASSERT_EQ(cs.size(), 4u);  // 1, 2, 4, 8
+  const VitArch& a = e.plan().graph.arch;
+  // Sizes 1, 2, 4, 8, each with the full blocks' launch and the class-token tail's.
+  ASSERT_EQ(cs.size(), 8u);
   int dev = 0, major = 0, minor = 0, optin = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const VitArch& a = e.plan().graph.arch;
   for (size_t i = 0; i < cs.size(); ++i) {
-    EXPECT_EQ(cs[i].batch, 1 << i);
-    const MhaGrid grid{cs[i].batch, a.num_heads, a.num_tokens(), sms};
+    EXPECT_EQ(cs[i].batch, 1 << (i / 2));
+    EXPECT_EQ(cs[i].seq_q, i % 2 == 0 ? a.num_tokens() : 1);
+    const MhaGrid grid{cs[i].batch, a.num_heads, cs[i].seq_q, sms};
     const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
     ASSERT_TRUE(m.fused) << m.reason;
     EXPECT_EQ(cs[i].kernel, std::string("cuda.") + m.variant->name) << cs[i].batch;
+    EXPECT_EQ(cs[i].table_kernel, cs[i].kernel);
     EXPECT_EQ(cs[i].reason, m.reason);
+    EXPECT_EQ(cs[i].candidates, 0);
   }
-  // Every block's attention names the max-batch choice; the class-token tail's (Sq = 1) its own grid's.
+  // Every block's attention names the max-batch full launch's row; the class-token tail (Sq = 1) its own.
   for (size_t i = 0; i < e.plan().graph.ops.size(); ++i) {
     const Op& op = e.plan().graph.ops[i];
     if (op.kind != OpKind::kAttention) continue;
-    if (op.seq_q == a.num_tokens()) {
-      EXPECT_EQ(e.op_timings()[i].kernel, cs.back().kernel);
-      continue;
-    }
-    const MhaGrid grid{cs.back().batch, a.num_heads, static_cast<int>(op.seq_q), sms};
-    const MhaChoice m = choose_mha(major * 10 + minor, optin, a.head_dim(), true, false, &grid);
-    ASSERT_TRUE(m.fused) << m.reason;
-    EXPECT_EQ(e.op_timings()[i].kernel, std::string("cuda.") + m.variant->name) << op.name;
+    EXPECT_EQ(e.op_timings()[i].kernel, cs[op.seq_q == a.num_tokens() ? 6 : 7].kernel) << op.name;
   }
   auto f32 = make_engine(kAvgpool.config, Precision::kFp32, AttentionImpl::kAuto, 2);
   ASSERT_TRUE(f32.ok()) << f32.status().to_string();
   for (const AttentionChoice& c : (*f32)->attention_choices()) EXPECT_EQ(c.kernel, "cuda.mha_f32");
+}
+
+// Timed (tune_attention on): every eligible row was a candidate, the table's row is recorded with its time,
+// another row is pinned only when it is >= 3% faster, the profile names what runs, and the outputs still
+// match timm within the fp16 tolerance and are bit-identical run to run.
+TEST(CudaEngine, AttentionTuningPinsTheFastestRow) {
+  ModelSpec spec = *load_model_spec(testutil::source_path(std::string("config/models/") + kTiny.config));
+  EngineOptions o;
+  o.plan.precision = Precision::kFp16;
+  o.plan.batch = 8;
+  o.tune_gemms = false;
+  o.tune_attention = true;
+  auto engine = Engine::create(spec, gpu_profile(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  int dev = 0, major = 0, minor = 0, optin = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), cudaSuccess);
+  const VitArch& a = e.plan().graph.arch;
+  const std::vector<const MhaVariant*> rows = mha_eligible_rows(major * 10 + minor, optin, a.head_dim());
+  const std::vector<AttentionChoice>& cs = e.attention_choices();
+  ASSERT_EQ(cs.size(), 8u);
+  for (const AttentionChoice& c : cs) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " seq_q " + std::to_string(c.seq_q));
+    EXPECT_EQ(c.candidates, static_cast<int>(rows.size()));
+    EXPECT_GT(c.table_us, 0.0);
+    EXPECT_GT(c.chosen_us, 0.0);
+    EXPECT_LE(c.chosen_us, c.table_us);
+    if (c.kernel != c.table_kernel) {
+      EXPECT_LE(c.chosen_us, 0.97 * c.table_us + 1e-9);
+    }
+    bool eligible = false;
+    for (const MhaVariant* r : rows) eligible = eligible || c.kernel == std::string("cuda.") + r->name;
+    EXPECT_TRUE(eligible) << c.kernel;
+  }
+  for (size_t i = 0; i < e.plan().graph.ops.size(); ++i) {
+    const Op& op = e.plan().graph.ops[i];
+    if (op.kind == OpKind::kAttention)
+      EXPECT_EQ(e.op_timings()[i].kernel, cs[op.seq_q == a.num_tokens() ? 6 : 7].kernel) << op.name;
+  }
+  const GoldenData d = load_golden(kTiny);
+  const int n = std::min(d.n, 8);
+  ASSERT_GT(n, 0);
+  ASSERT_TRUE(e.infer(d.input.data(), n).ok());
+  const std::vector<float> first(e.logits(), e.logits() + static_cast<size_t>(n) * d.classes);
+  EXPECT_LE(testutil::rel_error(first.data(), d.logits.data(), first.size()), tol::kFp16EndToEnd);
+  ASSERT_TRUE(e.infer(d.input.data(), n).ok());
+  EXPECT_EQ(std::memcmp(first.data(), e.logits(), first.size() * sizeof(float)), 0);
 }
 
 // The class-token tail (runtime/graph.h) on the GPU: token-pooled models' last block runs one query and

@@ -181,10 +181,11 @@ TEST(Cli, PlanJsonHasTheDocumentedKeysAndIsStable) {
 }
 
 // bench says which input path it timed: by default the engine's own input buffer (no copy in infer()),
-// with --pageable-input a separate array that infer() copies; --no-gemm-tuning is accepted everywhere.
+// with --pageable-input a separate array that infer() copies; --no-gemm-tuning and --no-attention-tuning are
+// accepted everywhere.
 TEST(Cli, BenchSaysWhichInputPath) {
   const std::string micro = testutil::source_path("config/models/vit-micro.yaml");
-  Ran a = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --no-gemm-tuning");
+  Ran a = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --no-gemm-tuning --no-attention-tuning");
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("input: written once into the engine's input buffer"), std::string::npos) << a.out;
   Ran b = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --pageable-input --json");
@@ -193,6 +194,10 @@ TEST(Cli, BenchSaysWhichInputPath) {
   Ran c = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --json");
   ASSERT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("\"input_path\": \"engine_buffer\""), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("\"attention_tuning\": true"), std::string::npos) << c.out;
+  Ran d = run("bench " + micro + " --device host-cpu --threads 1 --iters 3 --warmup 1 --json --no-attention-tuning");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("\"attention_tuning\": false"), std::string::npos) << d.out;
 }
 
 TEST(Cli, ExitCodesForBadInput) {

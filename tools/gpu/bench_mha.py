@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark edgevit's fused fp16 attention against torch SDPA backends (flash, efficient, cuDNN, math).
 
-usage: bench_mha.py --lib .bundle/libedgevit_mha_bench.so [--json out.json]
+usage: bench_mha.py --lib .bundle/libedgevit_mha_bench.so [--json out.json] [--shapes B,H,S,D;...]
+                    [--backends flash,efficient,cudnn,math]
 
 For each (B, H, S, D) shape: checks our output (launcher's choice and every fused variant of that head dim)
 and the unfused path against SDPA-math on fp32 inputs (normwise relative error), then times each with CUDA
@@ -14,6 +15,8 @@ Run on the GPU machine by tools/gpu/run_on_gpu.sh.
 import argparse
 import ctypes
 import json
+import math
+import re
 import statistics
 
 import torch
@@ -35,7 +38,18 @@ def load_lib(path):
     lib.edgevit_mha_unfused_workspace_bytes.restype = i64
     lib.edgevit_mha_variant_name.restype = ctypes.c_char_p
     lib.edgevit_mha_choice.argtypes = [i, i, i, i, ctypes.c_char_p, i]
+    lib.edgevit_mha_variant_resident.argtypes = [i]
     return lib
+
+
+def waves(name, lib_index, lib, B, H, S, sms):
+    """(resident blocks per SM, waves) of a fused row at this launch: blocks / (resident x SMs)."""
+    m = re.search(r"_q(\d+)_", name)
+    res = lib.edgevit_mha_variant_resident(lib_index)
+    if not m or res <= 0:
+        return None
+    blocks = B * H * math.ceil(S / int(m.group(1)))
+    return res, blocks / (res * sms)
 
 
 def time_graph(fn, sets, calls, reps):
@@ -101,7 +115,20 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--shapes", help="B,H,S,D;B,H,S,D;... instead of the issue's six shapes")
+    ap.add_argument("--backends", default=",".join(n for n, _ in BACKENDS),
+                    help="SDPA backends to time beside ours (comma-separated; empty for none)")
     args = ap.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in sh.split(",")) for sh in args.shapes.split(";") if sh.strip()]
+        if any(len(sh) != 4 or min(sh) < 1 for sh in shapes):
+            ap.error(f"--shapes: want B,H,S,D groups of positive integers separated by ';', got {args.shapes!r}")
+    wanted = [b for b in args.backends.split(",") if b]
+    unknown = [b for b in wanted if b not in dict(BACKENDS)]
+    if unknown:
+        ap.error(f"--backends: unknown {unknown}; known: {[n for n, _ in BACKENDS]}")
+    backends = [(n, b) for n, b in BACKENDS if n in wanted]
     lib = load_lib(args.lib)
     torch.manual_seed(0)
     dev = torch.cuda.get_device_properties(0)
@@ -110,7 +137,7 @@ def main():
           f"measured fp16 matmul {peak_flops / 1e12:.0f} TFLOP/s, copy {peak_bw / 1e12:.2f} TB/s")
     buf = ctypes.create_string_buffer(512)
     results = []
-    for (B, H, S, D) in SHAPES:
+    for (B, H, S, D) in shapes:
         scale = D ** -0.5
         numel = B * H * S * D
         n_sets = max(1, min(16, (256 << 20) // (4 * numel * 2)))  # >= 256 MB of inputs+outputs in rotation
@@ -147,11 +174,14 @@ def main():
                "bytes": 4 * numel * 2, "times_us": {}, "errors": {}}
         row["floor_us"] = max(row["flops"] / peak_flops, row["bytes"] / peak_bw) * 1e6
         candidates = [("ours", ours(-1))]
+        row["waves"] = {}
         for i in range(lib.edgevit_mha_variant_count()):
             if lib.edgevit_mha_variant_head_dim(i) == D:
-                candidates.append((lib.edgevit_mha_variant_name(i).decode(), ours(i)))
+                name = lib.edgevit_mha_variant_name(i).decode()
+                candidates.append((name, ours(i)))
+                row["waves"][name] = waves(name, i, lib, B, H, S, dev.multi_processor_count)
         candidates.append(("ours_unfused", unfused))
-        for name, backend in BACKENDS:
+        for name, backend in backends:
             def sdpa(s, backend=backend):
                 with sdpa_kernel(backend):
                     return F.scaled_dot_product_attention(s[0], s[1], s[2], scale=scale)
@@ -166,7 +196,7 @@ def main():
                 row["errors"][name] = str(e).splitlines()[0][:120]
         results.append(row)
         t = row["times_us"]
-        best_sdpa = min((t[n] for n, _ in BACKENDS if t.get(n)), default=None)
+        best_sdpa = min((t[n] for n, _ in backends if t.get(n)), default=None)
         print(f"\n(B,H,S,D)=({B},{H},{S},{D})  {row['flops'] / 1e9:.2f} GFLOP  {row['bytes'] / 1e6:.1f} MB  "
               f"floor {row['floor_us']:.1f} us  choice: {row['choice']}")
         for name, _ in candidates:
@@ -175,15 +205,18 @@ def main():
                 print(f"  {name:34s}   n/a   ({e})")
                 continue
             speed = f"{best_sdpa / tt:5.2f}x vs best SDPA" if best_sdpa else ""
+            w = row["waves"].get(name)
+            occ = f"  {w[0]}/SM {w[1]:5.2f} waves" if w else ""
             print(f"  {name:34s} {tt:8.1f} us  {row['flops'] / tt / 1e6:6.1f} TFLOP/s  "
-                  f"{row['floor_us'] / tt * 100:5.1f}% of floor  err {e:.2e}  {speed}")
+                  f"{row['floor_us'] / tt * 100:5.1f}% of floor  err {e:.2e}  {speed}{occ}")
     print("\nsummary: shape, ours (chosen), best fused variant, best SDPA backend, speed-up (chosen / best variant)")
     for row in results:
         t = row["times_us"]
-        sd = min(((t[n], n) for n, _ in BACKENDS if t.get(n)), default=(None, "-"))
+        sd = min(((t[n], n) for n, _ in backends if t.get(n)), default=(None, "-"))
         var = min((v, n) for n, v in t.items() if n.startswith("flash_fwd") and v)
+        sdpa_part = f"  SDPA {sd[1]} {sd[0]:7.1f} us  x{sd[0] / t['ours']:.2f} / x{sd[0] / var[0]:.2f}" if sd[0] else ""
         print(f"  {str(tuple(row['shape'])):20s} ours {t['ours']:7.1f} us  best variant {var[0]:7.1f} us ({var[1]})"
-              f"  SDPA {sd[1]} {sd[0]:7.1f} us  x{sd[0] / t['ours']:.2f} / x{sd[0] / var[0]:.2f}")
+              f"{sdpa_part}  chosen / best variant x{var[0] / t['ours']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": dev.name, "peak_flops": peak_flops, "peak_bw": peak_bw, "results": results}, f,

@@ -32,6 +32,12 @@ int edgevit_mha_variant_count() { return static_cast<int>(edgevit::kNumMhaVarian
 const char* edgevit_mha_variant_name(int i) { return edgevit::kMhaVariants[i].name; }
 int edgevit_mha_variant_head_dim(int i) { return edgevit::kMhaVariants[i].head_dim; }
 
+// Resident blocks per SM of row i on the current device (occupancy calculator); -1 on error.
+int edgevit_mha_variant_resident(int i) {
+  int blocks = 0;
+  return edgevit::mha_fused_resident_blocks(i, &blocks) == cudaSuccess ? blocks : -1;
+}
+
 // choose_mha's decision for the current device and this launch, written into buf (NUL-terminated, truncated
 // to len).
 int edgevit_mha_choice(int batch, int heads, int seq_q, int head_dim, char* buf, int len) {
