@@ -112,6 +112,16 @@ class CpuBackend final : public Backend {
         if (mha_fused_prepare(p)) timings_[i].kernel = g.ops[i].kernel + "+libxsmm_tiles";
       }
     }
+    // The class-token tail's qkv GEMM: its attention reads the queries of the first seq_q tokens of each
+    // image only, so its Q columns (the first embed_dim of the packed (3, H, D) row) are computed for those
+    // rows alone (K and V for every token). The other Q rows of that tensor are never read.
+    lead_rows_.assign(g.ops.size(), 0);
+    for (const Op& att : g.ops) {
+      if (att.kind != OpKind::kAttention || att.seq_q >= g.arch.num_tokens()) continue;
+      for (size_t j = 0; j < g.ops.size(); ++j)
+        if (g.ops[j].kind == OpKind::kLinear && g.ops[j].outputs[0] == att.inputs[0])
+          lead_rows_[j] = static_cast<int>(att.seq_q);
+    }
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const Op& o = g.ops[i];
       if (o.kind != OpKind::kLinear || o.weights.empty()) continue;
@@ -140,7 +150,12 @@ class CpuBackend final : public Backend {
         break;
       case OpKind::kLinear:
         if (packed_[index].ready()) {
-          packed_[index].run(f32(o.inputs[0]), weight(o, 1), f32(o.outputs[0]), rows);
+          if (lead_rows_[index] > 0) {
+            packed_[index].run(f32(o.inputs[0]), weight(o, 1), f32(o.outputs[0]), rows, a.embed_dim, a.num_tokens(),
+                               lead_rows_[index]);
+          } else {
+            packed_[index].run(f32(o.inputs[0]), weight(o, 1), f32(o.outputs[0]), rows);
+          }
         } else {
           linear_f32(f32(o.inputs[0]), weight(o, 0), weight(o, 1), f32(o.outputs[0]), rows, static_cast<int>(o.n),
                      static_cast<int>(o.k), epilogue_of(o));
@@ -187,6 +202,7 @@ class CpuBackend final : public Backend {
   size_t arena_bytes_ = 0;
   std::vector<OpTiming> timings_;
   std::vector<PackedLinear> packed_;  // per op; ready() for linear layers libxsmm serves
+  std::vector<int> lead_rows_;        // per op: > 0 for the tail's qkv (Q computed for these first rows only)
 };
 
 }  // namespace

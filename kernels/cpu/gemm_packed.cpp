@@ -130,20 +130,35 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
 void PackedLinear::run(const float* x,     // (M, K)
                        const float* bias,  // (N) or nullptr
                        float* y,           // (M, N)
-                       int m) const {
+                       int m, int lead_cols, int period, int lead_rows) const {
   if (m <= 0 || w_ == nullptr) return;
   const int n = n_, k = k_;
   const int col_blocks = (n + kColBlock - 1) / kColBlock;
   const int tr = tile_rows_;
   const int row_tiles = (m + tr - 1) / tr;
-  const int tiles = col_blocks * row_tiles;
-  // Tile t: column block t / row_tiles, row tile t % row_tiles. A static schedule gives each thread a
-  // run of consecutive tiles, mostly of one column block: its packed weights stay in cache.
+  // Leading column blocks computed on the lead rows of each period only (see the header).
+  const bool partial = lead_cols > 0 && period > 0 && lead_rows > 0 && lead_rows <= tr && m % period == 0;
+  const int lead_blocks = partial ? std::min(lead_cols, n) / kColBlock : 0;
+  const int periods = partial ? m / period : 0;
+  const int lead_tiles = lead_blocks * periods;
+  const int tiles = lead_tiles + (col_blocks - lead_blocks) * row_tiles;
+  // Tile t (past the lead tiles): column block lead_blocks + t / row_tiles, row tile t % row_tiles. A static
+  // schedule gives each thread a run of consecutive tiles, mostly of one column block: its packed weights
+  // stay in cache.
   const bool avx512 = cpu_detail::use_avx512();
   auto tile = [&](int t) {
-    const int cb = t / row_tiles, rt = t % row_tiles;
+    int cb, r0, h;
+    if (t < lead_tiles) {
+      cb = t / periods;
+      r0 = (t % periods) * period;
+      h = lead_rows;
+    } else {
+      cb = lead_blocks + (t - lead_tiles) / row_tiles;
+      const int rt = (t - lead_tiles) % row_tiles;
+      r0 = rt * tr;
+      h = std::min(tr, m - r0);
+    }
     const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
-    const int r0 = rt * tr, h = std::min(tr, m - r0);
     const int wi = bw == kColBlock ? 0 : 1;
     float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
     const float* wt = w_ + static_cast<int64_t>(c0) * k;  // (K, bw) packed block
@@ -162,7 +177,8 @@ void PackedLinear::run(const float* x,     // (M, K)
       tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
     }
   };
-  const double flops = 2.0 * m * n * static_cast<double>(k);
+  const double flops = 2.0 * (static_cast<double>(lead_tiles) * lead_rows * kColBlock +
+                              static_cast<double>(m) * (n - lead_blocks * kColBlock)) * k;
   if (omp_get_max_threads() <= 1 || tiles <= 1 || flops < 2e6) {
     for (int t = 0; t < tiles; ++t) tile(t);
     return;
@@ -179,7 +195,7 @@ std::string PackedLinear::init(float*, int, int, int, Epilogue, int) {
   *this = PackedLinear();
   return "built without libxsmm";
 }
-void PackedLinear::run(const float*, const float*, float*, int) const {}
+void PackedLinear::run(const float*, const float*, float*, int, int, int, int) const {}
 
 #endif
 

@@ -65,7 +65,12 @@ class PackedLinear {
   std::string init(float* w, int max_rows, int n, int k, Epilogue ep, int k_chunk = kKChunk);
   bool ready() const { return w_ != nullptr; }
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
-  void run(const float* x, const float* bias, float* y, int m) const;
+  // Partial output (the class-token tail's qkv, whose attention reads the query of the first `lead_rows` rows
+  // of each image only): with lead_cols > 0, the column blocks wholly below lead_cols are computed for rows
+  // [p * period, p * period + lead_rows) of each period p only (lead_rows <= 32, M a multiple of period); the
+  // other rows of those columns are left as they were. Every computed element is bit-identical to the full run.
+  void run(const float* x, const float* bias, float* y, int m, int lead_cols = 0, int period = 0,
+           int lead_rows = 0) const;
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned

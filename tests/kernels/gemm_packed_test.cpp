@@ -4,6 +4,7 @@
 // CPU has no libxsmm: OpenBLAS's linear_f32 serves there and linear_test covers it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -118,6 +119,54 @@ TEST(PackedLinear, BitIdenticalAcrossRunsAndThreads) {
     }
   }
   cpu_init_threads(1);
+}
+
+// The class-token tail's qkv (runtime/backend_cpu.cpp): leading column blocks computed on the first rows of
+// each image only. Those elements and every element of the other columns are bit-identical to the full run;
+// the skipped ones keep what y held. 2 images of 197 tokens, ViT-Ti's qkv (N = 576, Q = the first 192), the
+// first 1 and 3 rows per image, 1 and 2 threads; lead_cols not a multiple of 64 rounds down to whole blocks.
+TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  const int period = 197, m = 2 * period, n = 576, k = 192;
+  const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 71);
+  std::vector<float> w = testutil::random_floats(static_cast<size_t>(n) * k, 72);
+  const auto b = testutil::random_floats(n, 73);
+  PackedLinear lin;
+  ASSERT_EQ(lin.init(w.data(), m, n, k, Epilogue::kNone), "");
+  for (const int threads : {1, 2}) {
+    cpu_init_threads(threads);
+    std::vector<float> full(static_cast<size_t>(m) * n, kNaN);
+    lin.run(x.data(), b.data(), full.data(), m);
+    for (const int lead_rows : {1, 3}) {
+      for (const int lead_cols : {192, 200}) {
+        SCOPED_TRACE("threads " + std::to_string(threads) + " lead_rows " + std::to_string(lead_rows) +
+                     " lead_cols " + std::to_string(lead_cols));
+        std::vector<float> part(static_cast<size_t>(m) * n, kNaN);
+        lin.run(x.data(), b.data(), part.data(), m, lead_cols, period, lead_rows);
+        const int lead_end = lead_cols / PackedLinear::kColBlock * PackedLinear::kColBlock;
+        int computed = 0, skipped = 0;
+        for (int r = 0; r < m; ++r) {
+          for (int c = 0; c < n; ++c) {
+            const float got = part[static_cast<size_t>(r) * n + c], want = full[static_cast<size_t>(r) * n + c];
+            if (c < lead_end && r % period >= lead_rows) {
+              skipped += std::isnan(got) ? 1 : 0;
+            } else {
+              computed += std::memcmp(&got, &want, sizeof got) == 0 ? 1 : 0;
+            }
+          }
+        }
+        const int lead_skipped = lead_end * (m - 2 * lead_rows);
+        EXPECT_EQ(skipped, lead_skipped);
+        EXPECT_EQ(computed, m * n - lead_skipped);
+      }
+    }
+  }
+  // Not a whole number of periods: the full run.
+  cpu_init_threads(1);
+  std::vector<float> full(static_cast<size_t>(m - 1) * n), part(full.size(), kNaN);
+  lin.run(x.data(), b.data(), full.data(), m - 1);
+  lin.run(x.data(), b.data(), part.data(), m - 1, 192, period, 1);
+  EXPECT_EQ(std::memcmp(full.data(), part.data(), sizeof(float) * full.size()), 0);
 }
 
 TEST(PackedLinear, RefusesEmptyShapeWithReason) {
