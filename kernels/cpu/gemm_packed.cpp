@@ -142,9 +142,8 @@ void PackedLinear::run(const float* x,     // (M, K)
   const int periods = partial ? m / period : 0;
   const int lead_tiles = lead_blocks * periods;
   const int tiles = lead_tiles + (col_blocks - lead_blocks) * row_tiles;
-  // Tile t (past the lead tiles): column block lead_blocks + t / row_tiles, row tile t % row_tiles. A static
-  // schedule gives each thread a run of consecutive tiles, mostly of one column block: its packed weights
-  // stay in cache.
+  // Tile t (past the lead tiles): column block lead_blocks + t / row_tiles, row tile t % row_tiles. Chunks of
+  // consecutive tiles give each thread runs mostly of one column block: its packed weights stay in cache.
   const bool avx512 = cpu_detail::use_avx512();
   auto tile = [&](int t) {
     int cb, r0, h;
@@ -183,7 +182,11 @@ void PackedLinear::run(const float* x,     // (M, K)
     for (int t = 0; t < tiles; ++t) tile(t);
     return;
   }
-#pragma omp parallel for schedule(static)
+  // Tiles are handed out dynamically, in chunks of about a quarter of each thread's share: a thread that
+  // the OS preempts (a shared host, a busy board) delays its current chunk only, not a fixed half of the GEMM.
+  // Which thread computes a tile does not change its bits (one thread, fixed K order per tile).
+  const int chunk = std::max(1, tiles / (4 * omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, chunk)
   for (int t = 0; t < tiles; ++t) tile(t);
 }
 

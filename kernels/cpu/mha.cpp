@@ -543,16 +543,15 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
     run(0, tasks);
     return;
   }
-  // Each thread takes a contiguous run of tasks (mostly one head: K^T copied once per head and thread).
-  // The team is the full `threads`, as in the GEMMs around it, even with fewer tasks than threads: a
-  // team of another size makes libgomp resize its pool between the two regions.
-#pragma omp parallel num_threads(threads)
-  {
-    const int n = omp_get_num_threads(), i = omp_get_thread_num();
-    const int t0 = static_cast<int>(static_cast<int64_t>(tasks) * i / n);
-    const int t1 = static_cast<int>(static_cast<int64_t>(tasks) * (i + 1) / n);
-    if (t0 < t1) run(t0, t1);
-  }
+  // Runs of consecutive tasks (up to one head's query blocks: K^T copied once per run) are handed out
+  // dynamically, so a preempted thread delays one run, not a fixed share; the bits of a task do not depend
+  // on the thread that runs it. The team is the full `threads`, as in the GEMMs around it, even with fewer
+  // tasks than threads: a team of another size makes libgomp resize its pool between the two regions.
+  const int qblocks = (p.seq_q + rows - 1) / rows;
+  const int chunk = std::max(1, std::min(qblocks, tasks / (2 * threads)));
+  const int runs = (tasks + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int r = 0; r < runs; ++r) run(r * chunk, std::min(tasks, (r + 1) * chunk));
 }
 
 bool mha_fused_prepare(const AttnParams& p) {
