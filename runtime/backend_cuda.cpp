@@ -44,7 +44,8 @@
 // nearly empty the row they pick can lose by 15-20% to another (docs/notes/mha.md, session 8). So for each
 // captured size and each attention launch shape (full blocks; the class-token tail), after that size's
 // warm-up forward has left finite activations in the arena, init times every row the device can run
-// (mha_eligible_rows) as a captured chain of kAttnChain launches on the op's own qkv and output tensors
+// (mha_eligible_rows) as a captured chain of up to kAttnChain launches (as many as fit in kAttnChainMs, from
+// one timed launch) on the op's own qkv and output tensors
 // (kTuneWarmup + kTuneRuns replays, median; a row whose last warm-up is 1.5x the best so far is dropped)
 // and pins the fastest; the table's row stays unless another is >= 3% faster. The runs write only the
 // attention output, an activation the forward rewrites. attention_choices() records both rows and times.
@@ -152,7 +153,8 @@ constexpr int kTuneRuns = 7;         // timed runs per candidate; the median dec
 constexpr int kTuneRunsLong = 3;     // when one run takes over kTuneLongMs (large GEMMs on Orin)
 constexpr float kTuneLongMs = 2.f;
 constexpr double kTuneMargin = 0.97;  // another algorithm replaces the first only when >= 3% faster
-constexpr int kAttnChain = 8;         // attention tuning: launches per timed graph replay
+constexpr int kAttnChain = 8;         // attention tuning: launches per timed graph replay, at most ...
+constexpr float kAttnChainMs = 0.1f;  // ... about this long (long launches, e.g. large batches on Orin: fewer)
 
 class CudaBackend final : public Backend {
  public:
@@ -838,7 +840,7 @@ class CudaBackend final : public Backend {
   }
 
   // Median milliseconds of one launch of fused row `row` for attention op `o` at size si, from replays of a
-  // captured chain of kAttnChain launches; -1 when the row refuses the launch, or when its last warm-up is
+  // captured chain of up to kAttnChain launches; -1 when the row refuses the launch, or when its last warm-up is
   // already 1.5x `best_ms` (it cannot win).
   Status time_attention(const Op& o, size_t si, int row, double best_ms, double* median_ms) {
     const Graph& g = plan_.graph;
@@ -856,10 +858,17 @@ class CudaBackend final : public Backend {
       cudaGetLastError();
       return Status::Ok();
     }
-    EV_CUDA_CHECK(where, cudaStreamSynchronize(stream_));
+    // Once more, timed: the chain holds as many launches as fit in kAttnChainMs (1 to kAttnChain).
+    float one_ms = 0.f;
+    EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[0], stream_));
+    EV_CUDA_CHECK(where, mha_fused_f16_variant(p, q, q + ko, q + vo, out, row, stream_));
+    EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[1], stream_));
+    EV_CUDA_CHECK(where, cudaEventSynchronize(tune_events_[1]));
+    EV_CUDA_CHECK(where, cudaEventElapsedTime(&one_ms, tune_events_[0], tune_events_[1]));
+    const int chain = std::max(1, std::min(kAttnChain, static_cast<int>(kAttnChainMs / std::max(one_ms, 1e-4f))));
     EV_CUDA_CHECK(where, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     cudaError_t le = cudaSuccess;
-    for (int i = 0; i < kAttnChain && le == cudaSuccess; ++i)
+    for (int i = 0; i < chain && le == cudaSuccess; ++i)
       le = mha_fused_f16_variant(p, q, q + ko, q + vo, out, row, stream_);
     cudaGraph_t graph = nullptr;
     const cudaError_t ce = cudaStreamEndCapture(stream_, &graph);
@@ -882,13 +891,13 @@ class CudaBackend final : public Backend {
       if (e == cudaSuccess) e = cudaEventRecord(tune_events_[1], stream_);
       if (e == cudaSuccess) e = cudaEventSynchronize(tune_events_[1]);
       if (e == cudaSuccess) e = cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]);
-      ms[r] /= static_cast<float>(kAttnChain);
+      ms[r] /= static_cast<float>(chain);
       if (e == cudaSuccess && r == kTuneWarmup - 1) {
         if (best_ms > 0 && ms[r] > 1.5 * best_ms) {
           dropped = true;
           break;
         }
-        if (ms[r] * kAttnChain > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
+        if (ms[r] * chain > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
       }
     }
     const cudaError_t de = cudaGraphExecDestroy(exec);
