@@ -658,22 +658,39 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  // time_gemm's runs: the GEMM alone (exec null) or the chain graph `exec` of `per_run` GEMMs.
+  // time_gemm's runs: the GEMM alone (exec null) or the chain graph `exec` of `per_run` GEMMs, each after the
+  // L2 sweep.
   Status time_runs(const Op& o, const Gemm& g, const cublasLtMatmulAlgo_t& algo, cudaGraphExec_t exec, int per_run,
                    double best_ms, double* median_ms) {
     const std::string where = "gemm tuning: op '" + o.name + "'";
+    const auto sweep = [&] {
+      return flush_bytes_ > 0 ? gpu::xor_fold_u32(arena_, flush_bytes_,
+                                                  static_cast<uint32_t*>(static_cast<void*>(at(o.outputs[0]))), stream_)
+                              : cudaSuccess;
+    };
+    const auto launch = [&] {
+      if (exec != nullptr) return cudaGraphLaunch(exec, stream_);
+      return launch_gemm(o, g, algo) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
+    };
+    return timed_median(where, sweep, launch, per_run, best_ms, median_ms);
+  }
+
+  // The timing rule of both tuners: `launch` runs kTuneWarmup + kTuneRuns times (kTuneRunsLong when a
+  // warm-up's time per launch is over kTuneLongMs), each between two events and after `before` (outside
+  // them); *median_ms is the median of the timed runs divided by per_run. -1 when `launch` refuses
+  // (cudaErrorNotSupported: not a candidate) or when the last warm-up is already 1.5x best_ms (it cannot win).
+  template <class Before, class Launch>
+  Status timed_median(const std::string& where, Before before, Launch launch, int per_run, double best_ms,
+                      double* median_ms) {
+    *median_ms = -1.0;
     float ms[kTuneWarmup + kTuneRuns] = {};
     int runs = kTuneWarmup + kTuneRuns;
     for (int r = 0; r < runs; ++r) {
-      if (flush_bytes_ > 0)
-        EV_CUDA_CHECK(where, gpu::xor_fold_u32(arena_, flush_bytes_, static_cast<uint32_t*>(static_cast<void*>(
-                                                                       at(o.outputs[0]))), stream_));
+      EV_CUDA_CHECK(where, before());
       EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[0], stream_));
-      if (exec != nullptr) {
-        EV_CUDA_CHECK(where, cudaGraphLaunch(exec, stream_));
-      } else if (launch_gemm(o, g, algo) != CUBLAS_STATUS_SUCCESS) {
-        return Status::Ok();  // refused: not a candidate
-      }
+      const cudaError_t le = launch();
+      if (le == cudaErrorNotSupported) return Status::Ok();  // refused: not a candidate
+      if (le != cudaSuccess) return cuda_error(where, "timed launch", le);
       EV_CUDA_CHECK(where, cudaEventRecord(tune_events_[1], stream_));
       EV_CUDA_CHECK(where, cudaEventSynchronize(tune_events_[1]));
       EV_CUDA_CHECK(where, cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]));
@@ -881,35 +898,11 @@ class CudaBackend final : public Backend {
     const cudaError_t ie = cudaGraphInstantiateWithFlags(&exec, graph, 0);
     cudaGraphDestroy(graph);
     if (ie != cudaSuccess) return cuda_error(where, "cudaGraphInstantiateWithFlags", ie);
-    float ms[kTuneWarmup + kTuneRuns] = {};
-    int runs = kTuneWarmup + kTuneRuns;
-    cudaError_t e = cudaSuccess;
-    bool dropped = false;
-    for (int r = 0; r < runs && e == cudaSuccess; ++r) {
-      e = cudaEventRecord(tune_events_[0], stream_);
-      if (e == cudaSuccess) e = cudaGraphLaunch(exec, stream_);
-      if (e == cudaSuccess) e = cudaEventRecord(tune_events_[1], stream_);
-      if (e == cudaSuccess) e = cudaEventSynchronize(tune_events_[1]);
-      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms[r], tune_events_[0], tune_events_[1]);
-      ms[r] /= static_cast<float>(chain);
-      if (e == cudaSuccess && r == kTuneWarmup - 1) {
-        if (best_ms > 0 && ms[r] > 1.5 * best_ms) {
-          dropped = true;
-          break;
-        }
-        if (ms[r] * chain > kTuneLongMs) runs = kTuneWarmup + kTuneRunsLong;
-      }
-    }
+    const Status st = timed_median(
+        where, [] { return cudaSuccess; }, [&] { return cudaGraphLaunch(exec, stream_); }, chain, best_ms, median_ms);
     const cudaError_t de = cudaGraphExecDestroy(exec);
-    if (e != cudaSuccess) return cuda_error(where, "timed replay", e);
-    if (de != cudaSuccess) return cuda_error(where, "cudaGraphExecDestroy", de);
-    if (dropped) return Status::Ok();
-    float* t = ms + kTuneWarmup;
-    const int nt = runs - kTuneWarmup;
-    for (int i = 1; i < nt; ++i)
-      for (int j = i; j > 0 && t[j] < t[j - 1]; --j) std::swap(t[j], t[j - 1]);
-    *median_ms = t[nt / 2];
-    return Status::Ok();
+    if (st.ok() && de != cudaSuccess) return cuda_error(where, "cudaGraphExecDestroy", de);
+    return st;
   }
 
   Status check_attention_workspace() {
