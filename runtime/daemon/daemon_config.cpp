@@ -106,6 +106,7 @@ Result<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std
   if (c.device.find('/') != std::string::npos) c.device = resolve(base_dir, c.device);
   EV_RETURN_IF_ERROR(top.get_int("threads", false, 0, 4096, &c.threads));
   EV_RETURN_IF_ERROR(top.get_int("default_topk", false, 1, static_cast<int>(1000), &c.default_topk));
+  EV_RETURN_IF_ERROR(top.get_bool("kernel_tuning", false, &c.kernel_tuning));
 
   ConfigMap sock;
   EV_RETURN_IF_ERROR(top.get_map("socket", false, &sock));

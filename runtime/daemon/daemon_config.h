@@ -39,6 +39,10 @@ struct DaemonConfig {
   std::string model = "";            // model config path ("" = the embedded default, vit-digits)
   std::string device = "auto";       // device profile name or path, or "auto" (detection)
   int threads = 0;                   // CPU threads of the engine (0 = all cores)
+  // CUDA: time cuBLASLt algorithms and fused-attention rows at start-up and pin the fastest
+  // (EngineOptions::tune_gemms and tune_attention). false: the heuristic's and the table's choices, untimed,
+  // so outputs are bit-identical across restarts on the same GPU and software, and start-up is shorter.
+  bool kernel_tuning = true;
   int default_topk = 5;
 
   std::string socket_path = "/run/edgevit/edgevitd.sock";

@@ -257,6 +257,8 @@ Status Server::Impl::build_engine(Model* m, const DaemonConfig& cfg, ModelCheck 
   EngineOptions eo;
   eo.plan.batch = m->batch;
   eo.threads = cfg.threads;
+  eo.tune_gemms = cfg.kernel_tuning;
+  eo.tune_attention = cfg.kernel_tuning;
   EV_ASSIGN_OR_RETURN(m->engine, Engine::create(m->spec, m->device, eo));
   return self_check(m);
 }

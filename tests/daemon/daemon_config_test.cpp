@@ -32,6 +32,15 @@ TEST(DaemonConfig, DefaultsWhenEmptySections) {
   EXPECT_FALSE(c->gpio.enabled);
 }
 
+TEST(DaemonConfig, KernelTuningDefaultsOnAndTurnsOff) {
+  auto on = parse_daemon_config("threads: 2\n", "d.yaml", "/etc/edgevit");
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(on->kernel_tuning);
+  auto off = parse_daemon_config("kernel_tuning: false\n", "d.yaml", "/etc/edgevit");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(off->kernel_tuning);
+}
+
 TEST(DaemonConfig, RelativePathsResolveAgainstTheFile) {
   auto c = parse_daemon_config("model: m/x.yaml\nsocket:\n  path: run/s.sock\n", "d.yaml", "/etc/edgevit");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -65,6 +74,7 @@ TEST(DaemonConfig, MistakesAreConfigErrorsWithPositions) {
        "longer than 107 bytes"},
       {"- a\n- b\n", "d.yaml"},
       {"threads: &a 2\nx: *a\n", "anchor not allowed"},
+      {"kernel_tuning: sometimes\n", "d.yaml:1:16: kernel_tuning"},
   };
   for (const auto& bc : cases) {
     auto c = parse_daemon_config(bc.text, "d.yaml", "/etc/edgevit");
