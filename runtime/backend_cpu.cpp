@@ -129,6 +129,14 @@ class CpuBackend final : public Backend {
                                               static_cast<int>(o.k), epilogue_of(o));
       timings_[i].kernel = why.empty() ? "cpu.gemm_libxsmm_packed" + epilogue_suffix(o)
                                        : o.kernel + " (FALLBACK from libxsmm: " + why + ")";
+      if (why.empty() && lead_rows_[i] > 0) {
+        // The profile's FLOPs are what runs: the Q columns for the lead rows of each image only.
+        const int64_t lead = g.arch.embed_dim / PackedLinear::kColBlock * PackedLinear::kColBlock;
+        const int64_t images = o.m / g.arch.num_tokens();
+        timings_[i].flops = 2.0 * static_cast<double>(o.k) *
+                            static_cast<double>(o.m * (o.n - lead) + images * lead_rows_[i] * lead);
+        timings_[i].kernel += "+lead_rows";
+      }
     }
   }
 

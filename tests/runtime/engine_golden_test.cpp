@@ -2,6 +2,7 @@
 // logits and pre_logits within tol::kFp32EndToEnd (normwise) of timm's float64 outputs.
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/kernels.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
@@ -122,11 +123,30 @@ TEST(ClassTokenTail, SameOutputsAsEveryTokenAndFewerFlops) {
       EXPECT_EQ(e[0]->plan().class_token_tail, token_pooled);
       EXPECT_FALSE(e[1]->plan().class_token_tail);
       EXPECT_EQ(format_plan_json(e[0]->plan()).find("\"class_token_tail\": true") != std::string::npos, token_pooled);
+      const std::vector<OpTiming>& tail_timings = e[0]->op_timings();
       if (token_pooled) {
         // The last block's proj and MLP run T times fewer rows: at least their share of the FLOPs is gone.
         const double e = a.embed_dim, m = a.mlp_hidden(), t = a.num_tokens();
         const double saved = 2.0 * n * (t - 1) * (e * e + 2 * e * m);
         EXPECT_LE(flops[0], flops[1] - saved) << flops[0] << " vs " << flops[1];
+        // On the packed-GEMM path the tail's qkv computes its Q columns (whole 64-feature blocks below E) for
+        // the class token only, and the profile counts what runs.
+        const Op* attn = nullptr;
+        for (const Op& op : tail.ops)
+          if (op.kind == OpKind::kAttention) attn = &op;
+        ASSERT_NE(attn, nullptr);
+        for (size_t i = 0; i < tail.ops.size(); ++i) {
+          const Op& op = tail.ops[i];
+          if (op.kind != OpKind::kLinear || op.outputs[0] != attn->inputs[0]) continue;
+          const OpTiming& timing = tail_timings[i];
+          if (!cpu_packed_gemm_available()) {
+            EXPECT_EQ(timing.flops, op.flops);
+            continue;
+          }
+          const double lead = static_cast<double>(a.embed_dim / PackedLinear::kColBlock * PackedLinear::kColBlock);
+          EXPECT_DOUBLE_EQ(timing.flops, 2.0 * e * (n * t * (3 * e - lead) + n * lead)) << op.name;
+          EXPECT_NE(timing.kernel.find("+lead_rows"), std::string::npos) << timing.kernel;
+        }
       } else {
         EXPECT_EQ(flops[0], flops[1]);
         EXPECT_EQ(e[0]->plan().hash, e[1]->plan().hash);
