@@ -131,10 +131,8 @@ class CpuBackend final : public Backend {
                                        : o.kernel + " (FALLBACK from libxsmm: " + why + ")";
       if (why.empty() && lead_rows_[i] > 0) {
         // The profile's FLOPs are what runs: the Q columns for the lead rows of each image only.
-        const int64_t lead = g.arch.embed_dim / PackedLinear::kColBlock * PackedLinear::kColBlock;
-        const int64_t images = o.m / g.arch.num_tokens();
-        timings_[i].flops = 2.0 * static_cast<double>(o.k) *
-                            static_cast<double>(o.m * (o.n - lead) + images * lead_rows_[i] * lead);
+        timings_[i].flops =
+            packed_[i].flops(static_cast<int>(o.m), g.arch.embed_dim, g.arch.num_tokens(), lead_rows_[i]);
         timings_[i].kernel += "+lead_rows";
       }
     }

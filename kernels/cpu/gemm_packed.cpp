@@ -137,9 +137,8 @@ void PackedLinear::run(const float* x,     // (M, K)
   const int tr = tile_rows_;
   const int row_tiles = (m + tr - 1) / tr;
   // Leading column blocks computed on the lead rows of each period only (see the header).
-  const bool partial = lead_cols > 0 && period > 0 && lead_rows > 0 && lead_rows <= tr && m % period == 0;
-  const int lead_blocks = partial ? std::min(lead_cols, n) / kColBlock : 0;
-  const int periods = partial ? m / period : 0;
+  const int lead_blocks = lead_block_count(m, lead_cols, period, lead_rows);
+  const int periods = lead_blocks > 0 ? m / period : 0;
   const int lead_tiles = lead_blocks * periods;
   const int tiles = lead_tiles + (col_blocks - lead_blocks) * row_tiles;
   // Tile t (past the lead tiles): column block lead_blocks + t / row_tiles, row tile t % row_tiles. Chunks of
@@ -176,9 +175,7 @@ void PackedLinear::run(const float* x,     // (M, K)
       tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
     }
   };
-  const double flops = 2.0 * (static_cast<double>(lead_tiles) * lead_rows * kColBlock +
-                              static_cast<double>(m) * (n - lead_blocks * kColBlock)) * k;
-  if (omp_get_max_threads() <= 1 || tiles <= 1 || flops < 2e6) {
+  if (omp_get_max_threads() <= 1 || tiles <= 1 || flops(m, lead_cols, period, lead_rows) < 2e6) {
     for (int t = 0; t < tiles; ++t) tile(t);
     return;
   }
@@ -190,6 +187,17 @@ void PackedLinear::run(const float* x,     // (M, K)
   for (int t = 0; t < tiles; ++t) tile(t);
 }
 
+int PackedLinear::lead_block_count(int m, int lead_cols, int period, int lead_rows) const {
+  const bool partial = lead_cols > 0 && period > 0 && lead_rows > 0 && lead_rows <= tile_rows_ && m % period == 0;
+  return partial ? std::min(lead_cols, n_) / kColBlock : 0;
+}
+
+double PackedLinear::flops(int m, int lead_cols, int period, int lead_rows) const {
+  const int lb = lead_block_count(m, lead_cols, period, lead_rows);
+  const double lead_rows_run = lb > 0 ? static_cast<double>(m / period) * lead_rows : 0.0;
+  return 2.0 * k_ * (lead_rows_run * lb * kColBlock + static_cast<double>(m) * (n_ - lb * kColBlock));
+}
+
 #else  // !EDGEVIT_HAVE_LIBXSMM
 
 bool cpu_packed_gemm_available() { return false; }
@@ -199,6 +207,8 @@ std::string PackedLinear::init(float*, int, int, int, Epilogue, int) {
   return "built without libxsmm";
 }
 void PackedLinear::run(const float*, const float*, float*, int, int, int, int) const {}
+int PackedLinear::lead_block_count(int, int, int, int) const { return 0; }
+double PackedLinear::flops(int, int, int, int) const { return 0.0; }
 
 #endif
 

@@ -71,11 +71,15 @@ class PackedLinear {
   // other rows of those columns are left as they were. Every computed element is bit-identical to the full run.
   void run(const float* x, const float* bias, float* y, int m, int lead_cols = 0, int period = 0,
            int lead_rows = 0) const;
+  // Multiply-add FLOPs (x2) that run() with the same arguments performs.
+  double flops(int m, int lead_cols = 0, int period = 0, int lead_rows = 0) const;
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
   int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows;
   Epilogue ep_ = Epilogue::kNone;
+  // Column blocks run() computes on the lead rows only (0: none; see run()).
+  int lead_block_count(int m, int lead_cols, int period, int lead_rows) const;
   // JIT entry points: [full | tail column block][full | tail K chunk][first chunk | accumulate][tile rows]
   void* kernels_[2][2][2][kTileRows + 1] = {};
 };
