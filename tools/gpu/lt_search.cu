@@ -10,7 +10,8 @@
 // weights, 172 MB, so batch 1 streams them from DRAM as the model does) in a CUDA graph with the heuristic's
 // best and with the overall best per shape, and times the replays.
 //   build: nvcc -O2 -std=c++17 -arch=sm_90 tools/gpu/lt_search.cu -lcublasLt -o lt_search
-//   usage: lt_search [tokens ...]   (default 197 1576)
+//   usage: lt_search [--quick] [tokens ...]   (default 197 1576; --quick: no search, the heuristic's first
+//          result in the 12-block graph with distinct weights and with block 0's weights for every block)
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -70,6 +71,17 @@ __global__ void fill(__half* p, size_t n, uint32_t seed) {
 __global__ void sweep(uint32_t* p, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] ^= 0x5a5a5a5au;
+}
+
+// Stand-ins for the block's own kernels in the floor graphs (variants 3 and 4): an empty launch, and a
+// LayerNorm-sized one (one block of 96 threads per row: 768 fp16 read, a row sum, 768 written).
+__global__ void empty_kernel() {}
+__global__ void row_kernel(const __half* __restrict__ in, __half* __restrict__ out) {
+  const __half2* src = reinterpret_cast<const __half2*>(in + size_t(blockIdx.x) * 768);
+  __half2* dst = reinterpret_cast<__half2*>(out + size_t(blockIdx.x) * 768);
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < 384; i += blockDim.x) acc += __low2float(src[i]);
+  for (int i = threadIdx.x; i < 384; i += blockDim.x) dst[i] = __hadd2(src[i], __float2half2_rn(acc * 1e-9f));
 }
 
 struct Gemm {
@@ -180,7 +192,14 @@ void add_unique(std::vector<Cand>* v, const cublasLtMatmulAlgo_t& a, const char*
 
 int main(int argc, char** argv) {
   std::vector<int> tokens;
-  for (int i = 1; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
+  bool quick = false;  // --quick: the heuristic's first result, graphs with cold (distinct) and L2-hot weights
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+      continue;
+    }
+    tokens.push_back(std::atoi(argv[i]));
+  }
   if (tokens.empty()) tokens = {197, 1576};
   Ctx c;
   LK(cublasLtCreate(&c.lt));
@@ -256,6 +275,11 @@ int main(int argc, char** argv) {
       for (int r = 0; r < found; ++r)
         if (res[r].state == CUBLAS_STATUS_SUCCESS) add_unique(&cands, res[r].algo, "heuristic");
       const size_t n_heur = cands.size();
+      if (quick) {  // the heuristic's first result only: no search
+        chosen_heur[s] = chosen_all[s] = cands[0].algo;
+        cublasLtMatmulPreferenceDestroy(pref);
+        continue;
+      }
       // Per algorithm id, the heuristic's own configurations.
       cublasLtMatmulPreference_t pref_id;
       LK(cublasLtMatmulPreferenceCreate(&pref_id));
@@ -405,17 +429,29 @@ int main(int argc, char** argv) {
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatmulPreferenceDestroy(pref_id);
     }
-    // 12 blocks of the four GEMMs in one graph: heuristic's best vs overall best.
-    for (int variant = 0; variant < 2; ++variant) {
+    // 12 blocks of the four GEMMs in one graph: heuristic's best vs overall best; then (variant 2) the
+    // heuristic's best with every block reading block 0's weights (14 MB: L2-resident after the first replay).
+    // Variants 3 and 4 (distinct weights) put the block's three other kernels where the model has them (before
+    // qkv, proj and fc1): empty launches (3), or LayerNorm-sized row kernels before qkv and fc1 (4): the
+    // floor of a block made of these four cuBLASLt GEMMs and three kernels of our own.
+    for (int variant = quick ? 1 : 0; variant < 5; ++variant) {
       const cublasLtMatmulAlgo_t* algos = variant == 0 ? chosen_heur : chosen_all;
       cudaGraph_t graph;
       cudaGraphExec_t exec;
       CK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
       const float alpha = 1.f;
       for (int l = 0; l < kLayers; ++l)
-        for (int s = 0; s < 4; ++s)
-          LK(cublasLtMatmul(c.lt, gs[s].desc, &alpha, w[l][s], gs[s].a, x, gs[s].b, &gs[s].beta, y[s], gs[s].c, y[s],
+        for (int s = 0; s < 4; ++s) {
+          if (variant >= 3 && s < 3) {
+            if (variant == 4 && s != 1)
+              row_kernel<<<m, 96, 0, c.s>>>(y[3], x);
+            else
+              empty_kernel<<<1, 32, 0, c.s>>>();
+            CK(cudaGetLastError());
+          }
+          LK(cublasLtMatmul(c.lt, gs[s].desc, &alpha, w[variant == 2 ? 0 : l][s], gs[s].a, x, gs[s].b, &gs[s].beta, y[s], gs[s].c, y[s],
                             gs[s].c, &algos[s], c.ws, kWorkspace, c.s));
+        }
       CK(cudaStreamEndCapture(c.s, &graph));
       CK(cudaGraphInstantiate(&exec, graph, 0));
       for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, c.s));
@@ -431,7 +467,12 @@ int main(int argc, char** argv) {
       }
       std::sort(t.begin(), t.end());
       std::printf("  graph of 12 x 4 GEMMs, %s: p50 %.1f us (%.2f us per block)\n",
-                  variant == 0 ? "heuristic's best alone" : "best in chain", t[t.size() / 2], t[t.size() / 2] / kLayers);
+                  variant == 0   ? "heuristic's best alone"
+                  : variant == 2 ? "weights in L2"
+                  : variant == 3 ? "+ 3 empty kernels per block"
+                  : variant == 4 ? "+ 2 LayerNorm-sized and 1 empty kernel per block"
+                  : quick        ? "heuristic's first, distinct weights"
+                                 : "best in chain", t[t.size() / 2], t[t.size() / 2] / kLayers);
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
     }
