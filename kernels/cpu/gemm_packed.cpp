@@ -85,16 +85,22 @@ const char* cpu_gemm_library() {
                                      : "OpenBLAS (libxsmm built in, but this CPU has no AVX2)";
 }
 
-std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep, int k_chunk) {
+std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep, Tiling tiling) {
   *this = PackedLinear();
   if (!cpu_packed_gemm_available()) return "libxsmm has no JIT target for this CPU (needs AVX2)";
-  if (n <= 0 || k <= 0 || max_rows <= 0 || k_chunk <= 0) return "empty GEMM (n, k, rows or k_chunk is 0)";
+  if (n <= 0 || k <= 0 || max_rows <= 0) return "empty GEMM (n, k or rows is 0)";
+  if (tiling.col_block < 16 || tiling.col_block > 128 || tiling.col_block % 16 != 0 || tiling.tile_rows < 1 ||
+      tiling.tile_rows > kMaxTileRows || tiling.k_chunk < 1)
+    return "bad tiling (col_block " + std::to_string(tiling.col_block) + ", tile_rows " +
+           std::to_string(tiling.tile_rows) + ", k_chunk " + std::to_string(tiling.k_chunk) + ")";
+  col_block_ = tiling.col_block;
+  const int k_chunk = tiling.k_chunk;
   const int kc = std::min(k, k_chunk), tail_k = k > kc ? k % kc : 0;
   const float first_beta = ep == Epilogue::kResidualAdd ? 1.f : 0.f;
-  const int widths[2] = {n >= kColBlock ? kColBlock : 0, n % kColBlock};
+  const int widths[2] = {n >= col_block_ ? col_block_ : 0, n % col_block_};
   const int chunks[2] = {kc, tail_k};
-  const int tile_rows = n <= 4 * kColBlock ? kTileRows / 2 : kTileRows;
-  // Every tile height 1..kTileRows, for the full and tail column width, the full and tail K chunk, the
+  const int tile_rows = n <= 4 * col_block_ ? std::max(1, tiling.tile_rows / 2) : tiling.tile_rows;
+  // Every tile height 1..tile_rows, for the full and tail column width, the full and tail K chunk, the
   // first chunk's beta and the accumulating one: any row count up to max_rows (smaller batches too) then
   // runs without a JIT call in infer().
   for (int wi = 0; wi < 2; ++wi)
@@ -109,9 +115,9 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
           kernels_[wi][ci][bi][h] = reinterpret_cast<void*>(f);
         }
   // Re-lay out each column block in place: it keeps its byte range, so one block of scratch suffices.
-  std::vector<float> block(static_cast<size_t>(std::min(n, kColBlock)) * k);  // load time, not infer()
-  for (int c0 = 0; c0 < n; c0 += kColBlock) {
-    const int bw = std::min(kColBlock, n - c0);
+  std::vector<float> block(static_cast<size_t>(std::min(n, col_block_)) * k);  // load time, not infer()
+  for (int c0 = 0; c0 < n; c0 += col_block_) {
+    const int bw = std::min(col_block_, n - c0);
     float* dst = w + static_cast<int64_t>(c0) * k;  // (bw, K) row-major on entry, (K, bw) on exit
     std::memcpy(block.data(), dst, sizeof(float) * static_cast<size_t>(bw) * k);
     for (int i = 0; i < bw; ++i)
@@ -133,7 +139,7 @@ void PackedLinear::run(const float* x,     // (M, K)
                        int m, int lead_cols, int period, int lead_rows) const {
   if (m <= 0 || w_ == nullptr) return;
   const int n = n_, k = k_;
-  const int col_blocks = (n + kColBlock - 1) / kColBlock;
+  const int col_blocks = (n + col_block_ - 1) / col_block_;
   const int tr = tile_rows_;
   const int row_tiles = (m + tr - 1) / tr;
   // Leading column blocks computed on the lead rows of each period only (see the header).
@@ -156,8 +162,8 @@ void PackedLinear::run(const float* x,     // (M, K)
       r0 = rt * tr;
       h = std::min(tr, m - r0);
     }
-    const int c0 = cb * kColBlock, bw = std::min(kColBlock, n - c0);
-    const int wi = bw == kColBlock ? 0 : 1;
+    const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
+    const int wi = bw == col_block_ ? 0 : 1;
     float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
     const float* wt = w_ + static_cast<int64_t>(c0) * k;  // (K, bw) packed block
     const float* xt = x + static_cast<int64_t>(r0) * k;   // (h, K) with row stride K
@@ -189,20 +195,20 @@ void PackedLinear::run(const float* x,     // (M, K)
 
 int PackedLinear::lead_block_count(int m, int lead_cols, int period, int lead_rows) const {
   const bool partial = lead_cols > 0 && period > 0 && lead_rows > 0 && lead_rows <= tile_rows_ && m % period == 0;
-  return partial ? std::min(lead_cols, n_) / kColBlock : 0;
+  return partial ? std::min(lead_cols, n_) / col_block_ : 0;
 }
 
 double PackedLinear::flops(int m, int lead_cols, int period, int lead_rows) const {
   const int lb = lead_block_count(m, lead_cols, period, lead_rows);
   const double lead_rows_run = lb > 0 ? static_cast<double>(m / period) * lead_rows : 0.0;
-  return 2.0 * k_ * (lead_rows_run * lb * kColBlock + static_cast<double>(m) * (n_ - lb * kColBlock));
+  return 2.0 * k_ * (lead_rows_run * lb * col_block_ + static_cast<double>(m) * (n_ - lb * col_block_));
 }
 
 #else  // !EDGEVIT_HAVE_LIBXSMM
 
 bool cpu_packed_gemm_available() { return false; }
 const char* cpu_gemm_library() { return "OpenBLAS"; }
-std::string PackedLinear::init(float*, int, int, int, Epilogue, int) {
+std::string PackedLinear::init(float*, int, int, int, Epilogue, Tiling) {
   *this = PackedLinear();
   return "built without libxsmm";
 }

@@ -48,6 +48,18 @@ bool cpu_packed_gemm_available();
 // The GEMM library that serves linear layers in this build on this CPU, for the user.
 const char* cpu_gemm_library();
 
+// PackedLinear's tile geometry (tuning; docs/notes/cpu_gemm.md). The defaults are PackedLinear::kColBlock,
+// kTileRows and kKChunk; any other must have col_block a multiple of 16 in [16, 128], tile_rows in
+// [1, PackedLinear::kMaxTileRows] and k_chunk >= 1, else init() refuses it. A fixed geometry gives the same bits
+// on every run and thread count. Between geometries the bits stay the same where N has no column tail (ViT's N
+// are multiples of 128): each output is then one K-ordered chain of FMAs. libxsmm's narrow tail kernels may
+// use several chains (gemm_packed_test: TilingChangesSpeedNotBits).
+struct PackedTiling {
+  int col_block = 64;  // output features per column block (the packed layout's unit)
+  int tile_rows = 32;  // tokens per tile; halved when N <= 4 x col_block (more tiles for a large team)
+  int k_chunk = 256;   // K extent of one kernel call
+};
+
 class PackedLinear {
  public:
   // One tile: 64 output features (four AVX-512 registers per token) x up to 32 tokens (16 when N <= 256:
@@ -56,13 +68,14 @@ class PackedLinear {
   static constexpr int kColBlock = 64;
   static constexpr int kTileRows = 32;
   static constexpr int kKChunk = 256;
+  static constexpr int kMaxTileRows = 64;
+  using Tiling = PackedTiling;
 
   // Re-lays out w (N, K) in place (same bytes, a blocked layout only run() understands; w is not a
   // torch-layout weight afterwards) and generates the kernels for up to max_rows rows. The caller keeps
   // ownership of w, which must outlive this object. Returns "" on success, else why this GEMM cannot be
   // served (w is then unchanged and the caller uses linear_f32). Allocates; call at load, not per inference.
-  // k_chunk: the K extent of one kernel call (tuning; see docs/notes/cpu_gemm.md).
-  std::string init(float* w, int max_rows, int n, int k, Epilogue ep, int k_chunk = kKChunk);
+  std::string init(float* w, int max_rows, int n, int k, Epilogue ep, Tiling tiling = Tiling());
   bool ready() const { return w_ != nullptr; }
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
   // Partial output (the class-token tail's qkv, whose attention reads the query of the first `lead_rows` rows
@@ -76,13 +89,17 @@ class PackedLinear {
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
-  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows;
+  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows, col_block_ = kColBlock;
   Epilogue ep_ = Epilogue::kNone;
   // Column blocks run() computes on the lead rows only (0: none; see run()).
   int lead_block_count(int m, int lead_cols, int period, int lead_rows) const;
   // JIT entry points: [full | tail column block][full | tail K chunk][first chunk | accumulate][tile rows]
-  void* kernels_[2][2][2][kTileRows + 1] = {};
+  void* kernels_[2][2][2][kMaxTileRows + 1] = {};
 };
+
+static_assert(PackedTiling{}.col_block == PackedLinear::kColBlock && PackedTiling{}.tile_rows == PackedLinear::kTileRows &&
+                  PackedTiling{}.k_chunk == PackedLinear::kKChunk,
+              "PackedTiling's defaults are PackedLinear's constants");
 
 // y (M, C) = (x - mean) / sqrt(var + eps) * gamma + beta, statistics in fp32 or better. y may alias x.
 void layernorm_f32(const float* x, const float* gamma, const float* beta, float* y, int m, int c,

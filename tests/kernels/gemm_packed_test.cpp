@@ -25,7 +25,8 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Packs a copy of w for max_rows rows and runs m rows; compares with linear_ref on the plain weights.
 void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint32_t seed,
-           int k_chunk = PackedLinear::kKChunk) {
+           PackedLinear::Tiling tiling = PackedLinear::Tiling()) {
+  const int k_chunk = tiling.k_chunk;
   SCOPED_TRACE("m=" + std::to_string(m) + " max_rows=" + std::to_string(max_rows) + " n=" + std::to_string(n) +
                " k=" + std::to_string(k) + " k_chunk=" + std::to_string(k_chunk) + " ep=" + std::to_string(static_cast<int>(ep)) +
                (with_bias ? " bias" : " no-bias"));
@@ -41,7 +42,7 @@ void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint3
 
   std::vector<float> packed = w;
   PackedLinear lin;
-  ASSERT_EQ(lin.init(packed.data(), max_rows, n, k, ep, k_chunk), "");
+  ASSERT_EQ(lin.init(packed.data(), max_rows, n, k, ep, tiling), "");
   ASSERT_TRUE(lin.ready());
   if (n > 1 && k > 1) {
     EXPECT_NE(std::memcmp(packed.data(), w.data(), sizeof(float) * w.size()), 0) << "not re-laid out";
@@ -72,7 +73,7 @@ TEST(PackedLinear, KChunks) {
   uint32_t seed = 300;
   for (int k_chunk : {1, 64, 100, 256})
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
-      check(45, 45, 70, 197, ep, true, seed += 10, k_chunk);
+      check(45, 45, 70, 197, ep, true, seed += 10, {PackedLinear::kColBlock, PackedLinear::kTileRows, k_chunk});
   check(197, 197, 192, 3072, Epilogue::kResidualAdd, true, seed += 10);  // ViT-B fc2: 12 chunks of 256
 }
 
@@ -167,6 +168,56 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
   lin.run(x.data(), b.data(), full.data(), m - 1);
   lin.run(x.data(), b.data(), part.data(), m - 1, 192, period, 1);
   EXPECT_EQ(std::memcmp(full.data(), part.data(), sizeof(float) * full.size()), 0);
+}
+
+// Other tile geometries (column block, tile rows, K chunk): each matches the reference (with a 16-wide column
+// tail and odd row tails). Where no geometry leaves a column tail (N = 384, as ViT's N are multiples of 128),
+// each gives the default geometry's bits exactly: the kernels sum K in one chain per output whatever the tile.
+// (libxsmm's narrow tail kernels may use several chains, so a geometry that moves a column tail can change
+// the last bits: a fixed geometry keeps runs bit-identical, a changed one need not.)
+TEST(PackedLinear, TilingChangesSpeedNotBits) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  const PackedLinear::Tiling tilings[] = {{}, {32, 28, 256}, {32, 64, 128}, {48, 24, 96}, {128, 12, 384}, {64, 24, 128}};
+  uint32_t seed = 910;
+  for (const auto& t : tilings)
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+      check(197, 197, 336, 384, ep, true, seed += 10, t);
+  const int m = 197, n = 384, k = 384;
+  const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 900);
+  const auto w = testutil::random_floats(static_cast<size_t>(n) * k, 901);
+  const auto b = testutil::random_floats(n, 902);
+  for (int threads : {1, 3}) {
+    cpu_init_threads(threads);
+    std::vector<float> first;
+    for (const auto& t : tilings) {
+      SCOPED_TRACE("col_block " + std::to_string(t.col_block) + " tile_rows " + std::to_string(t.tile_rows) +
+                   " k_chunk " + std::to_string(t.k_chunk) + ", " + std::to_string(threads) + " threads");
+      std::vector<float> packed = w, y(static_cast<size_t>(m) * n, 0.f);
+      PackedLinear lin;
+      ASSERT_EQ(lin.init(packed.data(), m, n, k, Epilogue::kGelu, t), "");
+      lin.run(x.data(), b.data(), y.data(), m);
+      if (first.empty()) {
+        first = y;
+      } else {
+        EXPECT_EQ(std::memcmp(first.data(), y.data(), sizeof(float) * y.size()), 0);
+      }
+    }
+  }
+  cpu_init_threads(1);
+}
+
+TEST(PackedLinear, RefusesBadTilingWithReason) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  float w[4] = {1.f, 2.f, 3.f, 4.f};
+  for (const PackedLinear::Tiling t : {PackedLinear::Tiling{8, 32, 256}, PackedLinear::Tiling{40, 32, 256},
+                                       PackedLinear::Tiling{144, 32, 256}, PackedLinear::Tiling{64, 0, 256},
+                                       PackedLinear::Tiling{64, 65, 256}, PackedLinear::Tiling{64, 32, 0}}) {
+    PackedLinear lin;
+    const std::string why = lin.init(w, 2, 2, 2, Epilogue::kNone, t);
+    EXPECT_NE(why.find("bad tiling"), std::string::npos) << why;
+    EXPECT_FALSE(lin.ready());
+    EXPECT_EQ(w[1], 2.f);
+  }
 }
 
 TEST(PackedLinear, RefusesEmptyShapeWithReason) {

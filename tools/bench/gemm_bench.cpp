@@ -69,7 +69,8 @@ void BM_Packed(benchmark::State& st) {
   auto x = rnd(size_t(s.m) * s.k, 1), w = rnd(size_t(s.n) * s.k, 2), b = rnd(s.n, 3);
   std::vector<float> y(size_t(s.m) * s.n);
   edgevit::PackedLinear lin;
-  const std::string why = lin.init(w.data(), s.m, s.n, s.k, edgevit::Epilogue::kNone, static_cast<int>(st.range(3)));
+  const std::string why = lin.init(w.data(), s.m, s.n, s.k, edgevit::Epilogue::kNone,
+                                     {edgevit::PackedLinear::kColBlock, edgevit::PackedLinear::kTileRows, static_cast<int>(st.range(3))});
   if (!why.empty()) {
     st.SkipWithError(why.c_str());
     return;
