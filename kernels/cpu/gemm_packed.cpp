@@ -85,7 +85,7 @@ const char* cpu_gemm_library() {
                                      : "OpenBLAS (libxsmm built in, but this CPU has no AVX2)";
 }
 
-std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep, Tiling tiling) {
+std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep, PackedTiling tiling) {
   *this = PackedLinear();
   if (!cpu_packed_gemm_available()) return "libxsmm has no JIT target for this CPU (needs AVX2)";
   if (n <= 0 || k <= 0 || max_rows <= 0) return "empty GEMM (n, k or rows is 0)";
@@ -208,7 +208,7 @@ double PackedLinear::flops(int m, int lead_cols, int period, int lead_rows) cons
 
 bool cpu_packed_gemm_available() { return false; }
 const char* cpu_gemm_library() { return "OpenBLAS"; }
-std::string PackedLinear::init(float*, int, int, int, Epilogue, Tiling) {
+std::string PackedLinear::init(float*, int, int, int, Epilogue, PackedTiling) {
   *this = PackedLinear();
   return "built without libxsmm";
 }

@@ -69,13 +69,12 @@ class PackedLinear {
   static constexpr int kTileRows = 32;
   static constexpr int kKChunk = 256;
   static constexpr int kMaxTileRows = 64;
-  using Tiling = PackedTiling;
 
   // Re-lays out w (N, K) in place (same bytes, a blocked layout only run() understands; w is not a
   // torch-layout weight afterwards) and generates the kernels for up to max_rows rows. The caller keeps
   // ownership of w, which must outlive this object. Returns "" on success, else why this GEMM cannot be
   // served (w is then unchanged and the caller uses linear_f32). Allocates; call at load, not per inference.
-  std::string init(float* w, int max_rows, int n, int k, Epilogue ep, Tiling tiling = Tiling());
+  std::string init(float* w, int max_rows, int n, int k, Epilogue ep, PackedTiling tiling = PackedTiling());
   bool ready() const { return w_ != nullptr; }
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
   // Partial output (the class-token tail's qkv, whose attention reads the query of the first `lead_rows` rows

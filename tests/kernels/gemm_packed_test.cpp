@@ -25,7 +25,7 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Packs a copy of w for max_rows rows and runs m rows; compares with linear_ref on the plain weights.
 void check(int m, int max_rows, int n, int k, Epilogue ep, bool with_bias, uint32_t seed,
-           PackedLinear::Tiling tiling = PackedLinear::Tiling()) {
+           PackedTiling tiling = PackedTiling()) {
   const int k_chunk = tiling.k_chunk;
   SCOPED_TRACE("m=" + std::to_string(m) + " max_rows=" + std::to_string(max_rows) + " n=" + std::to_string(n) +
                " k=" + std::to_string(k) + " k_chunk=" + std::to_string(k_chunk) + " ep=" + std::to_string(static_cast<int>(ep)) +
@@ -177,7 +177,7 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
 // the last bits: a fixed geometry keeps runs bit-identical, a changed one need not.)
 TEST(PackedLinear, TilingChangesSpeedNotBits) {
   SKIP_WITHOUT_PACKED_GEMM();
-  const PackedLinear::Tiling tilings[] = {{}, {32, 28, 256}, {32, 64, 128}, {48, 24, 96}, {128, 12, 384}, {64, 24, 128}};
+  const PackedTiling tilings[] = {{}, {32, 28, 256}, {32, 64, 128}, {48, 24, 96}, {128, 12, 384}, {64, 24, 128}};
   uint32_t seed = 910;
   for (const auto& t : tilings)
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
@@ -209,9 +209,9 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
 TEST(PackedLinear, RefusesBadTilingWithReason) {
   SKIP_WITHOUT_PACKED_GEMM();
   float w[4] = {1.f, 2.f, 3.f, 4.f};
-  for (const PackedLinear::Tiling t : {PackedLinear::Tiling{8, 32, 256}, PackedLinear::Tiling{40, 32, 256},
-                                       PackedLinear::Tiling{144, 32, 256}, PackedLinear::Tiling{64, 0, 256},
-                                       PackedLinear::Tiling{64, 65, 256}, PackedLinear::Tiling{64, 32, 0}}) {
+  for (const PackedTiling t : {PackedTiling{8, 32, 256}, PackedTiling{40, 32, 256},
+                                       PackedTiling{144, 32, 256}, PackedTiling{64, 0, 256},
+                                       PackedTiling{64, 65, 256}, PackedTiling{64, 32, 0}}) {
     PackedLinear lin;
     const std::string why = lin.init(w, 2, 2, 2, Epilogue::kNone, t);
     EXPECT_NE(why.find("bad tiling"), std::string::npos) << why;
