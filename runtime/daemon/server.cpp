@@ -440,7 +440,6 @@ void Server::Impl::connection_loop(Slot* s) {
     ++active_connections;
     serve_connection(s);
     close(s->fd);
-    --active_connections;
     {
       std::lock_guard<std::mutex> lock(s->mu);
       s->fd = -1;
@@ -450,6 +449,9 @@ void Server::Impl::connection_loop(Slot* s) {
       std::lock_guard<std::mutex> lock(free_mu);
       free_slots.push_back(s);
     }
+    // Counted down only once the slot is free again: stats showing `active` N mean max_connections - N
+    // slots are ready for new clients.
+    --active_connections;
     if (stopping) return;
   }
 }

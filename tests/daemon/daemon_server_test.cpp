@@ -207,7 +207,15 @@ TEST_F(DaemonServer, MalformedFramesGetTypedErrorsAndOthersDoNotStall) {
   EXPECT_EQ(good_failed.load(), 0);
   EXPECT_GT(good_ok.load(), 10);
   EXPECT_LT(worst_us.load(), cfg.read_deadline_ms * 1000) << "a well-behaved client stalled";
-  // Slots of the misbehaving connections were all returned: every slot is usable again.
+  // Slots of the misbehaving connections were all returned: every slot is usable again. The server sees
+  // each client's close on its own time (the bystander's last, just above), so wait for it first: a slot
+  // not returned within 2 s fails here.
+  const auto active = [&] {
+    return nlohmann::json::parse((*server)->stats_json())["connections"]["active"].get<int>();
+  };
+  const auto give_up = Clock::now() + std::chrono::seconds(2);
+  while (active() > 0 && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(active(), 0) << "connections still held 2 s after their clients closed";
   std::vector<std::unique_ptr<client::Connection>> all;
   for (int i = 0; i < cfg.max_connections; ++i) {
     all.push_back(std::make_unique<client::Connection>());
