@@ -4,8 +4,8 @@
 //
 // Fused: one task per (b, h, block of <= kQB queries; blocks of equal height), handed to the team in runs
 // of consecutive tasks (up to one head's blocks) by a dynamic schedule. Per task, Q is copied (pre-scaled:
-// the scale is applied once, to Q K^T) into a zero-padded (nqp, Dp) tile, Dp = D rounded up to kNR; for each block of keys, K^T (Dp, nkp) (and, on
-// the V8 path, V (nk, Dp)) tiles are copied, the score tile is computed, the running max / sum are
+// the scale is applied once, to Q K^T) into a zero-padded (nqp, Dp) tile, Dp = D rounded up to kNR; for
+// each block of keys, K^T (Dp, nkp) (and, on the V8 path, V (nk, Dp)) tiles are copied, the score tile is computed, the running max / sum are
 // updated (fp32) and the accumulator is rescaled before adding P V. Key blocks of kKB (256), so ViT's
 // 197 keys are one block (no rescaling) and a thread's K^T (and V tile) serves all the tasks of its run.
 // libxsmm path: the tile GEMMs are JIT kernels; V8 path (no libxsmm: aarch64): kMR x kNR register-blocked
