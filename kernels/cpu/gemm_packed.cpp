@@ -2,8 +2,8 @@
 // at load (they never change), the way ONNX Runtime's MLAS packs its weights. linear_f32 (OpenBLAS) stays
 // the default wherever libxsmm is not built in (EDGEVIT_LIBXSMM, x86-64 only) or cannot serve a shape.
 //
-// Layout: W (N, K) row-major becomes column blocks of kColBlock output features; block b (features
-// [c0, c0 + w), w = kColBlock or the tail N % kColBlock) is stored as (K, w), i.e. W[c0:c0+w, :]^T, at
+// Layout: W (N, K) row-major becomes column blocks of col_block output features (auto_col_block: 48 or 64);
+// block b (features [c0, c0 + w), w = col_block or the tail N % col_block) is stored as (K, w), i.e. W[c0:c0+w, :]^T, at
 // the same byte range the block occupied before (c0 * K floats from the start): the packed weights fill
 // exactly the planned weight slot, so the plan is the same with or without libxsmm.
 // In libxsmm's column-major terms one tile computes C (w x mt) = A (w x K) B (K x mt) with A the packed
@@ -37,11 +37,13 @@ namespace {
 
 using SmmKernel = libxsmm_smmfunction;
 
-SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta) {
+// prefetch: LIBXSMM_GEMM_PREFETCH_AL2 gives a kernel called as f(a, b, c, pa, pb, pc) that prefetches pa (laid
+// out like a) into L2 while it computes; its arithmetic is the plain kernel's.
+SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta,
+                   int prefetch = LIBXSMM_GEMM_PREFETCH_NONE) {
   const libxsmm_blasint lda = w, ldb = ldb_k, ldc = ldc_n;
   const float alpha = 1.f;
   const int flags = LIBXSMM_GEMM_FLAG_NONE;
-  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
   return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
@@ -89,6 +91,7 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   *this = PackedLinear();
   if (!cpu_packed_gemm_available()) return "libxsmm has no JIT target for this CPU (needs AVX2)";
   if (n <= 0 || k <= 0 || max_rows <= 0) return "empty GEMM (n, k or rows is 0)";
+  if (tiling.col_block == 0) tiling.col_block = auto_col_block(n);
   if (tiling.col_block < 16 || tiling.col_block > 128 || tiling.col_block % 16 != 0 || tiling.tile_rows < 1 ||
       tiling.tile_rows > kMaxTileRows || tiling.k_chunk < 1)
     return "bad tiling (col_block " + std::to_string(tiling.col_block) + ", tile_rows " +
@@ -114,6 +117,15 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
                    "x" + std::to_string(chunks[ci]);
           kernels_[wi][ci][bi][h] = reinterpret_cast<void*>(f);
         }
+  // Only where a full block has a successor of the same layout and a full K chunk exists.
+  if (tiling.prefetch_next_block && n >= 2 * col_block_ && k >= kc)
+    for (int bi = 0; bi < 2; ++bi) {
+      const SmmKernel f = dispatch(col_block_, tile_rows, kc, k, n, bi == 0 ? first_beta : 1.f,
+                                   LIBXSMM_GEMM_PREFETCH_AL2);
+      if (f == nullptr) return "libxsmm could not generate a prefetching kernel for " + std::to_string(col_block_) +
+                               "x" + std::to_string(tile_rows) + "x" + std::to_string(kc);
+      prefetch_kernels_[bi] = reinterpret_cast<void*>(f);
+    }
   // Re-lay out each column block in place: it keeps its byte range, so one block of scratch suffices.
   std::vector<float> block(static_cast<size_t>(std::min(n, col_block_)) * k);  // load time, not infer()
   for (int c0 = 0; c0 < n; c0 += col_block_) {
@@ -150,6 +162,14 @@ void PackedLinear::run(const float* x,     // (M, K)
   // Tile t (past the lead tiles): column block lead_blocks + t / row_tiles, row tile t % row_tiles. Chunks of
   // consecutive tiles give each thread runs mostly of one column block: its packed weights stay in cache.
   const bool avx512 = cpu_detail::use_avx512();
+  // Tiles are handed out dynamically, in chunks of about a quarter of each thread's share: a thread that
+  // the OS preempts (a shared host, a busy board) delays its current chunk only, not a fixed half of the GEMM.
+  const int threads = omp_get_max_threads();
+  const bool serial = threads <= 1 || tiles <= 1 || flops(m, lead_cols, period, lead_rows) < 2e6;
+  const int chunk = std::max(1, tiles / (4 * threads));
+  // Prefetching the next block pays when the thread that starts a block goes on to the next one: a chunk
+  // spans at least a whole block. In a large team it would fill other threads' L2 with weights they skip.
+  const bool prefetch = prefetch_kernels_[0] != nullptr && (serial || chunk >= row_tiles);
   auto tile = [&](int t) {
     int cb, r0, h;
     if (t < lead_tiles) {
@@ -169,10 +189,28 @@ void PackedLinear::run(const float* x,     // (M, K)
     const float* xt = x + static_cast<int64_t>(r0) * k;   // (h, K) with row stride K
     // K in chunks of k_chunk_ (packed A chunk and x chunk stay in L1/L2); the first chunk writes (or,
     // for the residual epilogue, accumulates into) y, later chunks accumulate. Fixed order: deterministic.
+    // The first row tile of a block whose successor is a full block prefetches that successor's chunks into
+    // L2 (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each
+    // block's first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/notes/cpu_gemm.md).
+    const bool pf = prefetch && t >= lead_tiles && r0 == 0 && h == tr && c0 + 2 * col_block_ <= n;
     for (int k0 = 0; k0 < k; k0 += k_chunk_) {
       const int ci = k - k0 >= k_chunk_ ? 0 : 1;
+      const float* a = wt + static_cast<int64_t>(k0) * bw;
+      if (pf && ci == 0) {
+        const auto kernel = reinterpret_cast<SmmKernel>(prefetch_kernels_[k0 == 0 ? 0 : 1]);
+        kernel(a, xt + k0, yt, a + static_cast<int64_t>(col_block_) * k, xt + k0, yt);
+        continue;
+      }
       const auto kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][k0 == 0 ? 0 : 1][h]);
-      kernel(wt + static_cast<int64_t>(k0) * bw, xt + k0, yt);
+      if (bw < kMinRowSafeWidth && h > 1) {
+        // A narrow column tail: libxsmm's kernels for 2..11 rows of one vector sum K in other chains than its
+        // 1-row kernel, so a row's bits would depend on the tile it falls in (its place in the batch). Such a
+        // tile runs row by row through the 1-row kernel (gemm_packed_test: RowBitsDoNotDependOnItsPlaceInTheBatch).
+        const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][k0 == 0 ? 0 : 1][1]);
+        for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k + k0, yt + static_cast<int64_t>(i) * n);
+        continue;
+      }
+      kernel(a, xt + k0, yt);
     }
     if (ep_ != Epilogue::kGelu && bias == nullptr) return;
     if (avx512) {
@@ -181,14 +219,11 @@ void PackedLinear::run(const float* x,     // (M, K)
       tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
     }
   };
-  if (omp_get_max_threads() <= 1 || tiles <= 1 || flops(m, lead_cols, period, lead_rows) < 2e6) {
+  if (serial) {
     for (int t = 0; t < tiles; ++t) tile(t);
     return;
   }
-  // Tiles are handed out dynamically, in chunks of about a quarter of each thread's share: a thread that
-  // the OS preempts (a shared host, a busy board) delays its current chunk only, not a fixed half of the GEMM.
   // Which thread computes a tile does not change its bits (one thread, fixed K order per tile).
-  const int chunk = std::max(1, tiles / (4 * omp_get_max_threads()));
 #pragma omp parallel for schedule(dynamic, chunk)
   for (int t = 0; t < tiles; ++t) tile(t);
 }

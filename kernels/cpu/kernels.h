@@ -48,24 +48,37 @@ bool cpu_packed_gemm_available();
 // The GEMM library that serves linear layers in this build on this CPU, for the user.
 const char* cpu_gemm_library();
 
-// PackedLinear's tile geometry (tuning; docs/notes/cpu_gemm.md). The defaults are PackedLinear::kColBlock,
-// kTileRows and kKChunk; any other must have col_block a multiple of 16 in [16, 128], tile_rows in
+// PackedLinear's tile geometry (tuning; docs/notes/cpu_gemm.md). col_block 0 (the default) picks
+// PackedLinear::auto_col_block(N); any other must be a multiple of 16 in [16, 128], tile_rows in
 // [1, PackedLinear::kMaxTileRows] and k_chunk >= 1, else init() refuses it. A fixed geometry gives the same bits
-// on every run and thread count. Between geometries the bits stay the same where N has no column tail (ViT's N
-// are multiples of 128): each output is then one K-ordered chain of FMAs. libxsmm's narrow tail kernels may
-// use several chains (gemm_packed_test: TilingChangesSpeedNotBits).
+// on every run, thread count and batch row. Between geometries the bits stay the same where N has no column tail
+// (ViT's N are multiples of 48 and of 64): each output is then one K-ordered chain of FMAs. libxsmm's narrow tail
+// kernels may use several chains, depending on the tile's height, so tails narrower than
+// PackedLinear::kMinRowSafeWidth run row by row (gemm_packed_test: TilingChangesSpeedNotBits,
+// RowBitsDoNotDependOnItsPlaceInTheBatch).
 struct PackedTiling {
-  int col_block = 64;  // output features per column block (the packed layout's unit)
+  int col_block = 0;   // output features per column block (the packed layout's unit); 0: auto_col_block(N)
   int tile_rows = 32;  // tokens per tile; halved when N <= 4 x col_block (more tiles for a large team)
   int k_chunk = 256;   // K extent of one kernel call
+  // The first row tile of each column block runs libxsmm's AL2 kernels, which prefetch the next block's packed
+  // weights into L2 while they compute (when each thread takes whole blocks: serial runs and small teams).
+  // Speed only: the same FMAs in the same order.
+  bool prefetch_next_block = true;
 };
 
 class PackedLinear {
  public:
-  // One tile: 64 output features (four AVX-512 registers per token) x up to 32 tokens (16 when N <= 256:
-  // ViT-Ti's proj and fc2 then have 39 tiles instead of 21 for a 16-thread team); tiles are the unit of
-  // OpenMP work and their bounds depend on the shape only, never on the thread count, so results do not.
-  static constexpr int kColBlock = 64;
+  // One tile: 48 output features (three AVX-512 registers per token; 64 where 48 does not divide N) x up to 32
+  // tokens (16 when N <= 4 column blocks: ViT-Ti's proj and fc2 then have 52 tiles instead of 28 for a 16-thread
+  // team); tiles are the unit of OpenMP work and their bounds depend on the shape only, never on the thread
+  // count, so results do not.
+  // Why 48: on Sapphire Rapids libxsmm's 48-wide kernel (3 registers x 8 tokens) keeps more of the core's peak
+  // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/notes/cpu_gemm.md,
+  // ninth pass). Why not 48 everywhere: a column tail narrower than 32 runs kernels whose K chains depend on the
+  // tile's height, so a row's bits would depend on its place in the batch (the daemon's self-check refuses that).
+  static int auto_col_block(int n) { return n % 48 == 0 ? 48 : 64; }
+  // Column tails narrower than this run row by row (their multi-row kernels sum K in height-dependent chains).
+  static constexpr int kMinRowSafeWidth = 32;
   static constexpr int kTileRows = 32;
   static constexpr int kKChunk = 256;
   static constexpr int kMaxTileRows = 64;
@@ -76,6 +89,7 @@ class PackedLinear {
   // served (w is then unchanged and the caller uses linear_f32). Allocates; call at load, not per inference.
   std::string init(float* w, int max_rows, int n, int k, Epilogue ep, PackedTiling tiling = PackedTiling());
   bool ready() const { return w_ != nullptr; }
+  int col_block() const { return col_block_; }  // the geometry init() chose
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
   // Partial output (the class-token tail's qkv, whose attention reads the query of the first `lead_rows` rows
   // of each image only): with lead_cols > 0, the column blocks wholly below lead_cols are computed for rows
@@ -88,15 +102,18 @@ class PackedLinear {
 
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
-  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows, col_block_ = kColBlock;
+  int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows, col_block_ = 64;
   Epilogue ep_ = Epilogue::kNone;
   // Column blocks run() computes on the lead rows only (0: none; see run()).
   int lead_block_count(int m, int lead_cols, int period, int lead_rows) const;
   // JIT entry points: [full | tail column block][full | tail K chunk][first chunk | accumulate][tile rows]
   void* kernels_[2][2][2][kMaxTileRows + 1] = {};
+  // The same for a full block, full K chunk and tile_rows_ rows, prefetching the next block's chunk into L2
+  // (nullptr: no prefetch; PackedTiling::prefetch_next_block).
+  void* prefetch_kernels_[2] = {};
 };
 
-static_assert(PackedTiling{}.col_block == PackedLinear::kColBlock && PackedTiling{}.tile_rows == PackedLinear::kTileRows &&
+static_assert(PackedTiling{}.col_block == 0 && PackedTiling{}.tile_rows == PackedLinear::kTileRows &&
                   PackedTiling{}.k_chunk == PackedLinear::kKChunk,
               "PackedTiling's defaults are PackedLinear's constants");
 

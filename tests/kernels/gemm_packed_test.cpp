@@ -73,7 +73,7 @@ TEST(PackedLinear, KChunks) {
   uint32_t seed = 300;
   for (int k_chunk : {1, 64, 100, 256})
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
-      check(45, 45, 70, 197, ep, true, seed += 10, {PackedLinear::kColBlock, PackedLinear::kTileRows, k_chunk});
+      check(45, 45, 70, 197, ep, true, seed += 10, {0, PackedLinear::kTileRows, k_chunk});
   check(197, 197, 192, 3072, Epilogue::kResidualAdd, true, seed += 10);  // ViT-B fc2: 12 chunks of 256
 }
 
@@ -125,7 +125,8 @@ TEST(PackedLinear, BitIdenticalAcrossRunsAndThreads) {
 // The class-token tail's qkv (runtime/backend_cpu.cpp): leading column blocks computed on the first rows of
 // each image only. Those elements and every element of the other columns are bit-identical to the full run;
 // the skipped ones keep what y held. 2 images of 197 tokens, ViT-Ti's qkv (N = 576, Q = the first 192), the
-// first 1 and 3 rows per image, 1 and 2 threads; lead_cols not a multiple of 64 rounds down to whole blocks.
+// first 1 and 3 rows per image, 1 and 2 threads; lead_cols not a multiple of the column block (48 here) rounds
+// down to whole blocks.
 TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
   SKIP_WITHOUT_PACKED_GEMM();
   const int period = 197, m = 2 * period, n = 576, k = 192;
@@ -144,7 +145,7 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
                      " lead_cols " + std::to_string(lead_cols));
         std::vector<float> part(static_cast<size_t>(m) * n, kNaN);
         lin.run(x.data(), b.data(), part.data(), m, lead_cols, period, lead_rows);
-        const int lead_end = lead_cols / PackedLinear::kColBlock * PackedLinear::kColBlock;
+        const int lead_end = lead_cols / lin.col_block() * lin.col_block();
         int computed = 0, skipped = 0;
         for (int r = 0; r < m; ++r) {
           for (int c = 0; c < n; ++c) {
@@ -170,14 +171,23 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
   EXPECT_EQ(std::memcmp(full.data(), part.data(), sizeof(float) * full.size()), 0);
 }
 
-// Other tile geometries (column block, tile rows, K chunk): each matches the reference (with a 16-wide column
+// Other tile geometries (column block, tile rows, K chunk, with and without prefetching the next block's weights;
+// at 1 thread the default prefetches): each matches the reference (with a 16-wide column
 // tail and odd row tails). Where no geometry leaves a column tail (N = 384, as ViT's N are multiples of 128),
 // each gives the default geometry's bits exactly: the kernels sum K in one chain per output whatever the tile.
 // (libxsmm's narrow tail kernels may use several chains, so a geometry that moves a column tail can change
 // the last bits: a fixed geometry keeps runs bit-identical, a changed one need not.)
 TEST(PackedLinear, TilingChangesSpeedNotBits) {
   SKIP_WITHOUT_PACKED_GEMM();
-  const PackedTiling tilings[] = {{}, {32, 28, 256}, {32, 64, 128}, {48, 24, 96}, {128, 12, 384}, {64, 24, 128}};
+  const PackedTiling tilings[] = {{},
+                                  {48, 32, 256, false},
+                                  {64, 32, 256, true},
+                                  {64, 32, 256, false},
+                                  {32, 28, 256},
+                                  {32, 64, 128},
+                                  {48, 24, 96},
+                                  {128, 12, 384},
+                                  {64, 24, 128}};
   uint32_t seed = 910;
   for (const auto& t : tilings)
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
@@ -191,7 +201,8 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
     std::vector<float> first;
     for (const auto& t : tilings) {
       SCOPED_TRACE("col_block " + std::to_string(t.col_block) + " tile_rows " + std::to_string(t.tile_rows) +
-                   " k_chunk " + std::to_string(t.k_chunk) + ", " + std::to_string(threads) + " threads");
+                   " k_chunk " + std::to_string(t.k_chunk) + " prefetch " + std::to_string(t.prefetch_next_block) +
+                   ", " + std::to_string(threads) + " threads");
       std::vector<float> packed = w, y(static_cast<size_t>(m) * n, 0.f);
       PackedLinear lin;
       ASSERT_EQ(lin.init(packed.data(), m, n, k, Epilogue::kGelu, t), "");
@@ -204,6 +215,42 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
     }
   }
   cpu_init_threads(1);
+}
+
+// A row's outputs must not depend on where it sits in the batch or how many rows run with it (the daemon's
+// self-check and batching rely on it): with the default geometry, for N with and without column tails (10 and
+// 1000: the head; 64 and 256: vit-digits' proj and fc1; 192, 576), each of a few rows gives the same bits
+// alone, in a batch of 40 at its own place, and moved to other places in a batch of 17.
+TEST(PackedLinear, RowBitsDoNotDependOnItsPlaceInTheBatch) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  cpu_init_threads(1);
+  const int k = 64, max_rows = 40;
+  uint32_t seed = 1200;
+  for (const int n : {10, 64, 192, 256, 576, 1000})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " epilogue " + std::to_string(static_cast<int>(ep)));
+      const auto x = testutil::random_floats(static_cast<size_t>(max_rows) * k, seed += 10);
+      std::vector<float> w = testutil::random_floats(static_cast<size_t>(n) * k, seed += 10);
+      const auto b = testutil::random_floats(n, seed += 10);
+      PackedLinear lin;
+      ASSERT_EQ(lin.init(w.data(), max_rows, n, k, ep), "");
+      std::vector<float> all(static_cast<size_t>(max_rows) * n);
+      lin.run(x.data(), b.data(), all.data(), max_rows);
+      for (const int row : {0, 5, 33, 39}) {
+        std::vector<float> alone(n);
+        lin.run(x.data() + static_cast<size_t>(row) * k, b.data(), alone.data(), 1);
+        EXPECT_EQ(std::memcmp(alone.data(), all.data() + static_cast<size_t>(row) * n, sizeof(float) * n), 0)
+            << "row " << row << " alone vs in a batch of 40";
+        for (const int place : {0, 7, 16}) {
+          std::vector<float> xs(static_cast<size_t>(17) * k, 0.5f), ys(static_cast<size_t>(17) * n);
+          std::memcpy(xs.data() + static_cast<size_t>(place) * k, x.data() + static_cast<size_t>(row) * k,
+                      sizeof(float) * k);
+          lin.run(xs.data(), b.data(), ys.data(), 17);
+          EXPECT_EQ(std::memcmp(alone.data(), ys.data() + static_cast<size_t>(place) * n, sizeof(float) * n), 0)
+              << "row " << row << " at place " << place << " of 17";
+        }
+      }
+    }
 }
 
 TEST(PackedLinear, RefusesBadTilingWithReason) {

@@ -20,7 +20,7 @@ median p50 over rounds, the median of its per-round ratios to ORT and to the fir
 op whose kernel is a GEMM: qkv, proj, fc1, fc2, patch embedding, head) and of the attention.
 tools/bench/make_cpu_variants_bundle.sh builds such a set of variants.
 
-usage: python3 tools/bench/cpu_vs_ort.py --edgevit .bundle-cpu/edgevit --work /tmp/cpubench [--iters 30]
+usage: python3 tools/bench/cpu_vs_ort.py --edgevit .bundle-cpu/edgevit --work /tmp/cpubench [--iters 30] [--op-profile]
        [--rounds 3] [--threads 1,2,16] [--models vit_base_patch16_224] [--pin 4,5] [--concurrent --pin 4,5,6,7]
        python3 tools/bench/cpu_vs_ort.py --variant base=B/edgevit-base --variant pf=B/edgevit-pf --rounds 3
        [--gemm-profile]
@@ -92,6 +92,105 @@ def edgevit_bench(binary, cfg, threads, warmup, iters, profile):
     return j["p50_ms"], gemm, attn
 
 
+# Categories shared by both per-op profiles: (label, substrings of an edgevit op name, of an ORT node name).
+# ORT fuses each residual add into the next LayerNorm (SkipLayerNormalization): those count as layernorm.
+# First match wins: proj before the attention's catch-all. ORT names its fused Gelu nodes "Gelu_token_N", not
+# after the module: they go to "gelu" and edgevit's fc1 (GELU in the GEMM's epilogue) compares with fc1 + gelu.
+CATEGORIES = [("qkv", [".attn.qkv"], ["/attn/qkv/"]), ("proj", [".attn.proj"], ["/attn/proj/"]),
+              ("attention", [".attn.sdpa"], ["/attn/"]), ("fc1", [".mlp.fc1"], ["/mlp/fc1/"]),
+              ("gelu", [], ["/mlp/act/", "Gelu"]),
+              ("fc2", [".mlp.fc2"], ["/mlp/fc2/"]), ("layernorm", ["norm"], ["norm", "SkipLayerNorm"]),
+              ("patch_embed", ["patch_embed"], ["patch_embed"]), ("head", ["head"], ["head"])]
+
+
+def categorize(name, edgevit):
+    for label, ev, on in CATEGORIES:
+        if any(s in name for s in (ev if edgevit else on)):
+            return label
+    return "other"
+
+
+def edgevit_ops(binary, cfg, threads, warmup, iters):
+    """Per-inference ms of `edgevit bench --profile` by category."""
+    cmd = [binary, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads", str(threads), "--iters",
+           str(iters), "--warmup", str(warmup), "--json", "--profile"]
+    j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    cats = {}
+    for o in j.get("ops", []):
+        c = categorize(o["name"], True)
+        cats[c] = cats.get(c, 0.0) + o["ms"]
+    return j["p50_ms"], cats
+
+
+def ort_ops(path, x, threads, warmup, iters, work):
+    """Per-inference ms of ORT's own node profile (SessionOptions.enable_profiling) by category, and the
+    unmatched node names with their ms, largest first."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(work, "ort_profile")
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for _ in range(warmup):
+        sess.run(None, {name: x})
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        sess.run(None, {name: x})
+        ts.append((time.perf_counter() - t0) * 1e3)
+    prof = sess.end_profiling()
+    with open(prof) as f:
+        events = json.load(f)
+    os.remove(prof)
+    # Node events carry dur in us; the warm-up runs are in the file too: keep the last `iters` runs' worth by
+    # taking only events that started after the timed loop began (ts is us since the session started).
+    node = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
+    model_runs = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
+    cut = model_runs[-iters] if len(model_runs) >= iters else 0
+    cats, other = {}, {}
+    for e in node:
+        if e["ts"] < cut:
+            continue
+        n = e["name"][: -len("_kernel_time")]
+        c = categorize(n, False)
+        cats[c] = cats.get(c, 0.0) + e["dur"] / 1e3 / iters
+        if c == "other":
+            key = e.get("args", {}).get("op_name", "?") + " " + n
+            other[key] = other.get(key, 0.0) + e["dur"] / 1e3 / iters
+    return statistics.median(ts), cats, sorted(other.items(), key=lambda kv: -kv[1])[:8]
+
+
+def op_compare(args, onnx_path, xo, binary, cfg, threads):
+    """--op-profile: ORT's node profile and edgevit's op profile, alternated for --rounds rounds; medians per
+    category, so the gap to ORT can be read op by op."""
+    for t in threads:
+        o_rows, e_rows, o_p50, e_p50 = [], [], [], []
+        for rnd in range(args.rounds):
+            op50, ocats, other = ort_ops(onnx_path, xo, t, args.warmup, args.iters, args.work)
+            ep50, ecats = edgevit_ops(binary, cfg, t, args.warmup, args.iters)
+            o_rows.append(ocats); e_rows.append(ecats); o_p50.append(op50); e_p50.append(ep50)
+            print(f"  op profile, threads {t} round {rnd + 1}: ORT p50 {op50:.2f} (node sum {sum(ocats.values()):.2f})"
+                  f"   edgevit p50 {ep50:.2f} (op sum {sum(ecats.values()):.2f})", flush=True)
+            if rnd == 0:
+                print("  ORT's largest unmatched nodes (ms per inference): " +
+                      "; ".join(f"{k} {v:.3f}" for k, v in other), flush=True)
+        labels = [c[0] for c in CATEGORIES] + ["other"]
+        print(f"\nper-op profile, threads {t}, {args.rounds} round(s), medians, ms per inference")
+        print("| op | ORT | edgevit | edgevit / ORT |")
+        print("|---|---|---|---|")
+        for c in labels:
+            o = statistics.median(r.get(c, 0.0) for r in o_rows)
+            e = statistics.median(r.get(c, 0.0) for r in e_rows)
+            print(f"| {c} | {o:.2f} | {e:.2f} | {(e / o if o else float('nan')):.3f} |")
+        o = statistics.median(sum(r.values()) for r in o_rows)
+        e = statistics.median(sum(r.values()) for r in e_rows)
+        print(f"| sum | {o:.2f} | {e:.2f} | {e / o:.3f} |")
+        print(f"| p50 (profiled runs) | {statistics.median(o_p50):.2f} | {statistics.median(e_p50):.2f} | "
+              f"{statistics.median(e_p50) / statistics.median(o_p50):.3f} |\n", flush=True)
+
+
 def parse_variants(args):
     variants = [("edgevit", args.edgevit)] if args.edgevit else []
     for v in args.variant:
@@ -122,6 +221,8 @@ def main():
     ap.add_argument("--models", default=",".join(m for m, _ in MODELS))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", help="comma-separated thread counts (default: 1, 2 and all cores)")
+    ap.add_argument("--op-profile", action="store_true",
+                    help="instead of timing: ORT's node profile beside edgevit's op profile, by op category")
     ap.add_argument("--concurrent", action="store_true",
                     help="run ORT and the first variant at the same time on two disjoint CPU sets from --pin "
                          "(swapped every round), so a host whose speed drifts between seconds slows both alike")
@@ -191,6 +292,9 @@ def main():
         ort_ref = check.run(None, {check.get_inputs()[0].name: xo})[0]
         ort_err = float(np.linalg.norm(ort_ref - ref) / np.linalg.norm(ref))
         print(f"{name}: ORT logits vs timm float64: rel err {ort_err:.2e}", flush=True)
+        if args.op_profile:
+            op_compare(args, onnx_path, xo, measured[0][1], cfg, threads)
+            continue
         for t in threads:
             if pin:
                 os.sched_setaffinity(0, set(pin[:t]))  # ORT's new session threads and edgevit inherit it

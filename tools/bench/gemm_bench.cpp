@@ -70,7 +70,7 @@ void BM_Packed(benchmark::State& st) {
   std::vector<float> y(size_t(s.m) * s.n);
   edgevit::PackedLinear lin;
   const std::string why = lin.init(w.data(), s.m, s.n, s.k, edgevit::Epilogue::kNone,
-                                     {edgevit::PackedLinear::kColBlock, edgevit::PackedLinear::kTileRows, static_cast<int>(st.range(3))});
+                                     {0, edgevit::PackedLinear::kTileRows, static_cast<int>(st.range(3))});
   if (!why.empty()) {
     st.SkipWithError(why.c_str());
     return;
