@@ -96,15 +96,20 @@ void BM_Mha(benchmark::State& st) {
 }
 BENCHMARK(BM_Mha)->Args({0, 1})->Args({1, 1})->Args({0, 2})->Args({1, 2})->Unit(benchmark::kMicrosecond);
 
-// PackedLinear's tile geometry at ViT-B/16's batch-1 GEMM shapes (197 tokens). Args: op (0 qkv 2304x768, 1 proj
-// 768x768, 2 fc1 3072x768, 3 fc2 768x3072), col_block, tile_rows, k_chunk, threads. Meant to be run with
-// --benchmark_enable_random_interleaving=true --benchmark_repetitions=N: the "min" statistic (the least disturbed
-// repetition) is what compares geometries on a noisy host (docs/notes/cpu_gemm.md).
+// PackedLinear's tile geometry at ViT-B/16's batch-1 GEMM shapes (197 tokens), each with the model's epilogue
+// (qkv + bias, proj + bias + residual, fc1 + bias + GELU, fc2 + bias + residual). Args: op (0 qkv 2304x768,
+// 1 proj 768x768, 2 fc1 3072x768, 3 fc2 768x3072), col_block (0: auto), tile_rows, k_chunk, prefetch of the next
+// block (0/1), threads. Meant to be run with --benchmark_enable_random_interleaving=true
+// --benchmark_repetitions=N: the "min" statistic (the least disturbed repetition) is what compares geometries on
+// a noisy host (docs/notes/cpu_gemm.md).
 void BM_PackedTiling(benchmark::State& st) {
   const int shapes[4][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
-  const int n = shapes[st.range(0)][0], k = shapes[st.range(0)][1];
-  const PackedTiling t{static_cast<int>(st.range(1)), static_cast<int>(st.range(2)), static_cast<int>(st.range(3))};
-  cpu_init_threads(static_cast<int>(st.range(4)));
+  const Epilogue eps[4] = {Epilogue::kNone, Epilogue::kResidualAdd, Epilogue::kGelu, Epilogue::kResidualAdd};
+  const int op = static_cast<int>(st.range(0));
+  const int n = shapes[op][0], k = shapes[op][1];
+  PackedTiling t{static_cast<int>(st.range(1)), static_cast<int>(st.range(2)), static_cast<int>(st.range(3))};
+  t.prefetch_next_block = st.range(4) != 0;
+  cpu_init_threads(static_cast<int>(st.range(5)));
   if (!cpu_packed_gemm_available()) {
     st.SkipWithError("no libxsmm JIT target");
     return;
@@ -114,7 +119,7 @@ void BM_PackedTiling(benchmark::State& st) {
   auto b = testutil::random_floats(n, 13);
   std::vector<float> y(static_cast<size_t>(kTokens) * n, 0.f);
   PackedLinear lin;
-  const std::string why = lin.init(w.data(), kTokens, n, k, Epilogue::kNone, t);
+  const std::string why = lin.init(w.data(), kTokens, n, k, eps[op], t);
   if (!why.empty()) {
     st.SkipWithError(why.c_str());
     return;
@@ -127,12 +132,11 @@ void BM_PackedTiling(benchmark::State& st) {
                                               benchmark::Counter::kIs1000);
 }
 void packed_tiling_args(benchmark::internal::Benchmark* b) {
-  const int geometries[][3] = {{64, 32, 256}, {64, 32, 128}, {64, 24, 128}, {64, 30, 128}, {64, 36, 128},
-                               {32, 28, 256}, {32, 56, 256}, {32, 28, 128}, {48, 32, 128}, {128, 12, 64},
-                               {64, 48, 96},  {32, 64, 128}};
+  const int geometries[][4] = {{0, 32, 256, 1}, {64, 32, 256, 0}, {48, 32, 256, 0}, {64, 32, 256, 1},
+                               {0, 32, 128, 1}, {0, 48, 256, 1}, {32, 32, 256, 1}};
   for (int threads : {1, 2})
     for (int op = 0; op < 4; ++op)
-      for (const auto& g : geometries) b->Args({op, g[0], g[1], g[2], threads});
+      for (const auto& g : geometries) b->Args({op, g[0], g[1], g[2], g[3], threads});
 }
 BENCHMARK(BM_PackedTiling)->Apply(packed_tiling_args)->Unit(benchmark::kMicrosecond)->ComputeStatistics(
     "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
