@@ -8,9 +8,11 @@
 //           time, so its weights stay in L2
 //   block   the same over 20 different column blocks (weights from L3)
 //   gemm    the whole GEMM, every column block (weights from L3), i.e. PackedLinear's loop
-//   cold    the same with each call's weights cold (the next of many copies): as in a forward pass
+//   cold    the same with each call's weights, inputs and outputs cold (the next of many copies): as in a
+//           forward pass
 //   ...pf   with a software prefetch of the next column block's weights into L2 spread over the calls
 //   ...al2  the first row tile through libxsmm's AL2 kernels, prefetching the next block's weights
+//   ...al2c and each tile prefetching the next tile's output rows for writing
 // for ViT-B's shapes and a few tile geometries, with constant and with random data (an FMA's power, so the
 // clock the core holds, depends on the bits it toggles), and prints GFLOP/s and the fraction of peak.
 // Built by hand (not part of the CMake build): g++ -O2 -std=c++17 -march=x86-64-v2 tools/bench/xsmm_tile_bench.cpp
@@ -83,8 +85,8 @@ struct Gemm {
   Gemm(int m_, int n_, int k_, int w_, int tr_, int kc_, bool random, int copies_ = 1)
       : m(m_), n(n_), k(k_), w(w_), tr(tr_), kc(kc_), copies(copies_) {
     fill(wts, static_cast<size_t>(n) * k * copies, random, 0.01f, 1);
-    fill(x, static_cast<size_t>(m) * k, random, 0.02f, 2);
-    y.assign(static_cast<size_t>(m) * n, 0.f);
+    fill(x, static_cast<size_t>(m) * k * copies, random, 0.02f, 2);
+    y.assign(static_cast<size_t>(m) * n * copies, 0.f);
     for (int h = 1; h <= tr; ++h) {
       first[h] = dispatch(w, h, kc, k, n, 0.f);
       acc[h] = dispatch(w, h, kc, k, n, 1.f);
@@ -101,16 +103,27 @@ struct Gemm {
   // weights, so that the block after this one starts from L2 instead of L3 / DRAM. pf 2: the first row tile's
   // calls run libxsmm's AL2 kernels, which prefetch the next block's same K chunk while they compute.
   int pf = 0;
+  // pfc: each tile first prefetches (for writing) the output rows of the tile after it, which no tile before
+  // has touched when the copies rotate (as a forward pass writes each activation once).
+  bool pfc = false;
   void tile(int cb, int r0, int h, int& call) {
     const size_t block_floats = static_cast<size_t>(w) * k;
     const float* a = wts.data() + static_cast<size_t>(next) * n * k + cb * block_floats;
+    const float* xs = x.data() + static_cast<size_t>(next) * m * k;
+    float* ys = y.data() + static_cast<size_t>(next) * m * n;
+    if (pfc) {  // the next tile: the next row tile of this block, or the first of the next block
+      const int nr0 = r0 + tr < m ? r0 + tr : 0, ncb = r0 + tr < m ? cb : cb + 1;
+      if (ncb < n / w)
+        for (int i = nr0; i < std::min(m, nr0 + tr); ++i)
+          for (int c = 0; c < w; c += 16) __builtin_prefetch(ys + static_cast<size_t>(i) * n + ncb * w + c, 1, 3);
+    }
     const int calls = (m + tr - 1) / tr * (k / kc);
     const size_t lines = block_floats * 4 / 64, slice = (lines + calls - 1) / calls;
     for (int k0 = 0; k0 < k; k0 += kc, ++call) {
       const float* an = a + block_floats + static_cast<size_t>(k0) * w;
       if (pf == 2 && r0 == 0 && h == tr && cb + 1 < n / w) {
-        const float* b = x.data() + static_cast<size_t>(r0) * k + k0;
-        float* c = y.data() + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w;
+        const float* b = xs + static_cast<size_t>(r0) * k + k0;
+        float* c = ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w;
         (k0 == 0 ? first_al2 : acc_al2)(a + static_cast<size_t>(k0) * w, b, c, an, b, c);
         continue;
       }
@@ -119,8 +132,8 @@ struct Gemm {
         for (size_t l = call * slice; l < std::min(lines, (call + 1) * slice); ++l)
           _mm_prefetch(nb + l * 64, _MM_HINT_T1);
       }
-      (k0 == 0 ? first[h] : acc[h])(a + static_cast<size_t>(k0) * w, x.data() + static_cast<size_t>(r0) * k + k0,
-                                    y.data() + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w);
+      (k0 == 0 ? first[h] : acc[h])(a + static_cast<size_t>(k0) * w, xs + static_cast<size_t>(r0) * k + k0,
+                                    ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w);
     }
   }
   void block(int cb) {
@@ -146,7 +159,7 @@ int main(int argc, char** argv) {
   } shapes[] = {{"qkv", 2304, 768}, {"proj", 768, 768}, {"fc1", 3072, 768}, {"fc2", 768, 3072}};
   struct Geo {
     int w, tr, kc;
-  } geos[] = {{64, 32, 256}, {64, 197, 128}, {64, 64, 128}, {48, 32, 256}};
+  } geos[] = {{64, 32, 256}, {48, 32, 256}};
   std::vector<Gemm*> gemms;
   std::vector<Case> cases;
   cases.push_back({"peak (12 zmm FMA chains)", 12.0 * 16 * 2 * 2e7, [] {
@@ -187,21 +200,24 @@ int main(int argc, char** argv) {
                            for (int i = 0; i < 3; ++i) G->gemm();
                            G->pf = 0;
                          }});
-        if (g.w == 64) {  // weights cold: 48 copies (340-450 MB), each call the next
-          auto* C = new Gemm(M, s.n, s.k, g.w, g.tr, g.kc, random, 450 * 1024 * 1024 / (s.n * s.k * 4));
+        if (g.w == 48) {  // weights, inputs and outputs cold: ~450 MB of copies, each call the next
+          auto* C = new Gemm(M, s.n, s.k, g.w, g.tr, g.kc, random,
+                             450 * 1024 * 1024 / ((s.n * s.k + M * (s.n + s.k)) * 4));
           gemms.push_back(C);
           cases.push_back({std::string("cold   ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
                              for (int i = 0; i < 3; ++i) C->gemm();
-                           }});
-          cases.push_back({std::string("coldpf ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
-                             C->pf = 1;
-                             for (int i = 0; i < 3; ++i) C->gemm();
-                             C->pf = 0;
                            }});
           cases.push_back({std::string("coldal2 ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
                              C->pf = 2;
                              for (int i = 0; i < 3; ++i) C->gemm();
                              C->pf = 0;
+                           }});
+          cases.push_back({std::string("coldal2c ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
+                             C->pf = 2;
+                             C->pfc = true;
+                             for (int i = 0; i < 3; ++i) C->gemm();
+                             C->pf = 0;
+                             C->pfc = false;
                            }});
         }
       }
