@@ -192,7 +192,8 @@ void PackedLinear::run(const float* x,     // (M, K)
     // The first row tile of a block whose successor is a full block prefetches that successor's chunks into
     // L2 (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each
     // block's first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/notes/cpu_gemm.md).
-    const bool pf = prefetch && t >= lead_tiles && r0 == 0 && h == tr && c0 + 2 * col_block_ <= n;
+    const bool pf = prefetch && t >= lead_tiles && r0 == 0 && h == tr && c0 + 2 * col_block_ <= n &&
+                    col_block_ >= kMinRowSafeWidth;
     for (int k0 = 0; k0 < k; k0 += k_chunk_) {
       const int ci = k - k0 >= k_chunk_ ? 0 : 1;
       const float* a = wt + static_cast<int64_t>(k0) * bw;

@@ -74,8 +74,8 @@ class PackedLinear {
   // count, so results do not.
   // Why 48: on Sapphire Rapids libxsmm's 48-wide kernel (3 registers x 8 tokens) keeps more of the core's peak
   // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/notes/cpu_gemm.md,
-  // ninth pass). Why not 48 everywhere: a column tail narrower than 32 runs kernels whose K chains depend on the
-  // tile's height, so a row's bits would depend on its place in the batch (the daemon's self-check refuses that).
+  // ninth pass). Where 48 does not divide N, 64 (the default until then) keeps the tail the previous layout had:
+  // 48 could leave a tail narrower than kMinRowSafeWidth (vit-digits' N = 64 and 256), which runs row by row.
   static int auto_col_block(int n) { return n % 48 == 0 ? 48 : 64; }
   // Column tails narrower than this run row by row (their multi-row kernels sum K in height-dependent chains).
   static constexpr int kMinRowSafeWidth = 32;

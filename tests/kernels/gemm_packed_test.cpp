@@ -173,7 +173,7 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
 
 // Other tile geometries (column block, tile rows, K chunk, with and without prefetching the next block's weights;
 // at 1 thread the default prefetches): each matches the reference (with a 16-wide column
-// tail and odd row tails). Where no geometry leaves a column tail (N = 384, as ViT's N are multiples of 128),
+// tail and odd row tails). Where no geometry leaves a column tail (N = 384, as ViT's N are multiples of 48 and 64),
 // each gives the default geometry's bits exactly: the kernels sum K in one chain per output whatever the tile.
 // (libxsmm's narrow tail kernels may use several chains, so a geometry that moves a column tail can change
 // the last bits: a fixed geometry keeps runs bit-identical, a changed one need not.)
