@@ -13,6 +13,7 @@
 //   ...pf   with a software prefetch of the next column block's weights into L2 spread over the calls
 //   ...al2  the first row tile through libxsmm's AL2 kernels, prefetching the next block's weights
 //   ...al2c and each tile prefetching the next tile's output rows for writing
+//   ...pair tiles two column blocks wide, each input chunk serving both (with AL2 on the first row tile)
 // for ViT-B's shapes and a few tile geometries, with constant and with random data (an FMA's power, so the
 // clock the core holds, depends on the bits it toggles), and prints GFLOP/s and the fraction of peak.
 // Built by hand (not part of the CMake build): g++ -O2 -std=c++17 -march=x86-64-v2 tools/bench/xsmm_tile_bench.cpp
@@ -144,6 +145,32 @@ struct Gemm {
     for (int cb = 0; cb < n / w; ++cb) block(cb);
     next = (next + 1) % copies;
   }
+  // Tiles two column blocks wide: each K chunk of a row tile's inputs serves both blocks while it is in L1, so
+  // the inputs are read once per pair of blocks (N / w even here). The first row tile of a pair runs the AL2
+  // kernels, prefetching the next pair's chunks.
+  void gemm_pairs() {
+    const size_t block_floats = static_cast<size_t>(w) * k;
+    const float* a0 = wts.data() + static_cast<size_t>(next) * n * k;
+    const float* xs = x.data() + static_cast<size_t>(next) * m * k;
+    float* ys = y.data() + static_cast<size_t>(next) * m * n;
+    const int blocks = n / w;
+    for (int cb = 0; cb + 1 < blocks; cb += 2)
+      for (int r0 = 0; r0 < m; r0 += tr) {
+        const int h = std::min(tr, m - r0);
+        const bool al2 = r0 == 0 && h == tr && cb + 3 < blocks;
+        for (int k0 = 0; k0 < k; k0 += kc)
+          for (int j = 0; j < 2; ++j) {
+            const float* a = a0 + (cb + j) * block_floats + static_cast<size_t>(k0) * w;
+            const float* b = xs + static_cast<size_t>(r0) * k + k0;
+            float* c = ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb + j) * w;
+            if (al2)
+              (k0 == 0 ? first_al2 : acc_al2)(a, b, c, a + 2 * block_floats, b, c);
+            else
+              (k0 == 0 ? first[h] : acc[h])(a, b, c);
+          }
+      }
+    next = (next + 1) % copies;
+  }
 };
 
 }  // namespace
@@ -195,6 +222,9 @@ int main(int argc, char** argv) {
                            for (int i = 0; i < 3; ++i) G->gemm();
                            G->pf = 0;
                          }});
+        cases.push_back({std::string("gemmpair ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [G] {
+                           for (int i = 0; i < 3; ++i) G->gemm_pairs();
+                         }});
         cases.push_back({std::string("gemmal2 ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [G] {
                            G->pf = 2;
                            for (int i = 0; i < 3; ++i) G->gemm();
@@ -212,6 +242,9 @@ int main(int argc, char** argv) {
                              for (int i = 0; i < 3; ++i) C->gemm();
                              C->pf = 0;
                            }});
+          cases.push_back({std::string("coldpair ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
+                             for (int i = 0; i < 3; ++i) C->gemm_pairs();
+                           }});
           cases.push_back({std::string("coldal2c ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
                              C->pf = 2;
                              C->pfc = true;
@@ -221,6 +254,13 @@ int main(int argc, char** argv) {
                            }});
         }
       }
+  {  // the pair order computes the same FMAs in the same order per output: same bits
+    Gemm g(M, 768, 3072, 48, 32, 256, true);
+    g.gemm();
+    const std::vector<float> plain = g.y;
+    g.gemm_pairs();
+    std::printf("pairs give the plain loop's bits: %s\n", plain == g.y ? "yes" : "NO");
+  }
   for (auto& c : cases) c.run();  // warm-up: JIT, page faults
   for (int r = 0; r < repeats; ++r)
     for (size_t i = 0; i < cases.size(); ++i) {
