@@ -81,11 +81,16 @@ def concurrent_pair(path, x, binary, cfg, threads, warmup, iters, ort_cpus, ev_c
     return statistics.median(ts) if ts else float("nan"), json.loads(out)["p50_ms"], len(ts)
 
 
-def edgevit_bench(binary, cfg, threads, warmup, iters, profile):
-    """p50 ms of `edgevit bench`, and with profile the per-inference ms of the GEMMs and the attention."""
+def bench_json(binary, cfg, threads, warmup, iters, profile):
+    """`edgevit bench --json` at batch 1 (with --profile when asked), parsed."""
     cmd = [binary, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads", str(threads), "--iters",
            str(iters), "--warmup", str(warmup), "--json"] + (["--profile"] if profile else [])
-    j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def edgevit_bench(binary, cfg, threads, warmup, iters, profile):
+    """p50 ms of `edgevit bench`, and with profile the per-inference ms of the GEMMs and the attention."""
+    j = bench_json(binary, cfg, threads, warmup, iters, profile)
     ops = j.get("ops", [])
     gemm = sum(o["ms"] for o in ops if "gemm" in o["kernel"] or "linear" in o["kernel"])
     attn = sum(o["ms"] for o in ops if o["name"].endswith(".sdpa"))
@@ -112,9 +117,7 @@ def categorize(name, edgevit):
 
 def edgevit_ops(binary, cfg, threads, warmup, iters):
     """Per-inference ms of `edgevit bench --profile` by category."""
-    cmd = [binary, "bench", cfg, "--device", "host-cpu", "--batch", "1", "--threads", str(threads), "--iters",
-           str(iters), "--warmup", str(warmup), "--json", "--profile"]
-    j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    j = bench_json(binary, cfg, threads, warmup, iters, True)
     cats = {}
     for o in j.get("ops", []):
         c = categorize(o["name"], True)
@@ -144,8 +147,8 @@ def ort_ops(path, x, threads, warmup, iters, work):
     with open(prof) as f:
         events = json.load(f)
     os.remove(prof)
-    # Node events carry dur in us; the warm-up runs are in the file too: keep the last `iters` runs' worth by
-    # taking only events that started after the timed loop began (ts is us since the session started).
+    # Node events carry dur in us. The warm-up runs are in the file too: keep the nodes of the last `iters`
+    # model_run events (ts in us since the session started).
     node = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
     model_runs = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
     cut = model_runs[-iters] if len(model_runs) >= iters else 0
