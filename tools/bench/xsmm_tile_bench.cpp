@@ -14,11 +14,16 @@
 //   ...al2  the first row tile through libxsmm's AL2 kernels, prefetching the next block's weights
 //   ...al2c and each tile prefetching the next tile's output rows for writing
 //   ...pair tiles two column blocks wide, each input chunk serving both (with AL2 on the first row tile)
+//   ...al2s AL2 kernels spread over the block's full row tiles, each prefetching one K chunk of the next block
+//   ...ko   K-outer order: for each K chunk, every column block and row tile (the inputs' chunk stays in L2
+//           across all blocks; the outputs are re-read per chunk); ...koal2 with AL2 kernels on each
+//           (chunk, block)'s first row tile prefetching the next (chunk, block)
 // for ViT-B's shapes and a few tile geometries, with constant and with random data (an FMA's power, so the
 // clock the core holds, depends on the bits it toggles), and prints GFLOP/s and the fraction of peak.
 // Built by hand (not part of the CMake build): g++ -O2 -std=c++17 -march=x86-64-v2 tools/bench/xsmm_tile_bench.cpp
 //   -o xsmm_tile_bench -lxsmm -lopenblas -ldl -lpthread
-// usage: xsmm_tile_bench [repeats [const]]   (default 7; const: also with constant data)
+// usage: xsmm_tile_bench [repeats [const|random [FILTER]]]   (default 7; const: also with constant data; FILTER:
+// only the cases whose name contains it, e.g. "fc2 48")
 #include <immintrin.h>
 #include <libxsmm.h>
 
@@ -122,6 +127,20 @@ struct Gemm {
     const size_t lines = block_floats * 4 / 64, slice = (lines + calls - 1) / calls;
     for (int k0 = 0; k0 < k; k0 += kc, ++call) {
       const float* an = a + block_floats + static_cast<size_t>(k0) * w;
+      if (pf == 3 && h == tr && cb + 1 < n / w) {
+        // spread: the block's calls over its full row tiles, evenly; call j prefetches next-block chunk p
+        // when j == p * full_calls / chunks
+        const int chunks = k / kc, full_calls = (m / tr) * chunks;
+        const int j = (r0 / tr) * chunks + k0 / kc;
+        const int p = j * chunks / full_calls;
+        if (j * chunks % full_calls == 0 && p < chunks) {
+          const float* b = xs + static_cast<size_t>(r0) * k + k0;
+          float* c = ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w;
+          const float* target = a + block_floats + static_cast<size_t>(p) * kc * w;
+          (k0 == 0 ? first_al2 : acc_al2)(a + static_cast<size_t>(k0) * w, b, c, target, b, c);
+          continue;
+        }
+      }
       if (pf == 2 && r0 == 0 && h == tr && cb + 1 < n / w) {
         const float* b = xs + static_cast<size_t>(r0) * k + k0;
         float* c = ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w;
@@ -143,6 +162,32 @@ struct Gemm {
   }
   void gemm() {
     for (int cb = 0; cb < n / w; ++cb) block(cb);
+    next = (next + 1) % copies;
+  }
+  // K-outer: each K chunk of every tile before the next chunk. Per output the same kernels in the same K order
+  // as gemm(): the same bits. al2: each (chunk, block)'s first row tile prefetches the next (chunk, block).
+  void gemm_kouter(bool al2) {
+    const size_t block_floats = static_cast<size_t>(w) * k;
+    const float* a0 = wts.data() + static_cast<size_t>(next) * n * k;
+    const float* xs = x.data() + static_cast<size_t>(next) * m * k;
+    float* ys = y.data() + static_cast<size_t>(next) * m * n;
+    const int blocks = n / w;
+    for (int k0 = 0; k0 < k; k0 += kc)
+      for (int cb = 0; cb < blocks; ++cb) {
+        const float* a = a0 + cb * block_floats + static_cast<size_t>(k0) * w;
+        const float* an = cb + 1 < blocks ? a + block_floats
+                           : k0 + kc < k  ? a0 + static_cast<size_t>(k0 + kc) * w  // the next chunk of block 0
+                                          : nullptr;
+        for (int r0 = 0; r0 < m; r0 += tr) {
+          const int h = std::min(tr, m - r0);
+          const float* b = xs + static_cast<size_t>(r0) * k + k0;
+          float* c = ys + static_cast<size_t>(r0) * n + static_cast<size_t>(cb) * w;
+          if (al2 && r0 == 0 && h == tr && an != nullptr)
+            (k0 == 0 ? first_al2 : acc_al2)(a, b, c, an, b, c);
+          else
+            (k0 == 0 ? first[h] : acc[h])(a, b, c);
+        }
+      }
     next = (next + 1) % copies;
   }
   // Tiles two column blocks wide: each K chunk of a row tile's inputs serves both blocks while it is in L1, so
@@ -193,7 +238,7 @@ int main(int argc, char** argv) {
                      volatile float s = fma_chains(20000000);
                      (void)s;
                    }});
-  const bool with_const = argc > 2 && std::string(argv[2]) == "const";
+  const bool with_const = argc > 2 && std::string(argv[2]) == "const";  // "random" (or anything else): not
   for (bool random : {false, true})
     for (const auto& s : shapes)
       for (const auto& g : geos) {
@@ -222,8 +267,8 @@ int main(int argc, char** argv) {
                            for (int i = 0; i < 3; ++i) G->gemm();
                            G->pf = 0;
                          }});
-        cases.push_back({std::string("gemmpair ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [G] {
-                           for (int i = 0; i < 3; ++i) G->gemm_pairs();
+        cases.push_back({std::string("gemmko ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [G] {
+                           for (int i = 0; i < 3; ++i) G->gemm_kouter(true);
                          }});
         cases.push_back({std::string("gemmal2 ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [G] {
                            G->pf = 2;
@@ -242,15 +287,16 @@ int main(int argc, char** argv) {
                              for (int i = 0; i < 3; ++i) C->gemm();
                              C->pf = 0;
                            }});
-          cases.push_back({std::string("coldpair ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
-                             for (int i = 0; i < 3; ++i) C->gemm_pairs();
-                           }});
-          cases.push_back({std::string("coldal2c ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
-                             C->pf = 2;
-                             C->pfc = true;
+          cases.push_back({std::string("coldal2s ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
+                             C->pf = 3;
                              for (int i = 0; i < 3; ++i) C->gemm();
                              C->pf = 0;
-                             C->pfc = false;
+                           }});
+          cases.push_back({std::string("coldko ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
+                             for (int i = 0; i < 3; ++i) C->gemm_kouter(false);
+                           }});
+          cases.push_back({std::string("coldkoal2 ") + s.name + " " + geo, 2.0 * M * s.n * s.k * 3, [C] {
+                             for (int i = 0; i < 3; ++i) C->gemm_kouter(true);
                            }});
         }
       }
@@ -260,6 +306,15 @@ int main(int argc, char** argv) {
     const std::vector<float> plain = g.y;
     g.gemm_pairs();
     std::printf("pairs give the plain loop's bits: %s\n", plain == g.y ? "yes" : "NO");
+    g.gemm_kouter(true);
+    std::printf("K-outer gives the plain loop's bits: %s\n", plain == g.y ? "yes" : "NO");
+  }
+  if (argc > 3) {  // keep the peak and the cases whose name contains FILTER
+    const std::string filter = argv[3];
+    std::vector<Case> kept{cases[0]};
+    for (size_t i = 1; i < cases.size(); ++i)
+      if (cases[i].name.find(filter) != std::string::npos) kept.push_back(cases[i]);
+    cases.swap(kept);
   }
   for (auto& c : cases) c.run();  // warm-up: JIT, page faults
   for (int r = 0; r < repeats; ++r)
