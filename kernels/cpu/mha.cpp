@@ -25,6 +25,10 @@
 //   balanced query blocks, static contiguous task split: 0.41-0.44 ms there (model 39 -> 28.5 ms);
 //   + row max in 16 lanes, padded keys at -inf (no scalar exp tail), 16x16 AVX-512 K^T transposes
 //   (kept): 0.36 ms there (explicit path: 0.46 ms; ViT-B attention 62 -> 19 ms per inference)
+//   + the row max, exp and sum in AVX-512 intrinsics with masked tails (exp_approx_avx512) instead of the
+//   compiler-vectorised loops (kept): BM_Mha, fused, 1 thread, least of 3-4 interleaved runs on the EPYC:
+//   ViT-Ti shape 352 -> 325 us, ViT-B shape (12 heads) 1428 -> 1338 us; in-model on the 16-core host, ViT-B,
+//   1 thread, one 8-round call: 17.5 -> 14.9 ms per inference (docs/benchmarks.md, session 12)
 //   V8 path (build without libxsmm, AVX2 clone, same EPYC, in-model sum over 12 layers): 64-key blocks
 //   6.85 ms, 256-key blocks (one pass, K^T and V copied once per head and thread; kept) 5.07 ms
 // Timings: CPU time (min of 5) on this machine (Xeon @ 2.5 GHz, AVX-512 capable, 2 cores shared with
@@ -220,6 +224,60 @@ EV_TARGET_AVX512 inline void transpose16_avx512(const float* src, int64_t ld_src
 }
 #endif
 
+#if EV_HAVE_AVX2_CLONE
+// One score row's softmax numerator on AVX-512 for keys [0, nk) of a tile row padded to whole vectors:
+// row_max_avx512 returns max(init, row[0..nk)) (NaN scores are skipped, as in max_of); exp_sum_avx512 writes
+// exp(row - mx) over [0, nk) and returns the sum. The padded lanes [nk, nkp) are masked, neither read nor
+// written (the P V GEMM reads nk columns). exp is exp_approx_avx512: the same polynomial as exp_approx,
+// its round and 2^n as vrndscaleps and vscalefps; the compiler-vectorised exp_and_sum spent ~20 zmm
+// instructions per 16 exps against ~14 here.
+// Horizontal max / sum of 16 lanes (GCC 12's _mm512_reduce_* and unmasked max warn about undefined sources).
+EV_TARGET_AVX512 inline float hmax16(__m512 v) {
+  __m256 a = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xFF, v, 0), _mm512_maskz_extractf32x8_ps(0xFF, v, 1));
+  __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_max_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+EV_TARGET_AVX512 inline float hsum16(__m512 v) {
+  __m256 a = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xFF, v, 0), _mm512_maskz_extractf32x8_ps(0xFF, v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+EV_TARGET_AVX512 inline float row_max_avx512(const float* row, int nk, float init) {
+  const __mmask16 all = 0xFFFF;
+  __m512 m = _mm512_set1_ps(init);
+  int j = 0;
+  for (; j + 16 <= nk; j += 16) m = _mm512_maskz_max_ps(all, _mm512_loadu_ps(row + j), m);
+  if (j < nk) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (nk - j)) - 1u);
+    m = _mm512_mask_max_ps(m, tail, _mm512_maskz_loadu_ps(tail, row + j), m);
+  }
+  return hmax16(m);
+}
+
+EV_TARGET_AVX512 inline float exp_sum_avx512(float* row, int nk, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= nk; j += 16) {
+    const __m512 e = cpu_detail::exp_approx_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
+    _mm512_storeu_ps(row + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (j < nk) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (nk - j)) - 1u);
+    const __m512 e = cpu_detail::exp_approx_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), m));
+    _mm512_mask_storeu_ps(row + j, tail, e);
+    sum = _mm512_mask_add_ps(sum, tail, sum, e);
+  }
+  return hsum16(sum);
+}
+#endif
+
 // One thread's tiles (~256 KB with the V8 path's V tile: 384 KB; on the stack of the thread running it).
 template <int kKeyBlock, bool kCopyV>
 struct FusedScratch {
@@ -316,11 +374,19 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
 
     for (int i = 0; i < nq; ++i) {
       float* row = s + i * nkp;
-      // The padded keys [nk, nkp) become -inf (exp gives exactly 0 there), so max and exp run over whole
-      // kNR-wide groups with no scalar tail (197 keys: 5 scalar exps per row before).
       apply_mask(row, tile_mask, nk);
-      for (int j = nk; j < nkp; ++j) row[j] = neg_inf;
-      const float m_new = std::max(row_max[i], max_of(row, nkp));
+      float m_new;
+#if EV_HAVE_AVX2_CLONE
+      if constexpr (kAvx512) {
+        m_new = row_max_avx512(row, nk, row_max[i]);
+      } else
+#endif
+      {
+        // The padded keys [nk, nkp) become -inf (exp gives exactly 0 there), so max and exp run over whole
+        // kNR-wide groups with no scalar tail (197 keys: 5 scalar exps per row before).
+        for (int j = nk; j < nkp; ++j) row[j] = neg_inf;
+        m_new = std::max(row_max[i], max_of(row, nkp));
+      }
       if (m_new == neg_inf) {  // nothing attended yet in this row: contributes nothing
         for (int j = 0; j < nk; ++j) row[j] = 0.f;
         continue;
@@ -328,7 +394,15 @@ EV_ALWAYS_INLINE void fused_task_body(const AttnParams& p, const float* q, const
       const bool first = row_max[i] == neg_inf;  // acc row and sum are still zero: nothing to rescale
       const float alpha = first ? 0.f : cpu_detail::exp_approx(row_max[i] - m_new);
       row_max[i] = m_new;
-      const float tile_sum = exp_and_sum(row, m_new, nkp);
+      float tile_sum;
+#if EV_HAVE_AVX2_CLONE
+      if constexpr (kAvx512) {
+        tile_sum = exp_sum_avx512(row, nk, m_new);
+      } else
+#endif
+      {
+        tile_sum = exp_and_sum(row, m_new, nkp);
+      }
       row_sum[i] = first ? tile_sum : row_sum[i] * alpha + tile_sum;
       if (!first && alpha != 1.f) {
         float* a = acc + i * dp;
@@ -552,6 +626,10 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
   const int runs = (tasks + chunk - 1) / chunk;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int r = 0; r < runs; ++r) run(r * chunk, std::min(tasks, (r + 1) * chunk));
+}
+
+size_t mha_fused_stack_bytes() {
+  return std::max(sizeof(FusedScratch<kKB, true>), sizeof(FusedScratch<kKB, false>));
 }
 
 bool mha_fused_prepare(const AttnParams& p) {
