@@ -15,6 +15,10 @@
 //     oneDNN matmul with packed weights 401 / 52 (allocates 7x per execute: unusable in infer()),
 //     BLIS 0.9 618 / 103
 //   ViT-B fc2 197x768x3072: OpenBLAS 6996 / 1324, this 6265 / 1100 (K chunk 256; unchunked 6776 / 916)
+// Serial runs of GEMMs with K > N (fc2) take the K chunks outermost (PackedTiling::k_outer): on the 16-core
+// host, one core, xsmm_tile_bench's whole fc2 with weights from L3 went from 79.9 to 92.2% of the FMA peak, from
+// DRAM (with AL2 prefetch) from 78.1 to 87.6%; ViT-B's GEMMs at 1 thread in-model 385 -> 352 ms on a slow host
+// instance (docs/notes/cpu_gemm.md, tenth pass).
 #include <omp.h>
 
 #include <algorithm>
@@ -141,6 +145,7 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   k_chunk_ = kc;
   max_rows_ = max_rows;
   tile_rows_ = tile_rows;
+  k_outer_ = tiling.k_outer < 0 ? k > n : tiling.k_outer != 0;
   ep_ = ep;
   return "";
 }
@@ -220,6 +225,43 @@ void PackedLinear::run(const float* x,     // (M, K)
       tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
     }
   };
+  if (serial && k_outer_ && lead_tiles == 0) {
+    // PackedTiling::k_outer: chunk-major order; each tile's K chunks still run first to last, so its bits are
+    // those of tile(t). The epilogue follows a tile's last chunk.
+    for (int k0 = 0; k0 < k; k0 += k_chunk_) {
+      const int ci = k - k0 >= k_chunk_ ? 0 : 1;
+      const int bi = k0 == 0 ? 0 : 1;
+      const bool last = k0 + k_chunk_ >= k;
+      for (int cb = 0; cb < col_blocks; ++cb) {
+        const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
+        const int wi = bw == col_block_ ? 0 : 1;
+        const float* a = w_ + static_cast<int64_t>(c0) * k + static_cast<int64_t>(k0) * bw;  // (kc, bw) chunk
+        const bool pf_block = prefetch_kernels_[0] != nullptr && ci == 0 && c0 + 2 * col_block_ <= n &&
+                              col_block_ >= kMinRowSafeWidth;
+        for (int rt = 0; rt < row_tiles; ++rt) {
+          const int r0 = rt * tr, h = std::min(tr, m - r0);
+          float* yt = y + static_cast<int64_t>(r0) * n + c0;    // (h, bw) with row stride n
+          const float* xt = x + static_cast<int64_t>(r0) * k + k0;  // (h, kc) with row stride K
+          if (pf_block && rt == 0 && h == tr) {
+            reinterpret_cast<SmmKernel>(prefetch_kernels_[bi])(a, xt, yt, a + static_cast<int64_t>(col_block_) * k, xt,
+                                                               yt);
+          } else if (bw < kMinRowSafeWidth && h > 1) {  // as in tile(): a narrow tail row by row
+            const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][1]);
+            for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k, yt + static_cast<int64_t>(i) * n);
+          } else {
+            reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][h])(a, xt, yt);
+          }
+          if (!last || (ep_ != Epilogue::kGelu && bias == nullptr)) continue;
+          if (avx512) {
+            tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+          } else {
+            tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+          }
+        }
+      }
+    }
+    return;
+  }
   if (serial) {
     for (int t = 0; t < tiles; ++t) tile(t);
     return;

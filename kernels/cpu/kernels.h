@@ -21,6 +21,15 @@ void cpu_init_threads(int threads);
 // after cpu_init_threads): afterwards infer() maps no new memory.
 void cpu_prewarm_blas(int threads);
 
+// The most stack any CPU kernel uses on a thread that runs it (the fused attention's tiles live there).
+size_t cpu_kernel_stack_bytes();
+// Touches `bytes` of stack below the caller's frame, a page at a time, so a kernel that later goes that deep
+// neither faults pages in nor, on the process's main thread, whose [stack] mapping grows on demand, maps new
+// memory in the middle of inference (the self-test's memory.no_new_mappings saw the main thread's stack grow by
+// 120 KB on the first inference in which it ran an attention task itself). A few hundred stores: cheap enough
+// for every infer(). With threads > 1, each thread of an OpenMP team of that size does the same (start-up).
+void cpu_prefault_stack(size_t bytes, int threads = 1);
+
 // OpenBLAS's kernel family for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
 const char* cpu_blas_core();
 // When OpenBLAS fell back to an old generic kernel on a CPU that has AVX2/AVX-512, the
@@ -64,6 +73,14 @@ struct PackedTiling {
   // weights into L2 while they compute (when each thread takes whole blocks: serial runs and small teams).
   // Speed only: the same FMAs in the same order.
   bool prefetch_next_block = true;
+  // K chunks outermost in serial runs: for each chunk, every column block and row tile, so one K chunk of the
+  // input (M x k_chunk) serves all the blocks from L2 where the whole input does not fit (ViT-B's fc2: 197 x 3072,
+  // 2.4 MB, re-read from L3 for each of 16 column blocks otherwise), at the price of re-reading the output (M x N,
+  // smaller) once per chunk. The first row tile of each (chunk, block) prefetches the next block's chunk (with
+  // prefetch_next_block). -1 (auto): where K > N (the MLP's second GEMM), 0: never, 1: always. Speed only: the
+  // same kernels and the same K order per output element, so the same bits. Not with lead rows (the class-token
+  // tail's qkv runs the usual order). Measured: docs/notes/cpu_gemm.md, tenth pass.
+  int k_outer = -1;
 };
 
 class PackedLinear {
@@ -90,6 +107,7 @@ class PackedLinear {
   std::string init(float* w, int max_rows, int n, int k, Epilogue ep, PackedTiling tiling = PackedTiling());
   bool ready() const { return w_ != nullptr; }
   int col_block() const { return col_block_; }  // the geometry init() chose
+  bool k_outer() const { return k_outer_; }      // serial runs take K chunks outermost (PackedTiling::k_outer)
   // y (M, N) = epilogue(x (M, K) @ W^T + bias (N)), M <= max_rows; allocation-free; OpenMP's team.
   // Partial output (the class-token tail's qkv, whose attention reads the query of the first `lead_rows` rows
   // of each image only): with lead_cols > 0, the column blocks wholly below lead_cols are computed for rows
@@ -103,6 +121,7 @@ class PackedLinear {
  private:
   float* w_ = nullptr;   // (N, K) packed, not owned
   int n_ = 0, k_ = 0, k_chunk_ = 0, max_rows_ = 0, tile_rows_ = kTileRows, col_block_ = 64;
+  bool k_outer_ = false;
   Epilogue ep_ = Epilogue::kNone;
   // Column blocks run() computes on the lead rows only (0: none; see run()).
   int lead_block_count(int m, int lead_cols, int period, int lead_rows) const;
@@ -158,6 +177,8 @@ void mha_fused_f32(const AttnParams& p, const float* q, const float* k, const fl
 // shapes, so that inference only looks them up (call at load: it allocates). Returns true when the
 // libxsmm tiles will serve p; false: the portable V8 tiles do (always correct, slower on AVX-512).
 bool mha_fused_prepare(const AttnParams& p);
+// The stack one thread of mha_fused_f32 uses for its tiles (the largest of its code paths).
+size_t mha_fused_stack_bytes();
 // Attention, explicit: S = scale Q K^T into scratch, softmax (fp32 statistics), O = S V.
 // scratch holds mha_explicit_scratch_floats(p, threads) floats (the planner reserves it).
 size_t mha_explicit_scratch_floats(const AttnParams& p, int threads);

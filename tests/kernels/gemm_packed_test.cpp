@@ -172,7 +172,8 @@ TEST(PackedLinear, LeadColumnsOnTheLeadRowsOnly) {
 }
 
 // Other tile geometries (column block, tile rows, K chunk, with and without prefetching the next block's weights;
-// at 1 thread the default prefetches): each matches the reference (with a 16-wide column
+// at 1 thread the default prefetches; K chunks outermost or not: the default picks them for K > N at 1 thread,
+// as for the first check() shape here): each matches the reference (with a 16-wide column
 // tail and odd row tails). Where no geometry leaves a column tail (N = 384, as ViT's N are multiples of 48 and 64),
 // each gives the default geometry's bits exactly: the kernels sum K in one chain per output whatever the tile.
 // (libxsmm's narrow tail kernels may use several chains, so a geometry that moves a column tail can change
@@ -187,7 +188,12 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
                                   {32, 64, 128},
                                   {48, 24, 96},
                                   {128, 12, 384},
-                                  {64, 24, 128}};
+                                  {64, 24, 128},
+                                  {48, 32, 256, true, 1},
+                                  {48, 32, 128, false, 1},
+                                  {32, 28, 256, true, 1},
+                                  {64, 24, 96, true, 1},
+                                  {48, 32, 256, true, 0}};
   uint32_t seed = 910;
   for (const auto& t : tilings)
     for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
@@ -201,7 +207,7 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
     std::vector<float> first;
     for (const auto& t : tilings) {
       SCOPED_TRACE("col_block " + std::to_string(t.col_block) + " tile_rows " + std::to_string(t.tile_rows) +
-                   " k_chunk " + std::to_string(t.k_chunk) + " prefetch " + std::to_string(t.prefetch_next_block) +
+                   " k_chunk " + std::to_string(t.k_chunk) + " prefetch " + std::to_string(t.prefetch_next_block) + " k_outer " + std::to_string(t.k_outer) +
                    ", " + std::to_string(threads) + " threads");
       std::vector<float> packed = w, y(static_cast<size_t>(m) * n, 0.f);
       PackedLinear lin;
@@ -215,6 +221,23 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
     }
   }
   cpu_init_threads(1);
+}
+
+// The default takes K chunks outermost (serial runs) exactly where K > N: ViT's fc2, not qkv, proj or fc1.
+TEST(PackedLinear, KOuterOrderWhereTheInputIsWiderThanTheOutput) {
+  SKIP_WITHOUT_PACKED_GEMM();
+  const struct {
+    int n, k;
+    bool k_outer;
+  } shapes[] = {{768, 3072, true}, {192, 768, true}, {2304, 768, false}, {768, 768, false}, {3072, 768, false}};
+  for (const auto& s : shapes) {
+    std::vector<float> w(static_cast<size_t>(s.n) * s.k, 0.f);
+    PackedLinear lin;
+    ASSERT_EQ(lin.init(w.data(), 4, s.n, s.k, Epilogue::kNone), "");
+    EXPECT_EQ(lin.k_outer(), s.k_outer) << s.n << " x " << s.k;
+    ASSERT_EQ(lin.init(w.data(), 4, s.n, s.k, Epilogue::kNone, {0, 32, 256, true, 0}), "");
+    EXPECT_FALSE(lin.k_outer());
+  }
 }
 
 // A row's outputs must not depend on where it sits in the batch or how many rows run with it (the daemon's
