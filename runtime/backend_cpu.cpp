@@ -62,6 +62,8 @@ class CpuBackend final : public Backend {
     // OpenMP's thread count is per calling thread: a daemon worker or any thread other than the one that
     // created the engine would otherwise run every parallel region on all cores.
     cpu_init_threads(threads_);
+    // The kernels' stack tiles must not grow the calling thread's stack mid-inference (kernels.h).
+    cpu_prefault_stack(cpu_kernel_stack_bytes());
     const Graph& g = plan_.graph;
     // The input tensor lives for the whole forward and no op writes it, so a caller that filled
     // input_buffer() needs no copy; memmove for one that passes a pointer inside it.

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
   if (device.kind == DeviceKind::kCpu) {
     cpu_init_threads(e->threads_);
     cpu_prewarm_blas(e->threads_);
+    cpu_prefault_stack(cpu_kernel_stack_bytes(), e->threads_);
     EV_ASSIGN_OR_RETURN(e->backend_, make_cpu_backend(e->plan_, weights, e->threads_, options));
   } else {
     EV_ASSIGN_OR_RETURN(e->backend_, make_cuda_backend(e->plan_, weights, options));

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/kernels.h"
 
+#include <alloca.h>
 #include <strings.h>
 
 namespace edgevit {
@@ -38,6 +39,29 @@ void cpu_prewarm_blas(int threads) {
       (void)sink;
     }
   }
+}
+
+namespace {
+// noinline: the alloca'd block must lie below the caller's frame, and is given back on return.
+__attribute__((noinline)) void touch_stack(size_t bytes) {
+  constexpr size_t kPage = 4096;
+  volatile char* block = static_cast<volatile char*>(alloca(bytes));
+  for (size_t off = bytes; off >= kPage; off -= kPage) block[off - kPage] = 0;  // top down, as the stack grows
+}
+}  // namespace
+
+void cpu_prefault_stack(size_t bytes, int threads) {
+  if (threads <= 1) {
+    touch_stack(bytes);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  touch_stack(bytes);
+}
+
+size_t cpu_kernel_stack_bytes() {
+  constexpr size_t kFrames = 64 * 1024;  // the frames between infer() and the kernels' tiles (debug builds too)
+  return mha_fused_stack_bytes() + kFrames;
 }
 
 const char* cpu_blas_core() { return openblas_get_corename(); }

@@ -1,11 +1,15 @@
 // Attention: mha_fused_f32 and mha_explicit_f32 against mha_ref (double), which is itself checked on a
 // case computed by hand. Layouts: timm's packed qkv (B, S, 3, H, D) and separate (B, H, S, D) tensors.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -243,6 +247,61 @@ TEST(Mha, FusedBitIdenticalAcrossThreadCounts) {
       EXPECT_EQ(std::memcmp(first.data(), out.data(), n * sizeof(float)), 0) << "threads=" << threads;
     }
   }
+}
+
+// Runs fn on a new thread whose stack is a fresh, untouched mapping (not one of glibc's cached thread stacks),
+// and returns the minor page faults that thread took inside fn.
+long faults_on_fresh_stack(const std::function<void()>& before, const std::function<void()>& fn) {
+  constexpr size_t kStack = size_t{8} << 20;
+  void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  struct Job {
+    const std::function<void()>* before;
+    const std::function<void()>* fn;
+    long faults = -1;
+  } job{&before, &fn};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, stack, kStack);
+  pthread_t t;
+  const int rc = pthread_create(
+      &t, &attr,
+      [](void* arg) -> void* {
+        auto* j = static_cast<Job*>(arg);
+        (*j->before)();
+        rusage r0{}, r1{};
+        getrusage(RUSAGE_THREAD, &r0);
+        (*j->fn)();
+        getrusage(RUSAGE_THREAD, &r1);
+        j->faults = r1.ru_minflt - r0.ru_minflt;
+        return nullptr;
+      },
+      &job);
+  if (rc == 0) pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  munmap(stack, kStack);
+  return job.faults;
+}
+
+// The fused kernel's tiles live on the running thread's stack. After cpu_prefault_stack(cpu_kernel_stack_bytes())
+// the deepest fused shape (head_dim 128, one full 256-key block) takes no page fault on a fresh stack, where
+// without it the same call faults the tiles' pages in (on the main thread, whose stack mapping grows on demand,
+// that was new memory mapped mid-inference).
+TEST(Mha, PrefaultedStackCoversTheFusedTiles) {
+  const int s = 256, h = 2, d = kMhaFusedMaxHeadDim;
+  const AttnParams p = attn_params_packed_qkv(1, s, h, d, 0.1f);
+  mha_fused_prepare(p);  // JIT at load, as the backend does
+  const auto qkv = testutil::random_floats(static_cast<size_t>(s) * 3 * h * d, 7300);
+  std::vector<float> out(static_cast<size_t>(s) * h * d, 0.f);
+  const float* q = qkv.data();
+  const float* k = q + packed_k_offset(h, d);
+  const float* v = q + packed_v_offset(h, d);
+  const auto run = [&] { mha_fused_f32(p, q, k, v, out.data(), 1); };
+  const long cold = faults_on_fresh_stack([] {}, run);
+  const long warm = faults_on_fresh_stack([] { cpu_prefault_stack(cpu_kernel_stack_bytes()); }, run);
+  EXPECT_GE(cold, 16) << "the tiles (" << mha_fused_stack_bytes() << " bytes) should fault pages on a fresh stack";
+  EXPECT_EQ(warm, 0);
+  EXPECT_GE(cpu_kernel_stack_bytes(), mha_fused_stack_bytes());
 }
 
 TEST(Mha, ExplicitScratchDependsOnlyOnShapeAndThreads) {
