@@ -175,6 +175,42 @@ void PackedLinear::run(const float* x,     // (M, K)
   // Prefetching the next block pays when the thread that starts a block goes on to the next one: a chunk
   // spans at least a whole block. In a large team it would fill other threads' L2 with weights they skip.
   const bool prefetch = prefetch_kernels_[0] != nullptr && (serial || chunk >= row_tiles);
+  // The first row tile of a block whose successor is a full block prefetches that successor's chunks into L2
+  // (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each block's
+  // first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/notes/cpu_gemm.md).
+  const auto prefetches_next = [&](int c0, int h) {
+    return prefetch && h == tr && c0 + 2 * col_block_ <= n && col_block_ >= kMinRowSafeWidth;
+  };
+  // K chunk [k0, k0 + k_chunk_) of the tile y[r0:r0+h, c0:c0+bw] (packed A chunk and x chunk stay in L1/L2): the
+  // first chunk writes (or, for the residual epilogue, accumulates into) y, later chunks accumulate. pf: through
+  // the AL2 kernel, prefetching the next block's same chunk (arithmetic of the plain kernel).
+  const auto tile_chunk = [&](int c0, int bw, int r0, int h, int k0, bool pf) {
+    const int wi = bw == col_block_ ? 0 : 1, ci = k - k0 >= k_chunk_ ? 0 : 1, bi = k0 == 0 ? 0 : 1;
+    const float* a = w_ + static_cast<int64_t>(c0) * k + static_cast<int64_t>(k0) * bw;  // (kc, bw) packed chunk
+    const float* xt = x + static_cast<int64_t>(r0) * k + k0;                               // (h, kc), row stride K
+    float* yt = y + static_cast<int64_t>(r0) * n + c0;                                     // (h, bw), row stride N
+    if (pf && ci == 0) {
+      reinterpret_cast<SmmKernel>(prefetch_kernels_[bi])(a, xt, yt, a + static_cast<int64_t>(col_block_) * k, xt, yt);
+    } else if (bw < kMinRowSafeWidth && h > 1) {
+      // A narrow column tail: libxsmm's kernels for 2..11 rows of one vector sum K in other chains than its
+      // 1-row kernel, so a row's bits would depend on the tile it falls in (its place in the batch). Such a
+      // tile runs row by row through the 1-row kernel (gemm_packed_test: RowBitsDoNotDependOnItsPlaceInTheBatch).
+      const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][1]);
+      for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k, yt + static_cast<int64_t>(i) * n);
+    } else {
+      reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][h])(a, xt, yt);
+    }
+  };
+  // After a tile's last chunk: bias, then GELU where the epilogue says so.
+  const auto tile_epilogue = [&](int c0, int bw, int r0, int h) {
+    if (ep_ != Epilogue::kGelu && bias == nullptr) return;
+    float* yt = y + static_cast<int64_t>(r0) * n + c0;
+    if (avx512) {
+      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+    } else {
+      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+    }
+  };
   auto tile = [&](int t) {
     int cb, r0, h;
     if (t < lead_tiles) {
@@ -188,78 +224,22 @@ void PackedLinear::run(const float* x,     // (M, K)
       h = std::min(tr, m - r0);
     }
     const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
-    const int wi = bw == col_block_ ? 0 : 1;
-    float* yt = y + static_cast<int64_t>(r0) * n + c0;  // (h, bw) with row stride n
-    const float* wt = w_ + static_cast<int64_t>(c0) * k;  // (K, bw) packed block
-    const float* xt = x + static_cast<int64_t>(r0) * k;   // (h, K) with row stride K
-    // K in chunks of k_chunk_ (packed A chunk and x chunk stay in L1/L2); the first chunk writes (or,
-    // for the residual epilogue, accumulates into) y, later chunks accumulate. Fixed order: deterministic.
-    // The first row tile of a block whose successor is a full block prefetches that successor's chunks into
-    // L2 (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each
-    // block's first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/notes/cpu_gemm.md).
-    const bool pf = prefetch && t >= lead_tiles && r0 == 0 && h == tr && c0 + 2 * col_block_ <= n &&
-                    col_block_ >= kMinRowSafeWidth;
-    for (int k0 = 0; k0 < k; k0 += k_chunk_) {
-      const int ci = k - k0 >= k_chunk_ ? 0 : 1;
-      const float* a = wt + static_cast<int64_t>(k0) * bw;
-      if (pf && ci == 0) {
-        const auto kernel = reinterpret_cast<SmmKernel>(prefetch_kernels_[k0 == 0 ? 0 : 1]);
-        kernel(a, xt + k0, yt, a + static_cast<int64_t>(col_block_) * k, xt + k0, yt);
-        continue;
-      }
-      const auto kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][k0 == 0 ? 0 : 1][h]);
-      if (bw < kMinRowSafeWidth && h > 1) {
-        // A narrow column tail: libxsmm's kernels for 2..11 rows of one vector sum K in other chains than its
-        // 1-row kernel, so a row's bits would depend on the tile it falls in (its place in the batch). Such a
-        // tile runs row by row through the 1-row kernel (gemm_packed_test: RowBitsDoNotDependOnItsPlaceInTheBatch).
-        const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][k0 == 0 ? 0 : 1][1]);
-        for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k + k0, yt + static_cast<int64_t>(i) * n);
-        continue;
-      }
-      kernel(a, xt + k0, yt);
-    }
-    if (ep_ != Epilogue::kGelu && bias == nullptr) return;
-    if (avx512) {
-      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
-    } else {
-      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
-    }
+    const bool pf = t >= lead_tiles && r0 == 0 && prefetches_next(c0, h);
+    for (int k0 = 0; k0 < k; k0 += k_chunk_) tile_chunk(c0, bw, r0, h, k0, pf);  // fixed K order: deterministic
+    tile_epilogue(c0, bw, r0, h);
   };
   if (serial && k_outer_ && lead_tiles == 0) {
-    // PackedTiling::k_outer: chunk-major order; each tile's K chunks still run first to last, so its bits are
-    // those of tile(t). The epilogue follows a tile's last chunk.
-    for (int k0 = 0; k0 < k; k0 += k_chunk_) {
-      const int ci = k - k0 >= k_chunk_ ? 0 : 1;
-      const int bi = k0 == 0 ? 0 : 1;
-      const bool last = k0 + k_chunk_ >= k;
+    // PackedTiling::k_outer: chunk-major order; each tile's K chunks still run first to last through the same
+    // kernels, so its bits are those of tile(t). The epilogue follows a tile's last chunk.
+    for (int k0 = 0; k0 < k; k0 += k_chunk_)
       for (int cb = 0; cb < col_blocks; ++cb) {
         const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
-        const int wi = bw == col_block_ ? 0 : 1;
-        const float* a = w_ + static_cast<int64_t>(c0) * k + static_cast<int64_t>(k0) * bw;  // (kc, bw) chunk
-        const bool pf_block = prefetch_kernels_[0] != nullptr && ci == 0 && c0 + 2 * col_block_ <= n &&
-                              col_block_ >= kMinRowSafeWidth;
         for (int rt = 0; rt < row_tiles; ++rt) {
           const int r0 = rt * tr, h = std::min(tr, m - r0);
-          float* yt = y + static_cast<int64_t>(r0) * n + c0;    // (h, bw) with row stride n
-          const float* xt = x + static_cast<int64_t>(r0) * k + k0;  // (h, kc) with row stride K
-          if (pf_block && rt == 0 && h == tr) {
-            reinterpret_cast<SmmKernel>(prefetch_kernels_[bi])(a, xt, yt, a + static_cast<int64_t>(col_block_) * k, xt,
-                                                               yt);
-          } else if (bw < kMinRowSafeWidth && h > 1) {  // as in tile(): a narrow tail row by row
-            const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][1]);
-            for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k, yt + static_cast<int64_t>(i) * n);
-          } else {
-            reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][h])(a, xt, yt);
-          }
-          if (!last || (ep_ != Epilogue::kGelu && bias == nullptr)) continue;
-          if (avx512) {
-            tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
-          } else {
-            tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
-          }
+          tile_chunk(c0, bw, r0, h, k0, r0 == 0 && prefetches_next(c0, h));
+          if (k0 + k_chunk_ >= k) tile_epilogue(c0, bw, r0, h);
         }
       }
-    }
     return;
   }
   if (serial) {
