@@ -225,12 +225,6 @@ EV_TARGET_AVX512 inline void transpose16_avx512(const float* src, int64_t ld_src
 #endif
 
 #if EV_HAVE_AVX2_CLONE
-// One score row's softmax numerator on AVX-512 for keys [0, nk) of a tile row padded to whole vectors:
-// row_max_avx512 returns max(init, row[0..nk)) (NaN scores are skipped, as in max_of); exp_sum_avx512 writes
-// exp(row - mx) over [0, nk) and returns the sum. The padded lanes [nk, nkp) are masked, neither read nor
-// written (the P V GEMM reads nk columns). exp is exp_approx_avx512: the same polynomial as exp_approx,
-// its round and 2^n as vrndscaleps and vscalefps; the compiler-vectorised exp_and_sum spent ~20 zmm
-// instructions per 16 exps against ~14 here.
 // Horizontal max / sum of 16 lanes (GCC 12's _mm512_reduce_* and unmasked max warn about undefined sources).
 EV_TARGET_AVX512 inline float hmax16(__m512 v) {
   __m256 a = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xFF, v, 0), _mm512_maskz_extractf32x8_ps(0xFF, v, 1));
@@ -247,6 +241,12 @@ EV_TARGET_AVX512 inline float hsum16(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
+// One score row's softmax numerator on AVX-512 for keys [0, nk) of a tile row padded to whole vectors:
+// row_max_avx512 returns max(init, row[0..nk)) (NaN scores are skipped, as in max_of); exp_sum_avx512 writes
+// exp(row - mx) over [0, nk) and returns the sum. The padded lanes [nk, nkp) are masked, neither read nor
+// written (the P V GEMM reads nk columns). exp is exp_approx_avx512: the same polynomial as exp_approx,
+// its round and 2^n as vrndscaleps and vscalefps; the compiler-vectorised exp_and_sum spent ~20 zmm
+// instructions per 16 exps against ~14 here.
 EV_TARGET_AVX512 inline float row_max_avx512(const float* row, int nk, float init) {
   const __mmask16 all = 0xFFFF;
   __m512 m = _mm512_set1_ps(init);
