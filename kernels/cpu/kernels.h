@@ -26,8 +26,9 @@ size_t cpu_kernel_stack_bytes();
 // Touches `bytes` of stack below the caller's frame, a page at a time, so a kernel that later goes that deep
 // neither faults pages in nor, on the process's main thread, whose [stack] mapping grows on demand, maps new
 // memory in the middle of inference (the self-test's memory.no_new_mappings saw the main thread's stack grow by
-// 120 KB on the first inference in which it ran an attention task itself). A few hundred stores: cheap enough
-// for every infer(). With threads > 1, each thread of an OpenMP team of that size does the same (start-up).
+// 120 KB on the first inference in which it ran an attention task itself). One store a page (112 for the
+// kernels here): cheap enough for every infer(). With threads > 1, each thread of an OpenMP team of that size does
+// the same (start-up).
 void cpu_prefault_stack(size_t bytes, int threads = 1);
 
 // OpenBLAS's kernel family for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
