@@ -284,16 +284,39 @@ TEST_F(ImporterTest, InferSaveLoadRoundTripWithRelativeWeightsPath) {
   EXPECT_TRUE(same_model_spec(*hf_loaded, *hf));
 }
 
-// A checkpoint saved by transformers 5.x itself (tests/data/hf/: config.json + model.safetensors), when
-// it has been checked in.
+// The checkpoint saved by transformers 5.17 itself (tests/data/hf/README.md), in both of its naming
+// conventions: the architecture the importer infers equals the ViTConfig the generator was given (written
+// out here from the README, not read back through the importer), and the checkpoint passed the importer's
+// shape cross-check. The data is checked in: a missing file is a failure, not a skip.
 TEST(ImportHf, RealTransformersCheckpoint) {
-  const std::string dir = testutil::source_path("tests/data/hf");
-  if (!fs::exists(dir + "/config.json") || !fs::exists(dir + "/model.safetensors"))
-    GTEST_SKIP() << "skipped: no real Hugging Face checkpoint in tests/data/hf";
-  auto spec = infer_model_spec_hf(dir, {});
-  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
-  EXPECT_EQ(spec->weights_naming, WeightNaming::kHf);
-  EXPECT_TRUE(spec->arch.class_token);
+  for (const char* variant : {"vit-hf-micro", "vit-hf-micro-v4"}) {
+    SCOPED_TRACE(variant);
+    const std::string dir = testutil::source_path(std::string("tests/data/hf/") + variant);
+    ASSERT_TRUE(fs::is_regular_file(dir + "/config.json")) << dir;
+    ASSERT_TRUE(fs::is_regular_file(dir + "/model.safetensors")) << dir;
+    auto spec = infer_model_spec_hf(dir, {});
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    EXPECT_EQ(spec->name, variant);
+    EXPECT_EQ(spec->weights_naming, WeightNaming::kHf);
+    VitArch want;  // ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
+                   //           num_attention_heads=4, intermediate_size=256, num_labels=5, qkv_bias=True)
+    want.img_size = 32;
+    want.patch_size = 8;
+    want.in_chans = 3;
+    want.embed_dim = 64;
+    want.depth = 2;
+    want.num_heads = 4;
+    want.mlp_ratio = 4.0;  // intermediate_size 256 / hidden_size 64
+    want.qkv_bias = true;
+    want.class_token = true;
+    want.reg_tokens = 0;
+    want.no_embed_class = false;
+    want.global_pool = GlobalPool::kToken;  // ViTForImageClassification classifies the CLS token
+    want.fc_norm = false;
+    want.num_classes = 5;
+    want.layer_norm_eps = 1e-12;  // HF's default, from config.json (not timm's 1e-6)
+    expect_same_arch(spec->arch, want);
+  }
 }
 
 }  // namespace
