@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -18,17 +20,165 @@ namespace {
 // Largest intermediate (resized) image, in pixels: the same bound as ImageLimits::max_pixels.
 constexpr int64_t kMaxResizedPixels = ImageLimits().max_pixels;
 
-// Memory stb_image may hold at once while decoding one image (StbDecodeBudget). Its largest cases, per
-// pixel: a progressive JPEG keeps 2-byte coefficients and 1-byte samples per component plus the output
-// (~12 bytes for 3 components); a PNG holds the inflated rows and the image (2 x channels x bytes per
-// sample), a GIF ~9 bytes. Hence 4 x 4 channels x bytes per sample (1, 2 for 16-bit, 4 for HDR) per pixel,
-// plus twice the file (PNG concatenates its IDAT chunks into a growing buffer) and a fixed slack for
-// decoder structs and JPEG's 16-pixel MCU padding. A valid image stays far below it; compressed data
-// that inflates past what the header declares (a zlib bomb) is stopped at it.
-constexpr size_t kDecodeSlackBytes = size_t{8} << 20;
-size_t decode_budget(int w, int h, int bytes_per_sample, size_t file_bytes) {
-  return size_t{4} * 4 * static_cast<size_t>(bytes_per_sample) * static_cast<size_t>(w) * static_cast<size_t>(h) +
-         2 * file_bytes + kDecodeSlackBytes;
+// Decoder structs (stbi__jpeg, stbi__gif, Huffman and LZW tables), line buffers and the resizer's
+// bookkeeping: allocations that do not grow with the image.
+constexpr int64_t kDecodeSlackBytes = int64_t{1} << 20;
+
+// The shorter side resized to `resize` with the aspect ratio kept (preprocess_pixels' arithmetic).
+void resized_size(int64_t w, int64_t h, int resize, int64_t* rw, int64_t* rh) {
+  if (w <= h) {
+    *rw = resize;
+    *rh = std::llround(static_cast<double>(h) * resize / w);
+  } else {
+    *rh = resize;
+    *rw = std::llround(static_cast<double>(w) * resize / h);
+  }
+}
+
+// stb_image_resize 0.97's work space for one axis pair and the triangle filter (stbir__calculate_memory):
+// contributor and coefficient lists per axis, a decode line, a ring of output lines as tall as the
+// vertical filter, and the horizontal / encode lines.
+int64_t resize_work_bytes(int64_t in_w, int64_t in_h, int64_t out_w, int64_t out_h, int chans) {
+  auto pixel_width = [](int64_t in, int64_t out) -> int64_t {  // filter width in input pixels, + rounding
+    return out >= in ? 2 : static_cast<int64_t>(std::ceil(2.0 * in / out)) + 1;
+  };
+  const int64_t mw = pixel_width(in_w, out_w) / 2 + 1, mh = pixel_width(in_h, out_h) / 2 + 1;
+  const int64_t contributors_w = out_w >= in_w ? out_w : in_w + 2 * mw;
+  const int64_t contributors_h = out_h >= in_h ? out_h : in_h + 2 * mh;
+  const int64_t per_contributor = 8 + 2 * 4;  // stbir__contributors, two float coefficients
+  const int64_t lines = pixel_width(in_h, out_h) + 1;
+  return per_contributor * (contributors_w + contributors_h) + (in_w + 2 * mw) * chans * 4 +
+         out_w * chans * 4 * (lines + 2);
+}
+
+// What an image header says about its decode.
+struct ImageHeader {
+  int w = 0, h = 0, c = 0;     // stbi_info: c is the channel count stb reports for the file
+  int bits = 8;                // bits per sample of the decoded file: 8, 16, or 32 for HDR
+  int64_t stb_bytes = 0;       // peak bytes stb_image allocates to decode it at `want` channels
+};
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// stb_image 2.27's PNG path (stbi__parse_png_file, stbi__do_png): the concatenated IDAT chunks (grown by
+// doubling), the inflated scanlines (stb's guess, doubled once for interlaced files), the image at the
+// file's depth (a second copy while de-interlacing), the palette expansion, the channel conversion and the
+// 16-to-8-bit conversion. Phases overlap as stb frees its buffers; the peak is the largest.
+bool png_stb_bytes(const uint8_t* b, size_t size, int want, int64_t* out) {
+  size_t off = 8;
+  while (off + 8 <= size) {  // IHDR is the first chunk, or the second after Apple's CgBI
+    const uint32_t len = be32(b + off);
+    if (std::memcmp(b + off + 4, "IHDR", 4) == 0) {
+      if (len < 13 || off + 8 + 13 > size) return false;
+      const uint8_t* ihdr = b + off + 8;
+      const int64_t w = be32(ihdr), h = be32(ihdr + 4);
+      const int depth = ihdr[8], color = ihdr[9], interlaced = ihdr[12];
+      const int img_n = color == 0 ? 1 : color == 2 ? 3 : color == 3 ? 1 : color == 4 ? 2 : 4;
+      const int64_t bps = depth == 16 ? 2 : 1;
+      const int64_t px = w * h;
+      const int64_t raw_guess = (w * depth + 7) / 8 * h * img_n + h;
+      const int64_t expanded = interlaced ? 2 * raw_guess : raw_guess;
+      const int64_t idata = 2 * static_cast<int64_t>(size) + 4096;
+      const int64_t out_n = color == 3 ? 1 : std::min(img_n + 1, 4);  // tRNS adds an alpha channel
+      const int64_t image = px * out_n * bps * (interlaced ? 2 : 1);
+      const int64_t palette = color == 3 ? px * std::max(want, 4) : 0;
+      const int64_t converted = px * std::max<int64_t>(out_n, color == 3 ? 4 : 0) * bps + px * want * bps;
+      const int64_t to_8bit = bps == 2 ? px * want * 3 : 0;
+      *out = std::max({idata + expanded, expanded + image + palette, converted, to_8bit});
+      return true;
+    }
+    if (off > 64) return false;
+    off += 12 + static_cast<size_t>(len);
+  }
+  return false;
+}
+
+// stb_image 2.27's JPEG path (stbi__decode_jpeg_image, load_jpeg_image): one plane per component padded
+// to whole MCUs (at most 32 pixels per side), 2-byte coefficients as well for a progressive file, per
+// component line buffers, and the output at `want` channels. Components and the SOF type come from the
+// frame header; without one, the worst case (4 progressive components) is assumed.
+int64_t jpeg_stb_bytes(const uint8_t* b, size_t size, int64_t w, int64_t h, int want) {
+  int64_t comps = 4;
+  bool progressive = true;
+  size_t off = 2;
+  while (off + 4 <= size && b[off] == 0xFF) {
+    const uint8_t marker = b[off + 1];
+    if (marker == 0xFF) { ++off; continue; }
+    const size_t len = (size_t{b[off + 2]} << 8) | b[off + 3];
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      if (off + 10 <= size) {
+        comps = std::clamp<int64_t>(b[off + 9], 1, 4);  // stb refuses more than 4
+        progressive = marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE;
+      }
+      break;
+    }
+    off += 2 + len;
+  }
+  const int64_t plane = (w + 32) * (h + 32);
+  return comps * plane * (progressive ? 3 : 1) + comps * (w + 4) + w * h * want;
+}
+
+// Every stb_image path, for formats without a model of their own (BMP, TGA, GIF, PSD, PIC, PNM, HDR): 16
+// bytes per pixel at 8 bits covers a GIF's frame, background and history plus the conversion, a TGA's
+// load and conversion, an HDR's floats plus its 8-bit copy at 4 bytes per sample.
+int64_t other_stb_bytes(size_t size, int64_t w, int64_t h, int bits) {
+  return 4 * 4 * (bits / 8) * w * h + 2 * static_cast<int64_t>(size);
+}
+
+// The resized image's size, refused before anything is allocated when the aspect ratio makes it huge: a
+// 16384x1 strip would become 3670016x224 floats per channel.
+Status check_resized_size(const std::string& display, int width, int height, int resize, int64_t* rw,
+                          int64_t* rh) {
+  resized_size(width, height, resize, rw, rh);
+  if (*rw * *rh > kMaxResizedPixels)
+    return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) +
+                       " would be resized to " + std::to_string(*rw) + "x" + std::to_string(*rh) +
+                       ", more than the " + std::to_string(kMaxResizedPixels) +
+                       "-pixel limit (aspect ratio too extreme)");
+  return Status::Ok();
+}
+
+Result<ImageHeader> read_image_header(const uint8_t* bytes, size_t size, const std::string& display, int want) {
+  if (size == 0) return input_error(display + ": empty file, not an image");
+  if (size > static_cast<size_t>(INT32_MAX)) return input_error(display + ": too large");
+  ImageHeader hd;
+  {
+    // header parsing: decoder structs only
+    StbDecodeBudget header_budget(static_cast<size_t>(2 * static_cast<int64_t>(size) + kDecodeSlackBytes));
+    if (!stbi_info_from_memory(bytes, static_cast<int>(size), &hd.w, &hd.h, &hd.c))
+      return input_error(display + ": not a decodable image (PNG, JPEG, PPM, BMP or TGA expected): " +
+                         (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
+  }
+  if (hd.w <= 0 || hd.h <= 0)
+    return input_error(display + ": image " + std::to_string(hd.w) + "x" + std::to_string(hd.h) + " has no pixels");
+  hd.bits = stbi_is_hdr_from_memory(bytes, static_cast<int>(size))       ? 32
+            : stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)) ? 16
+                                                                        : 8;
+  const bool is_png = size >= 8 && std::memcmp(bytes, "\x89PNG\r\n\x1a\n", 8) == 0;
+  const bool is_jpeg = size >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+  if (!(is_png && png_stb_bytes(bytes, size, want, &hd.stb_bytes)))
+    hd.stb_bytes = is_jpeg ? jpeg_stb_bytes(bytes, size, hd.w, hd.h, want) : other_stb_bytes(size, hd.w, hd.h, hd.bits);
+  hd.stb_bytes += kDecodeSlackBytes;
+  return hd;
+}
+
+// Peak bytes of decode_image for this header: stb_image's decode, then preprocess_pixels (the 8-bit
+// pixels stay alive while their float copy, the resized image and the resizer's work space are).
+int64_t decode_bytes(const ImageHeader& hd, int want, int resize) {
+  const int64_t px = int64_t{hd.w} * hd.h;
+  int64_t rw, rh;
+  resized_size(hd.w, hd.h, resize, &rw, &rh);
+  int64_t pre = px * want + px * want * 4 + kDecodeSlackBytes;
+  if (rw != hd.w || rh != hd.h) pre += rw * rh * want * 4 + resize_work_bytes(hd.w, hd.h, rw, rh, want);
+  return std::max(hd.stb_bytes, pre);
+}
+
+std::string human_bytes(int64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
+  return std::to_string(n) + " bytes (" + buf + ")";
 }
 
 std::string decode_failure(const std::string& display, const StbDecodeBudget& budget, int w, int h) {
@@ -41,6 +191,22 @@ std::string decode_failure(const std::string& display, const StbDecodeBudget& bu
 }
 }  // namespace
 
+Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display,
+                                   const ModelSpec& spec) {
+  const int want = spec.arch.in_chans;
+  EV_ASSIGN_OR_RETURN(ImageHeader hd, read_image_header(bytes, size, display, want));
+  const int resize = spec.preprocess.resize > 0 ? spec.preprocess.resize : spec.arch.img_size;
+  return decode_bytes(hd, want, resize);
+}
+
+Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display) {
+  ModelSpec imagenet;
+  imagenet.arch.in_chans = 3;
+  imagenet.arch.img_size = 224;
+  imagenet.preprocess.resize = 256;
+  return image_decode_bytes(bytes, size, display, imagenet);
+}
+
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
                          const ModelSpec& spec, float* dst) {
   const VitArch& a = spec.arch;
@@ -51,22 +217,9 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
   if (width < 1 || height < 1)
     return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) + " has no pixels");
   const int resize = pp.resize > 0 ? pp.resize : a.img_size;
-  // Shorter side -> resize, aspect kept; never smaller than the crop. The longer side grows with the aspect
-  // ratio: a 16384x1 strip would become 3670016x224 floats per channel, so the resized size is bounded
-  // before anything is allocated.
+  // Shorter side -> resize, aspect kept; never smaller than the crop.
   int64_t rw64, rh64;
-  if (width <= height) {
-    rw64 = resize;
-    rh64 = std::llround(static_cast<double>(height) * resize / width);
-  } else {
-    rh64 = resize;
-    rw64 = std::llround(static_cast<double>(width) * resize / height);
-  }
-  if (rw64 * rh64 > kMaxResizedPixels)
-    return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) +
-                       " would be resized to " + std::to_string(rw64) + "x" + std::to_string(rh64) +
-                       ", more than the " + std::to_string(kMaxResizedPixels) +
-                       "-pixel limit (aspect ratio too extreme)");
+  EV_RETURN_IF_ERROR(check_resized_size(display, width, height, resize, &rw64, &rh64));
   const int rw = static_cast<int>(rw64), rh = static_cast<int>(rh64);
   if (rw < a.img_size || rh < a.img_size)
     return config_error(spec.source_path + ": preprocess.resize " + std::to_string(resize) +
@@ -107,37 +260,38 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
   if (spec.arch.in_chans != 1 && spec.arch.in_chans != 3)
     return input_error(display + ": images can feed models with 1 or 3 input channels; model '" + spec.name +
                        "' has " + std::to_string(spec.arch.in_chans) + " (give a safetensors input instead)");
-  if (size > static_cast<size_t>(INT32_MAX)) return input_error(display + ": too large");
-  int w = 0, h = 0, c = 0;
-  {
-    StbDecodeBudget header_budget(decode_budget(0, 0, 1, size));  // header parsing: decoder structs only
-    if (!stbi_info_from_memory(bytes, static_cast<int>(size), &w, &h, &c))
-      return input_error(display + ": not a decodable image (PNG, JPEG, PPM, BMP or TGA expected): " +
-                         (stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
-  }
-  if (w <= 0 || h <= 0 || w > limits.max_side || h > limits.max_side ||
-      static_cast<int64_t>(w) * h > limits.max_pixels)
+  const int want = spec.arch.in_chans;
+  EV_ASSIGN_OR_RETURN(const ImageHeader hd, read_image_header(bytes, size, display, want));
+  int w = hd.w, h = hd.h, c = hd.c;
+  if (w > limits.max_side || h > limits.max_side || static_cast<int64_t>(w) * h > limits.max_pixels)
     return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
                        " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
                        std::to_string(limits.max_pixels) + ")");
-  const int want = spec.arch.in_chans;
+  const int resize = spec.preprocess.resize > 0 ? spec.preprocess.resize : spec.arch.img_size;
+  int64_t rw, rh;
+  EV_RETURN_IF_ERROR(check_resized_size(display, w, h, resize, &rw, &rh));
+  const int64_t need = decode_bytes(hd, want, resize);
+  if (need > limits.max_decode_bytes)
+    return input_error(display + ": decoding this " + std::to_string(w) + "x" + std::to_string(h) + " " +
+                       std::to_string(hd.bits) + "-bit " + std::to_string(c) + "-channel image needs " +
+                       human_bytes(need) + ", more than the decode budget of " +
+                       human_bytes(limits.max_decode_bytes) + " (ImageLimits::max_decode_bytes)");
   // stb_image 2.27 (Debian 12's libstb) converts the channels of a 16-bit PGM/PPM as if its samples were
   // 8-bit, then reads twice that buffer (heap overflow, found by fuzz_image; fixed upstream in 2.28). Such
   // files are decoded only when no channel conversion is needed.
   const bool netpbm = size >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6');
-  if (netpbm && c != want && stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)))
+  if (netpbm && c != want && hd.bits == 16)
     return input_error(display + ": 16-bit " + (c == 1 ? "PGM" : "PPM") + " with " + std::to_string(c) +
                        " channel(s) for a model with " + std::to_string(want) +
                        " is not supported (convert it to 8 bits or to the model's channel count)");
-  const int bytes_per_sample = stbi_is_hdr_from_memory(bytes, static_cast<int>(size))       ? 4
-                               : stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)) ? 2
-                                                                                           : 1;
-  const int header_w = w, header_h = h;
+  // stb_image 2.27 converts 16-bit and HDR samples to 8 bits only after decoding at full depth (no format
+  // has a reduced-depth decode), which hd.stb_bytes counts. Its allocations are held to that figure while
+  // it runs: compressed data that inflates past what the header declares (a zlib bomb) is refused.
   std::unique_ptr<stbi_uc, void (*)(void*)> pix(nullptr, stbi_image_free);
   {
-    StbDecodeBudget budget(decode_budget(w, h, bytes_per_sample, size));
+    StbDecodeBudget budget(static_cast<size_t>(hd.stb_bytes));
     pix.reset(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want));
-    if (!pix) return input_error(decode_failure(display, budget, header_w, header_h));
+    if (!pix) return input_error(decode_failure(display, budget, hd.w, hd.h));
   }
   return preprocess_pixels(pix.get(), w, h, want, display, spec, dst);
 }

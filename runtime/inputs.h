@@ -18,10 +18,26 @@ struct ImageLimits {
   int64_t max_file_bytes = 64 << 20;
   int max_side = 16384;
   int64_t max_pixels = 64 << 20;
+  // Peak bytes one decode_image call may allocate (image_decode_bytes): stb_image's buffers at the file's
+  // real bit depth, the 8-bit pixels, the float copy, the resized image and the resizer's work space. The
+  // default admits an 8-bit RGB photo of up to about 17 Mpixels (4800x3600) for a 3-channel model; a
+  // 16-bit RGBA 8192x8191 PNG (1.07 GB to decode) is refused before decoding (docs/reliability.md).
+  int64_t max_decode_bytes = int64_t{256} << 20;
 };
 
+// The peak bytes decode_image allocates for this encoded image, from its header alone (nothing is
+// decoded): stb_image's working buffers for the format (a PNG's compressed and inflated data and its
+// image at the file's bit depth, a JPEG's component planes and coefficients) and the preprocessing
+// buffers. This form assumes a model with 3 input channels, img_size 224 and preprocess.resize 256 (the
+// ImageNet ViTs); the form with the ModelSpec is exact for that model and is the one decode_image checks.
+// kInputError (naming `display`) if the header cannot be read.
+Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display);
+Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display,
+                                   const ModelSpec& spec);
+
 // Decodes an encoded image from memory into dst (C, img_size, img_size). `display` names the source in
-// errors ("cat.png"). kInputError for undecodable, oversized or unsupported images.
+// errors ("cat.png"). kInputError for undecodable, oversized or unsupported images, and for images whose
+// decode would need more than limits.max_decode_bytes (checked from the header, before decoding).
 Status decode_image(const uint8_t* bytes, size_t size, const std::string& display, const ModelSpec& spec,
                     float* dst, const ImageLimits& limits = {});
 Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst,

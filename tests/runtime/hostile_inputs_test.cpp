@@ -18,6 +18,7 @@
 #include "runtime/inputs.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
+#include "tests/runtime/image_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -228,6 +229,32 @@ TEST(HostileCorpus, ExtremeAspectRatioIsRefusedBeforeResizing) {
   const std::vector<uint8_t> wide(640 * 100 * 3, 128);
   EXPECT_TRUE(preprocess_pixels(wide.data(), 640, 100, 3, "wide", spec, dst.data()).ok());
   EXPECT_EQ(preprocess_pixels(wide.data(), 0, 100, 3, "zero", spec, dst.data()).code(), StatusCode::kInputError);
+}
+
+// Issue #22 item 2: a 522 KB 16-bit RGBA 8192x8191 PNG took ~1 GB to decode (edgevit run peaked at
+// 1.18 GB). It is written at test time (all-zero samples, ~3.4 MB here) and must be refused from its
+// header, naming the image, its size and depth and the budget, before stb_image allocates anything.
+TEST(HostileCorpus, SixteenBitRgbaDecodeBombIsRefusedFromItsHeader) {
+  const std::string path = ::testing::TempDir() + "/decode_bomb_rgba16_8192x8191.png";
+  ASSERT_TRUE(testutil::write_zero_png(path, 8192, 8191, 6, 16)) << path;
+  EXPECT_LT(fs::file_size(path), size_t{4} << 20);
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto need = image_decode_bytes(bytes.data(), bytes.size(), path);
+  ASSERT_TRUE(need.ok()) << need.status().to_string();
+  // stb holds the inflated 16-bit scanlines and the 16-bit image at once: 16 bytes per pixel.
+  EXPECT_GE(*need, int64_t{16} * 8192 * 8191);
+  const ModelSpec spec = rgb224_spec();
+  std::vector<float> dst(3 * 224 * 224);
+  const int64_t growth = testutil::peak_rss_growth_bytes([&] { (void)load_image_file(path, spec, dst.data()); });
+  const Status s = load_image_file(path, spec, dst.data());
+  EXPECT_EQ(s.code(), StatusCode::kInputError) << s.to_string();
+  for (const char* fragment : {"decode_bomb_rgba16_8192x8191.png", "8192x8191 16-bit 4-channel", "max_decode_bytes",
+                               "268435456 bytes"})
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << "expected '" << fragment << "' in " << s.message();
+  ASSERT_GE(growth, 0) << "peak RSS measurement failed";
+  EXPECT_LT(growth, int64_t{16} << 20) << "refusing the bomb added " << growth << " bytes of peak RSS";
+  fs::remove(path);
 }
 
 // open_memory applies exactly open()'s checks: every safetensors file in the corpus fails the same way.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "runtime/inputs.h"
+#include "tests/runtime/image_fixtures.h"
 
 namespace edgevit {
 namespace {
@@ -178,6 +180,89 @@ TEST(Inputs, HostileImagesAreInputErrors) {
   ModelSpec four = s;
   four.arch.in_chans = 4;
   EXPECT_EQ(decode_image(good.data(), good.size(), "four.png", four, x.data()).code(), StatusCode::kInputError);
+}
+
+// image_decode_bytes is an upper bound on what decode_image really adds to the process's peak resident
+// memory, per format and bit depth, for a downscale and for an image passed through unresampled; and it is
+// not so loose that it refuses ordinary photos (a 4000x3000 JPEG fits the default budget).
+TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
+  const std::string dir = ::testing::TempDir();
+  struct Image {
+    std::string name;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Image> images;
+  auto file_bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const int w = 1600, h = 1200;
+  std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  images.push_back({"rgb8.png", png(w, h, 3, rgb)});
+  std::vector<uint8_t> out;
+  stbi_write_jpg_to_func(append_bytes, &out, w, h, 3, rgb.data(), 90);
+  images.push_back({"rgb8.jpg", out});
+  out.clear();
+  stbi_write_bmp_to_func(append_bytes, &out, w, h, 3, rgb.data());
+  images.push_back({"rgb8.bmp", out});
+  out.clear();
+  stbi_write_tga_to_func(append_bytes, &out, w, h, 3, rgb.data());
+  images.push_back({"rgb8.tga", out});
+  out.clear();
+  const std::vector<float> hdr(rgb.begin(), rgb.end());
+  stbi_write_hdr_to_func(append_bytes, &out, w, h, 3, hdr.data());
+  images.push_back({"rgb32.hdr", out});
+  for (const auto& [name, color] : {std::pair{"rgba16.png", 6}, std::pair{"grey16.png", 0}, std::pair{"rgb16.png", 2}}) {
+    const std::string path = dir + "/" + name;
+    ASSERT_TRUE(testutil::write_zero_png(path, 2048, 2047, color, 16));
+    images.push_back({name, file_bytes(path)});
+    std::remove(path.c_str());
+  }
+  ModelSpec grey = rgb_spec(224, 224);
+  grey.arch.in_chans = 1;
+  grey.preprocess.mean = {0.5};
+  grey.preprocess.std = {0.5};
+  ModelSpec same = rgb_spec(1200, 1200);  // 1600x1200 -> 1600x1200: no resampling, crop only
+  for (const ModelSpec& spec : {rgb_spec(224, 256), grey, same}) {
+    std::vector<float> dst(static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_size * spec.arch.img_size);
+    ImageLimits lifted;
+    lifted.max_decode_bytes = int64_t{1} << 40;
+    for (const Image& img : images) {
+      SCOPED_TRACE(img.name + " for " + std::to_string(spec.arch.in_chans) + "x" +
+                   std::to_string(spec.arch.img_size));
+      auto need = image_decode_bytes(img.bytes.data(), img.bytes.size(), img.name, spec);
+      ASSERT_TRUE(need.ok()) << need.status().to_string();
+      const int64_t peak = testutil::peak_rss_growth_bytes(
+          [&] { (void)decode_image(img.bytes.data(), img.bytes.size(), img.name, spec, dst.data(), lifted); });
+      ASSERT_GE(peak, 0) << "peak RSS measurement failed";
+      EXPECT_LE(peak, *need) << "measured " << peak << " bytes, estimated " << *need;
+      const Status decoded = decode_image(img.bytes.data(), img.bytes.size(), img.name, spec, dst.data(), lifted);
+      EXPECT_TRUE(decoded.ok()) << decoded.to_string();
+      std::printf("%-10s -> %dx%dx%d: peak %.1f MiB, estimate %.1f MiB\n", img.name.c_str(), spec.arch.in_chans,
+                  spec.arch.img_size, spec.arch.img_size, peak / 1048576.0, *need / 1048576.0);
+      // Over the budget by one byte: refused from the header, with the image's size in the message.
+      ImageLimits tight;
+      tight.max_decode_bytes = *need - 1;
+      const Status refused = decode_image(img.bytes.data(), img.bytes.size(), img.name, spec, dst.data(), tight);
+      EXPECT_EQ(refused.code(), StatusCode::kInputError) << refused.to_string();
+      EXPECT_NE(refused.message().find("max_decode_bytes"), std::string::npos) << refused.message();
+    }
+  }
+  std::vector<uint8_t> photo(size_t{4000} * 3000 * 3, 90);
+  out.clear();
+  stbi_write_jpg_to_func(append_bytes, &out, 4000, 3000, 3, photo.data(), 90);
+  auto need = image_decode_bytes(out.data(), out.size(), "photo.jpg");
+  ASSERT_TRUE(need.ok()) << need.status().to_string();
+  EXPECT_LT(*need, ImageLimits().max_decode_bytes);
+}
+
+TEST(DecodeBudget, UnreadableHeaderIsAnInputErrorNamingTheImage) {
+  const std::vector<uint8_t> junk(64, 0x41);
+  auto need = image_decode_bytes(junk.data(), junk.size(), "junk.png");
+  EXPECT_EQ(need.status().code(), StatusCode::kInputError);
+  EXPECT_NE(need.status().message().find("junk.png"), std::string::npos) << need.status().message();
+  EXPECT_EQ(image_decode_bytes(junk.data(), 0, "empty.png").status().code(), StatusCode::kInputError);
 }
 
 }  // namespace
