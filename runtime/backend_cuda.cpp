@@ -188,6 +188,7 @@ class CudaBackend final : public Backend {
     if (host_in_ != nullptr) cudaFreeHost(host_in_);
     if (host_pre_ != nullptr) cudaFreeHost(host_pre_);
     if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
+    if (host_nonfinite_ != nullptr) cudaFreeHost(const_cast<unsigned*>(host_nonfinite_));
     if (arena_ != nullptr) cudaFree(arena_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -221,6 +222,11 @@ class CudaBackend final : public Backend {
     EV_RETURN_IF_ERROR(host_alloc(&host_pre_, &dev_pre_, static_cast<size_t>(int64_t{a.embed_dim} * g.batch)));
     if (g.logits != g.pre_logits)
       EV_RETURN_IF_ERROR(host_alloc(&host_logits_, &dev_logits_, static_cast<size_t>(int64_t{out_dim_} * g.batch)));
+    unsigned* counter = nullptr;
+    EV_CUDA_CHECK("init", cudaHostAlloc(reinterpret_cast<void**>(&counter), sizeof(unsigned), cudaHostAllocMapped));
+    host_nonfinite_ = counter;
+    *counter = 0;
+    EV_CUDA_CHECK("init", cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_nonfinite_), counter, 0));
 
     EV_RETURN_IF_ERROR(load_weights(weights));
     EV_CUBLAS_CHECK("init", cublasLtCreate(&lt_));
@@ -298,6 +304,7 @@ class CudaBackend final : public Backend {
 
   const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
   const float* pre_logits() const override { return host_pre_; }
+  int64_t device_nonfinite_count() const override { return *host_nonfinite_; }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
   int64_t device_bytes() const override { return plan_.arena_bytes; }
   float* input_buffer() override { return host_in_; }
@@ -310,6 +317,8 @@ class CudaBackend final : public Backend {
   Status run_forward(int n, bool from_host) {
     size_t si = 0;
     while (sizes_[si] < n) ++si;
+    // Zeroed before the launch that reads it (mapped memory: the launch orders this store before the kernels).
+    *host_nonfinite_ = 0;
     if (profile_) {
       EV_RETURN_IF_ERROR(enqueue_forward(si, true, from_host));
     } else {
@@ -942,12 +951,14 @@ class CudaBackend final : public Backend {
       if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[i + 1], stream_));
     }
     const int64_t pre = int64_t{g.arch.embed_dim} * n;
-    EV_CUDA_CHECK("output pre_logits", fp16_ ? gpu::cast_f16_to_f32(h16(g.pre_logits), dev_pre_, pre, stream_)
-                                             : gpu::copy_f32(f32(g.pre_logits), dev_pre_, pre, stream_));
+    EV_CUDA_CHECK("output pre_logits",
+                  fp16_ ? gpu::cast_f16_to_f32_count_nonfinite(h16(g.pre_logits), dev_pre_, pre, dev_nonfinite_, stream_)
+                        : gpu::copy_f32_count_nonfinite(f32(g.pre_logits), dev_pre_, pre, dev_nonfinite_, stream_));
     if (host_logits_ != nullptr) {
       const int64_t lg = int64_t{out_dim_} * n;
-      EV_CUDA_CHECK("output logits", fp16_ ? gpu::cast_f16_to_f32(h16(g.logits), dev_logits_, lg, stream_)
-                                           : gpu::copy_f32(f32(g.logits), dev_logits_, lg, stream_));
+      EV_CUDA_CHECK("output logits",
+                    fp16_ ? gpu::cast_f16_to_f32_count_nonfinite(h16(g.logits), dev_logits_, lg, dev_nonfinite_, stream_)
+                          : gpu::copy_f32_count_nonfinite(f32(g.logits), dev_logits_, lg, dev_nonfinite_, stream_));
     }
     return Status::Ok();
   }
@@ -1065,6 +1076,8 @@ class CudaBackend final : public Backend {
   float* dev_in_ = nullptr;       // device alias of host_in_
   float* host_pre_ = nullptr;     // owned, pinned + mapped: (max_batch, E) fp32
   float* dev_pre_ = nullptr;
+  volatile unsigned* host_nonfinite_ = nullptr;  // owned, pinned + mapped: non-finite outputs of the last forward
+  unsigned* dev_nonfinite_ = nullptr;             // its device address (the output casts add to it)
   float* host_logits_ = nullptr;  // owned, pinned + mapped: (max_batch, classes) fp32; null when classes == 0
   float* dev_logits_ = nullptr;
   std::vector<int> sizes_;                  // captured batch sizes, ascending

@@ -34,6 +34,8 @@ const std::vector<AttentionChoice>& Backend::attention_choices() const {
   return kNone;
 }
 
+int64_t Backend::device_nonfinite_count() const { return -1; }
+
 Status Backend::infer_device(int) {
   return unsupported("infer_device: this backend has no device-resident input (the CPU backend reads host memory: "
                      "use infer())");
@@ -77,14 +79,44 @@ Status Engine::infer(const float* input, int n) {
   if (n < 1 || n > max_batch())
     return invalid_argument("batch of " + std::to_string(n) + " images outside the planned range [1, " +
                             std::to_string(max_batch()) + "]");
-  return backend_->infer(input, n);
+  EV_RETURN_IF_ERROR(backend_->infer(input, n));
+  return check_outputs(n);
 }
 
 Status Engine::infer_device(int n) {
   if (n < 1 || n > max_batch())
     return invalid_argument("batch of " + std::to_string(n) + " images outside the planned range [1, " +
                             std::to_string(max_batch()) + "]");
-  return backend_->infer_device(n);
+  EV_RETURN_IF_ERROR(backend_->infer_device(n));
+  return check_outputs(n);
+}
+
+// The backend's count (CUDA: taken by the output casts on the GPU) answers the common case; a scan of the
+// host copies answers it on the CPU and names the first bad value in either case.
+Status Engine::check_outputs(int n) const {
+  const int64_t counted = backend_->device_nonfinite_count();
+  if (counted == 0) return Status::Ok();
+  struct Output {
+    const char* name;
+    const float* data;
+    int dim;
+  };
+  const Output outputs[] = {{"logits", logits(), output_dim()}, {"pre_logits", pre_logits(), embed_dim()}};
+  for (const Output& o : outputs) {
+    const int64_t numel = int64_t{n} * o.dim;
+    const int64_t first = first_nonfinite_f32(o.data, numel);
+    if (first < 0) continue;
+    const float v = o.data[first];
+    return non_finite("model '" + spec_.name + "': output '" + o.name + "' of image " +
+                      std::to_string(first / o.dim) + " holds " + (v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
+                      " at element " + std::to_string(first % o.dim) + " (" +
+                      std::to_string(count_nonfinite_f32(o.data, numel)) + " of " + std::to_string(numel) +
+                      " values non-finite); no answer is reported. Usual causes: a checkpoint holding Inf/NaN "
+                      "weights, non-finite input values, or an fp16 overflow (try --precision fp32)");
+  }
+  if (counted < 0) return Status::Ok();
+  return internal_error("model '" + spec_.name + "': the device counted " + std::to_string(counted) +
+                        " non-finite output values that its host copies do not hold");
 }
 
 Result<std::vector<std::string>> load_labels(const std::string& path) {

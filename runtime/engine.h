@@ -96,6 +96,9 @@ class Backend {
   // Device memory holding the plan's input tensor, or nullptr (CPU); see Engine::device_input().
   virtual void* device_input() { return nullptr; }
   virtual Status infer_device(int n);  // the forward on device_input()'s first n images; CPU: kUnsupported
+  // Non-finite values the last forward wrote to its outputs, counted where it ran (CUDA: in the output
+  // casts), or -1 when the backend does not count (the engine scans the host outputs itself).
+  virtual int64_t device_nonfinite_count() const;
 };
 
 class Engine {
@@ -116,6 +119,8 @@ class Engine {
 
   // input: (n, C, H, W) float32, already normalized; 1 <= n <= max_batch. Any host pointer; infer() first
   // copies it into the backend's input buffer unless input == input_buffer().
+  // Every output is checked last: a NaN or Inf anywhere in logits() or pre_logits() of the n images makes
+  // infer() return kNonFinite (naming the output, image and element) instead of an answer.
   Status infer(const float* input, int n);
   // The backend's own input buffer, (max_batch, C, H, W) float32 host memory: write the images there and
   // call infer(input_buffer(), n) to save the copy (on CUDA it is pinned and mapped, and the forward's first
@@ -135,7 +140,7 @@ class Engine {
   // The forward over the first n images already in device_input(): no host copy, no cast, no PCIe read
   // (a replay of a captured graph without the input kernel). Same outputs, bit for bit, as infer() of the
   // same images. kUnsupported on the CPU backend.
-  Status infer_device(int n);
+  Status infer_device(int n);  // outputs checked as in infer()
   // CUDA: the cuBLASLt algorithm pinned per GEMM and captured batch size (EngineOptions::tune_gemms);
   // empty on the CPU backend.
   const std::vector<GemmChoice>& gemm_choices() const { return backend_->gemm_choices(); }
@@ -149,6 +154,7 @@ class Engine {
 
  private:
   Engine() = default;
+  Status check_outputs(int n) const;
   ModelSpec spec_;
   Plan plan_;
   int threads_ = 1;

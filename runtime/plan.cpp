@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/mha_variants.h"
 #include "runtime/planner.h"
 
@@ -34,9 +35,17 @@ AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev
     if (requested == AttentionImpl::kExplicit)
       return {AttentionPath::kExplicit, "cpu.mha_explicit_f32",
               "explicit attention forced by config/flag: Q K^T -> softmax -> V with an S x S scratch", false};
+    if (d > kMhaFusedMaxHeadDim) {
+      // Loud, like the CUDA side: the fused kernel was not forced off, yet it cannot serve this head_dim.
+      std::string reason = "cpu: fused kernel serves head_dim <= " + std::to_string(kMhaFusedMaxHeadDim) +
+                           " (its tiles live on the stack), this model has head_dim " + std::to_string(d) +
+                           "; explicit attention with an S x S scratch runs instead";
+      if (requested == AttentionImpl::kFused) reason = "fused attention requested but unavailable: " + reason;
+      return {AttentionPath::kExplicit, "cpu.mha_explicit_f32", reason, true};
+    }
     return {AttentionPath::kFused, "cpu.mha_fused_f32",
-            "cpu: tiled online-softmax kernel serves every head_dim (here " + std::to_string(d) +
-                "); no S x S buffer",
+            "cpu: tiled online-softmax kernel serves head_dim <= " + std::to_string(kMhaFusedMaxHeadDim) +
+                " (here " + std::to_string(d) + "); no S x S buffer",
             false};
   }
   const bool force_unfused = requested == AttentionImpl::kExplicit;

@@ -205,7 +205,7 @@ std::string format_plan_json(const Plan& p) {
   }
   j["ops"] = ops;
   if (p.device.kind == DeviceKind::kCuda) j["predicted_total_us"] = total_us;
-  return j.dump(1);
+  return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace edgevit

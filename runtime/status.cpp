@@ -15,6 +15,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kDoesNotFit: return "does_not_fit";
     case StatusCode::kDeviceError: return "device_error";
     case StatusCode::kCheckFailed: return "check_failed";
+    case StatusCode::kNonFinite: return "non_finite_output";
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";
@@ -35,6 +36,7 @@ int exit_code_for(StatusCode code) {
     case StatusCode::kNotFound: return 8;
     case StatusCode::kIoError: return 9;
     case StatusCode::kDeviceError: return 10;
+    case StatusCode::kNonFinite: return 11;
     case StatusCode::kInternal: return 70;
   }
   return 70;

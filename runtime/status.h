@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kDoesNotFit,       // the plan does not fit the device's memory budget
   kDeviceError,      // CUDA / driver / GPIO failure at run time
   kCheckFailed,      // a self-test or numerical check failed
+  kNonFinite,        // the forward produced a NaN or Inf output: never reported as an answer
   kInternal,         // a bug: an invariant that should hold did not
 };
 
@@ -61,6 +62,7 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status does_not_fit(std::string m) { return {StatusCode::kDoesNotFit, std::move(m)}; }
 inline Status device_error(std::string m) { return {StatusCode::kDeviceError, std::move(m)}; }
 inline Status check_failed(std::string m) { return {StatusCode::kCheckFailed, std::move(m)}; }
+inline Status non_finite(std::string m) { return {StatusCode::kNonFinite, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value or an error. Accessing value() of an error is a bug (asserted).

@@ -169,6 +169,11 @@ void assemble_tokens_ref(const float* patch_tokens, const float* cls, const floa
 void pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 void pool_ref(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 
+// Non-finite values (NaN, +-Inf) in x[0, n): how many, and the index of the first (-1: none).
+int64_t count_nonfinite_f32(const float* x, int64_t n);
+int64_t count_nonfinite_ref(const float* x, int64_t n);
+int64_t first_nonfinite_f32(const float* x, int64_t n);
+
 // Attention, fused: tiled over keys with an online (running-max) softmax in fp32; no Sq x Skv buffer.
 // Serves head_dim <= kMhaFusedMaxHeadDim (its tiles live on the stack); use the explicit kernel above.
 constexpr int kMhaFusedMaxHeadDim = 128;

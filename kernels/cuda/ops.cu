@@ -137,6 +137,21 @@ __global__ void cast_kernel(const Tin* __restrict__ src, Tout* __restrict__ dst,
     dst[i] = from_f32<Tout>(to_f32(src[i]));
 }
 
+// The output cast, counting non-finite values as it goes (outputs_finite's meaning): one atomic per thread
+// that saw one, so a finite output costs no atomics.
+template <typename Tin>
+__global__ void cast_count_kernel(const Tin* __restrict__ src, float* __restrict__ dst, int64_t n,
+                                  unsigned* __restrict__ nonfinite) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned bad = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float v = to_f32(src[i]);
+    dst[i] = v;
+    bad += isfinite(v) ? 0u : 1u;
+  }
+  if (bad != 0) atomicAdd(nonfinite, bad);
+}
+
 // Four elements per thread: one 16-byte load of fp32 (over PCIe for the input staging, wide requests count).
 __global__ void cast_f32_to_f16_x4_kernel(const float4* __restrict__ src, __half2* __restrict__ dst, int64_t n4) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -572,6 +587,21 @@ cudaError_t cast_f16_to_f32(const __half* src, float* dst, int64_t n, cudaStream
 }
 cudaError_t copy_f32(const float* src, float* dst, int64_t n, cudaStream_t stream) {
   return launch_cast(src, dst, n, stream);
+}
+
+template <typename Tin>
+cudaError_t launch_cast_count(const Tin* src, float* dst, int64_t n, unsigned* nonfinite, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  cast_count_kernel<Tin><<<grid_for(n), kThreads, 0, stream>>>(src, dst, n, nonfinite);
+  return cudaGetLastError();
+}
+cudaError_t cast_f16_to_f32_count_nonfinite(const __half* src, float* dst, int64_t n, unsigned* nonfinite,
+                                            cudaStream_t stream) {
+  return launch_cast_count(src, dst, n, nonfinite, stream);
+}
+cudaError_t copy_f32_count_nonfinite(const float* src, float* dst, int64_t n, unsigned* nonfinite,
+                                     cudaStream_t stream) {
+  return launch_cast_count(src, dst, n, nonfinite, stream);
 }
 
 cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_size, int patch,

@@ -25,6 +25,12 @@ namespace edgevit::gpu {
 cudaError_t cast_f32_to_f16(const float* src, __half* dst, int64_t n, cudaStream_t stream);
 cudaError_t cast_f16_to_f32(const __half* src, float* dst, int64_t n, cudaStream_t stream);
 cudaError_t copy_f32(const float* src, float* dst, int64_t n, cudaStream_t stream);
+// The output casts: as above, and *nonfinite (device-visible, e.g. mapped host memory; the caller zeroes it
+// before the forward) grows by the number of NaN/Inf values written. Meaning: count_nonfinite_ref.
+cudaError_t cast_f16_to_f32_count_nonfinite(const __half* src, float* dst, int64_t n, unsigned* nonfinite,
+                                            cudaStream_t stream);
+cudaError_t copy_f32_count_nonfinite(const float* src, float* dst, int64_t n, unsigned* nonfinite,
+                                     cudaStream_t stream);
 
 // Patch extraction (meaning of im2col_patches_ref): img (B, C, S, S) NCHW -> cols (B * P, C * p * p),
 // P = (S / p)^2 patches in row-major grid order, each flattened as (c, ky, kx).

@@ -3,6 +3,7 @@
 // status kind (docs/exit-codes.md); usage errors exit 2.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <stb_image.h>
 
@@ -216,19 +217,23 @@ std::vector<std::string> text_art(const std::string& path, int max_cols) {
   return rows;
 }
 
+nlohmann::ordered_json profile_json(const ev::DeviceProfile& p) {
+  return {{"name", p.name}, {"kind", ev::to_string(p.kind)}, {"description", p.description},
+          {"compute_capability", p.compute_capability}, {"sm_count", p.sm_count},
+          {"smem_per_block_optin_bytes", p.smem_per_block_optin_bytes},
+          {"memory_total_bytes", p.memory_total_bytes}, {"memory_budget_bytes", p.memory_budget_bytes},
+          {"unified_memory", p.unified_memory}, {"dram_bandwidth_gbps", p.dram_bandwidth_gbps},
+          {"fp16_dense_tflops", p.fp16_dense_tflops}, {"cpu_cores", p.cpu_cores}, {"source", p.source}};
+}
+
 int cmd_devices(const std::vector<std::string>& dirs, bool json) {
   std::vector<ev::Status> errors;
   const auto profiles = ev::list_device_profiles(dirs, &errors);
   if (json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& p : profiles)
-      arr.push_back({{"name", p.name}, {"kind", ev::to_string(p.kind)}, {"description", p.description},
-                     {"compute_capability", p.compute_capability}, {"sm_count", p.sm_count},
-                     {"smem_per_block_optin_bytes", p.smem_per_block_optin_bytes},
-                     {"memory_total_bytes", p.memory_total_bytes}, {"memory_budget_bytes", p.memory_budget_bytes},
-                     {"unified_memory", p.unified_memory}, {"dram_bandwidth_gbps", p.dram_bandwidth_gbps},
-                     {"fp16_dense_tflops", p.fp16_dense_tflops}, {"cpu_cores", p.cpu_cores}, {"source", p.source}});
-    std::cout << arr.dump(1) << "\n";
+      arr.push_back(profile_json(p));
+    std::cout << arr.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::printf("%-16s %-5s %-5s %4s %9s %10s %10s %9s %7s  %s\n", "name", "kind", "sm", "SMs", "smem/blk",
                 "memory", "budget", "DRAM GB/s", "TFLOPS", "description");
@@ -242,6 +247,35 @@ int cmd_devices(const std::vector<std::string>& dirs, bool json) {
   }
   for (const auto& e : errors) spdlog::warn("skipped profile: {}", e.message());
   if (profiles.empty()) return fail(ev::not_found("no device profiles found (searched the config directories)"));
+  return 0;
+}
+
+// `devices --detect`: what detect_device chose on this machine and how (the same detection `--device auto`
+// uses), then every field of the profile it produced.
+int cmd_devices_detect(const std::vector<std::string>& dirs, bool json) {
+  auto d = ev::detect_device(dirs);
+  if (!d.ok()) return fail(d.status());
+  const ev::DeviceProfile& p = d->profile;
+  if (json) {
+    nlohmann::ordered_json j = {{"source", d->source}, {"details", d->details}, {"profile", profile_json(p)}};
+    std::cout << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::printf("detected: %s\n  found by: %s\n", p.name.c_str(), d->source.c_str());
+  if (!d->details.empty()) std::printf("  how: %s\n", d->details.c_str());
+  std::printf("  profile: %s\n", p.source.c_str());
+  if (p.kind == ev::DeviceKind::kCuda) {
+    std::printf("  kind cuda, compute capability %d, %d SMs, %lld KB opt-in shared memory per block\n",
+                p.compute_capability, p.sm_count, static_cast<long long>(p.smem_per_block_optin_bytes / 1024));
+  } else {
+    std::printf("  kind %s\n", ev::to_string(p.kind));
+  }
+  std::printf("  memory %.2f GB total, %.2f GB budget%s, %d CPU cores\n", p.memory_total_bytes / 1e9,
+              p.memory_budget_bytes / 1e9, p.unified_memory ? " (unified: CPU and GPU share it)" : "",
+              p.cpu_cores);
+  std::printf("  DRAM %.1f GB/s%s\n", p.dram_bandwidth_gbps,
+              p.kind == ev::DeviceKind::kCuda ? (", fp16 " + std::to_string(p.fp16_dense_tflops) + " TFLOPS dense").c_str()
+                                              : " (from the profile)");
   return 0;
 }
 
@@ -470,7 +504,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
         ops.push_back({{"name", e.op_timings()[k].name}, {"kernel", e.op_timings()[k].kernel}, {"ms", op_sum[k] / b.iters * 1e3}});
       j["ops"] = ops;
     }
-    std::cout << j.dump(1) << "\n";
+    std::cout << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::printf("bench %s on %s: batch %d, %s, %d threads, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
@@ -524,6 +558,8 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Diagnostics go to stderr, always: stdout carries only the answer (`plan --json | jq .` must parse).
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("edgevit"));
   spdlog::set_pattern("edgevit: %l: %v");
   // OpenBLAS picks its kernels when loaded; if it fell back to generic ones on a CPU with AVX2/AVX-512,
   // restart once with OPENBLAS_CORETYPE set (a user's own setting is always left alone).
@@ -549,7 +585,9 @@ int main(int argc, char** argv) {
 
   CLI::App* run = app.add_subcommand("run", "run a model on an image or a safetensors input");
   add_common(run, run_o, false);
-  run->add_option("--input,-i", run_r.input, "image (PNG/JPEG/PPM) or safetensors with tensor 'input' [N,C,H,W]");
+  run->add_option("--input,-i", run_r.input,
+                  "image (PNG, JPEG, PPM/PGM, BMP, TGA; also GIF, PSD, HDR, PIC) or safetensors with tensor 'input' "
+                  "[N,C,H,W]");
   run->add_option("--output,-o", run_r.output, "write logits and pre_logits (float32) to this safetensors file");
   run->add_option("--topk,-k", run_r.topk, "classes to print")->check(CLI::Range(1, 100000));
   run->add_option("--threads,-t", run_o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
@@ -578,8 +616,11 @@ int main(int argc, char** argv) {
     sub->add_flag("--no-attention-tuning", opts->no_attention_tuning,
                   "CUDA: run the kernel table's fused-attention row instead of timing every row the device can run at start-up");
 
+  bool devices_detect = false;
   CLI::App* devices = app.add_subcommand("devices", "list device profiles");
-  devices->add_flag("--json", devices_json, "JSON array");
+  devices->add_flag("--json", devices_json, "JSON array (with --detect: one JSON object)");
+  devices->add_flag("--detect", devices_detect,
+                    "detect this machine's device: print the profile chosen and how each field was found");
 
   std::string import_from, import_ckpt, import_out, import_pool;
   int import_heads = 0;
@@ -619,7 +660,7 @@ int main(int argc, char** argv) {
   if (*run) return cmd_run(run_o, run_r, dev_dirs);
   if (*plan) return cmd_plan(plan_o, dev_dirs, plan_json);
   if (*bench) return cmd_bench(bench_o, bench_b, dev_dirs);
-  if (*devices) return cmd_devices(dev_dirs, devices_json);
+  if (*devices) return devices_detect ? cmd_devices_detect(dev_dirs, devices_json) : cmd_devices(dev_dirs, devices_json);
   if (*client) {
     const ev::Status s = ev::daemon::run_client(client_o, std::cout);
     return s.ok() ? 0 : fail(s);

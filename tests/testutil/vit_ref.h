@@ -1,0 +1,74 @@
+// The ViT forward composed only of the kernels' plain references (kernels/cpu/*_ref.cpp), op after op in
+// timm's order, over every token: an independent check of the engine, which plans, packs weights, fuses
+// epilogues and prunes the class-token tail. Slow (reference loops): for small test models.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "runtime/model_spec.h"
+#include "tests/runtime/checkpoint_fixtures.h"
+
+namespace edgevit::testutil {
+
+struct VitRefOutputs {
+  std::vector<float> logits;      // (B, num_classes), or the pooled features when num_classes == 0
+  std::vector<float> pre_logits;  // (B, E)
+};
+
+// input (B, C, H, W) already normalized; w holds every tensor of expected_names(a), timm names.
+inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const float* input, int batch) {
+  const auto W = [&](const std::string& name) { return w.at(name).data.data(); };
+  const int e = a.embed_dim, t = a.num_tokens(), p = a.num_patches(), hid = a.mlp_hidden();
+  const int k_patch = a.in_chans * a.patch_size * a.patch_size;
+  const int rows = batch * t;
+  const float eps = static_cast<float>(a.layer_norm_eps);
+  std::vector<float> cols(static_cast<size_t>(batch) * p * k_patch), patches(static_cast<size_t>(batch) * p * e);
+  im2col_patches_ref(input, cols.data(), batch, a.in_chans, a.img_size, a.patch_size);
+  linear_ref(cols.data(), W("patch_embed.proj.weight"), W("patch_embed.proj.bias"), patches.data(), batch * p, e,
+             k_patch, Epilogue::kNone);
+  std::vector<float> x(static_cast<size_t>(rows) * e), h(x.size()), qkv(static_cast<size_t>(rows) * 3 * e),
+      att(x.size()), mlp(static_cast<size_t>(rows) * hid);
+  assemble_tokens_ref(patches.data(), a.class_token ? W("cls_token") : nullptr,
+                      a.reg_tokens > 0 ? W("reg_token") : nullptr, a.reg_tokens, W("pos_embed"), a.no_embed_class,
+                      x.data(), batch, p, e);
+  const int d = a.head_dim();
+  const AttnParams ap = attn_params_packed_qkv(batch, t, a.num_heads, d, 1.f / std::sqrt(static_cast<float>(d)));
+  for (int i = 0; i < a.depth; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    layernorm_ref(x.data(), W(b + "norm1.weight"), W(b + "norm1.bias"), h.data(), rows, e, eps, 1);
+    linear_ref(h.data(), W(b + "attn.qkv.weight"), a.qkv_bias ? W(b + "attn.qkv.bias") : nullptr, qkv.data(), rows,
+               3 * e, e, Epilogue::kNone);
+    mha_ref(ap, qkv.data(), qkv.data() + packed_k_offset(a.num_heads, d), qkv.data() + packed_v_offset(a.num_heads, d),
+            att.data(), 1);
+    linear_ref(att.data(), W(b + "attn.proj.weight"), W(b + "attn.proj.bias"), h.data(), rows, e, e, Epilogue::kNone);
+    for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
+    layernorm_ref(x.data(), W(b + "norm2.weight"), W(b + "norm2.bias"), h.data(), rows, e, eps, 1);
+    linear_ref(h.data(), W(b + "mlp.fc1.weight"), W(b + "mlp.fc1.bias"), mlp.data(), rows, hid, e, Epilogue::kNone);
+    gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
+    linear_ref(mlp.data(), W(b + "mlp.fc2.weight"), W(b + "mlp.fc2.bias"), h.data(), rows, e, hid, Epilogue::kNone);
+    for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
+  }
+  VitRefOutputs out;
+  out.pre_logits.resize(static_cast<size_t>(batch) * e);
+  const bool avg = a.global_pool == GlobalPool::kAvg;
+  if (a.fc_norm) {  // pool, then LayerNorm (timm fc_norm)
+    pool_ref(x.data(), h.data(), batch, t, e, avg, a.num_prefix_tokens());
+    layernorm_ref(h.data(), W("fc_norm.weight"), W("fc_norm.bias"), out.pre_logits.data(), batch, e, eps, 1);
+  } else {
+    layernorm_ref(x.data(), W("norm.weight"), W("norm.bias"), h.data(), rows, e, eps, 1);
+    pool_ref(h.data(), out.pre_logits.data(), batch, t, e, avg, a.num_prefix_tokens());
+  }
+  if (a.num_classes == 0) {
+    out.logits = out.pre_logits;
+    return out;
+  }
+  out.logits.resize(static_cast<size_t>(batch) * a.num_classes);
+  linear_ref(out.pre_logits.data(), W("head.weight"), W("head.bias"), out.logits.data(), batch, a.num_classes, e,
+             Epilogue::kNone);
+  return out;
+}
+
+}  // namespace edgevit::testutil

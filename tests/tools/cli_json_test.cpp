@@ -1,0 +1,115 @@
+// What the command line prints for machines to read: every `--json` output parses as JSON from stdout
+// alone, also when the command warns (diagnostics go to stderr, always): plan (with an attention fallback
+// and a DOES NOT FIT verdict), devices, devices --detect, bench. `client --json` is covered by
+// tests/daemon/daemon_process_test.cpp. And `run --help` names every input format `run` accepts.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+struct Ran {
+  int code;
+  std::string out;  // stdout only
+  std::string err;  // stderr only
+};
+
+Ran run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "edgevit_cli_json_stderr.txt";
+  const std::string cmd = testutil::binary_path("bin/edgevit") + " " + args + " 2>" + err_path;
+  Ran r{-1, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream in(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return r;
+}
+
+nlohmann::json parse_stdout(const Ran& r) {
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not JSON (" << e.what() << "):\n" << r.out << "\nstderr:\n" << r.err;
+    return nullptr;
+  }
+}
+
+// The audit's reproduction: a fp32 ViT-B at batch 2048 on a 4 GB Nano warns about the attention fallback
+// and does not fit; stdout must still be exactly one JSON object.
+TEST(CliJson, PlanWithWarningsIsStillJson) {
+  const std::string model = testutil::source_path("config/models/vit-base-patch16-224.yaml");
+  const Ran r = run("plan " + model + " --device orin-nano-4gb --batch 2048 --precision fp32 --json");
+  EXPECT_EQ(r.code, 6) << r.err;
+  const auto j = parse_stdout(r);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_TRUE(j["attention_fallback"].get<bool>());
+  EXPECT_NE(r.err.find("attention fallback"), std::string::npos) << "the warning goes to stderr: " << r.err;
+}
+
+TEST(CliJson, PlanOfEveryShippedModelOnEveryProfile) {
+  for (const auto& entry : std::filesystem::directory_iterator(testutil::source_path("config/models"))) {
+    if (entry.path().extension() != ".yaml") continue;
+    for (const char* dev : {"host-cpu", "orin-nx-16gb", "orin-nano-8gb", "agx-orin-64gb"}) {
+      SCOPED_TRACE(entry.path().string() + " on " + dev);
+      const Ran r = run("plan " + entry.path().string() + " --device " + dev + " --json");
+      EXPECT_TRUE(r.code == 0 || r.code == 6) << r.err;
+      const auto j = parse_stdout(r);
+      ASSERT_TRUE(j.is_object());
+      EXPECT_EQ(j["device"], dev);
+    }
+  }
+}
+
+TEST(CliJson, Devices) {
+  const Ran list = run("devices --json");
+  EXPECT_EQ(list.code, 0) << list.err;
+  const auto arr = parse_stdout(list);
+  ASSERT_TRUE(arr.is_array());
+  EXPECT_GE(arr.size(), 4u);
+  const Ran det = run("devices --detect --json");
+  EXPECT_EQ(det.code, 0) << det.err;
+  const auto d = parse_stdout(det);
+  ASSERT_TRUE(d.is_object());
+  EXPECT_FALSE(d["source"].get<std::string>().empty());
+  EXPECT_GT(d["profile"]["memory_total_bytes"].get<int64_t>(), 0);
+  EXPECT_GE(d["profile"]["cpu_cores"].get<int>(), 1);
+}
+
+TEST(CliJson, DevicesDetectTextSaysHowItWasFound) {
+  const Ran r = run("devices --detect");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("detected: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("found by: "), std::string::npos) << r.out;
+}
+
+TEST(CliJson, Bench) {
+  const std::string micro = testutil::source_path("config/models/vit-micro.yaml");
+  const Ran r = run("bench " + micro + " --device host-cpu --threads 1 --iters 2 --warmup 1 --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = parse_stdout(r);
+  ASSERT_TRUE(j.is_object());
+}
+
+TEST(CliHelp, RunNamesEveryInputFormatItAccepts) {
+  const Ran r = run("run --help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"PNG", "JPEG", "PPM", "PGM", "BMP", "TGA", "safetensors"})
+    EXPECT_NE(r.out.find(f), std::string::npos) << f << " missing from run --help:\n" << r.out;
+}
+
+}  // namespace
+}  // namespace edgevit
