@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -112,6 +113,72 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
   return Status::Ok();
 }
 
+// First pass over the header text, event by event without building anything: nesting depth, duplicate
+// keys (nlohmann keeps only one of two equal keys) and the number of entries, the first two refused as soon
+// as they are seen. Linear in the header: nlohmann's callback parser (json::parse with a callback), used
+// for this before, scans the enclosing object for a discarded value each time a nested object closes,
+// which made a header of n entries cost O(n^2) (10k entries 0.9 s, 80k over 300 s; issue #22).
+struct HeaderScan : nlohmann::json_sax<json> {
+  std::vector<std::unordered_set<std::string>> keys;  // per open object (reused: `objects` are live)
+  std::vector<bool> is_object;                        // open containers, innermost last
+  size_t objects = 0;
+  size_t entries = 0;  // root keys other than __metadata__
+  std::string current_entry, duplicate, syntax_error;
+  bool too_deep = false, too_many = false;
+
+  bool deeper(size_t more) {
+    if (is_object.size() + more > static_cast<size_t>(SafetensorsFile::kMaxHeaderDepth) + 1) too_deep = true;
+    return !too_deep;
+  }
+  bool value() { return deeper(0); }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override {
+    if (!deeper(1)) return false;
+    is_object.push_back(true);
+    if (keys.size() <= objects) keys.emplace_back();
+    keys[objects++].clear();
+    return true;
+  }
+  bool end_object() override {
+    is_object.pop_back();
+    --objects;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (!deeper(1)) return false;
+    is_object.push_back(false);
+    return true;
+  }
+  bool end_array() override {
+    is_object.pop_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!value()) return false;
+    if (objects == 1 && is_object.size() == 1) {
+      current_entry = k;
+      if (k != "__metadata__" && ++entries > SafetensorsFile::kMaxTensors) {
+        too_many = true;
+        return false;
+      }
+    }
+    if (!keys[objects - 1].insert(k).second && duplicate.empty())
+      duplicate = is_object.size() == 1 ? "tensor '" + k + "': duplicate entry in the header"
+                                        : "tensor '" + current_entry + "': duplicate key '" + k + "'";
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    syntax_error = e.what();
+    return false;
+  }
+};
+
 }  // namespace
 
 const char* dtype_name(DType d) {
@@ -178,42 +245,23 @@ Status SafetensorsFile::parse(const uint8_t* base, size_t size) {
     return checkpoint_error(path + ": header length " + std::to_string(header_len) +
                             " runs past the end of the file (" + std::to_string(size) + " bytes)");
 
-  // nlohmann keeps only one of two equal keys; a callback sees every key, so duplicates are caught here.
-  std::vector<std::set<std::string>> open_objects;
-  std::string current_entry;
-  std::string duplicate;
-  bool too_deep = false;
-  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxHeaderDepth) {  // the value is discarded unbuilt; the parser itself is iterative
-      too_deep = true;
-      return false;
-    }
-    switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end: open_objects.pop_back(); break;
-      case json::parse_event_t::key: {
-        const std::string key = parsed.get<std::string>();
-        if (open_objects.size() == 1) current_entry = key;
-        if (!open_objects.back().insert(key).second && duplicate.empty())
-          duplicate = open_objects.size() == 1 ? "tensor '" + key + "': duplicate entry in the header"
-                                               : "tensor '" + current_entry + "': duplicate key '" + key + "'";
-        break;
-      }
-      default: break;
-    }
-    return true;
-  };
   const char* header_begin = reinterpret_cast<const char*>(base + 8);
+  HeaderScan scan;
+  json::sax_parse(header_begin, header_begin + header_len, &scan);
+  if (!scan.syntax_error.empty()) return checkpoint_error(path + ": header is not valid JSON: " + scan.syntax_error);
+  if (scan.too_deep)
+    return checkpoint_error(path + ": header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
+                            " levels (object, tensor entry, shape)");
+  if (scan.too_many)
+    return checkpoint_error(path + ": header has more than " + std::to_string(kMaxTensors) +
+                            " tensor entries (the limit; a ViT-B checkpoint has about 150)");
+  if (!scan.duplicate.empty()) return checkpoint_error(path + ": " + scan.duplicate);
   json header;
   try {
-    header = json::parse(header_begin, header_begin + header_len, on_event);
+    header = json::parse(header_begin, header_begin + header_len);
   } catch (const json::exception& e) {
     return checkpoint_error(path + ": header is not valid JSON: " + e.what());
   }
-  if (too_deep)
-    return checkpoint_error(path + ": header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
-                            " levels (object, tensor entry, shape)");
-  if (!duplicate.empty()) return checkpoint_error(path + ": " + duplicate);
   if (!header.is_object()) return checkpoint_error(path + ": header is not a JSON object");
 
   struct Span {

@@ -44,6 +44,12 @@ class SafetensorsFile {
   // refused while parsing, before anything recursive (dump() in messages) could walk it.
   static constexpr int kMaxHeaderDepth = 3;
 
+  // Tensor entries a header may hold. A ViT-B checkpoint has about 150 and the largest published
+  // safetensors shards a few thousand; the 100 MB header limit alone would allow over a million, each
+  // costing ~1 KB of parsed JSON. Counted while scanning, so a larger header is refused after reading only
+  // this many entries (docs/reliability.md).
+  static constexpr size_t kMaxTensors = 100'000;
+
   static Result<SafetensorsFile> open(const std::string& path);
   // The same checks on a file image already in memory (fuzzing, embedded data). The caller keeps
   // ownership of `bytes`, which must outlive the returned object; `name` stands for the path in messages.
