@@ -20,6 +20,10 @@ struct KernelCheckSpec {
   uint64_t seed = 0;        // fresh inputs per model; reported in each check's detail
   int threads = 1;
   bool wrong_scale = false; // Fault::kAttentionScale: kernels under test get scale 1 instead of 1/sqrt(D)
+  // What a CPU plan of this model runs for attention (Plan::attention_kernel, e.g. "cpu.mha_fused_f32") and
+  // why: kernel.attention.planned_vs_ref checks that kernel, whatever the head_dim.
+  std::string cpu_attention_kernel;
+  std::string cpu_attention_reason;
 };
 
 // CPU fp32 kernels vs their float64 references (kernels/cpu/kernels.h).

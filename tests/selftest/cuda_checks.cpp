@@ -12,6 +12,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/mha.h"
 #include "runtime/safetensors.h"
+#include "tests/selftest/alloc_counter.h"
 #include "tests/selftest/checks.h"
 #include "tests/testutil/tolerances.h"
 
@@ -55,6 +56,20 @@ CheckResult device_failure(const std::string& name, const std::string& model, co
 }
 
 }  // namespace
+
+int64_t cuda_device_used_bytes() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return -1;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {  // creates the context on first use
+    cudaGetLastError();
+    return -1;
+  }
+  return static_cast<int64_t>(total_bytes) - static_cast<int64_t>(free_bytes);
+}
 
 void run_cuda_kernel_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
   const std::string fused = "kernel.attention.cuda_fused_vs_ref", unfused = "kernel.attention.cuda_unfused_vs_ref";

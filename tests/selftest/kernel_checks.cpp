@@ -1,7 +1,8 @@
-// Kernel checks at a model's real shapes: attention (fused, explicit) on the packed qkv layout the runtime
-// uses, LayerNorm, and the GEMM with each epilogue the ViT block uses (qkv: none, fc1: GELU, fc2: residual
-// add), each against its float64-accumulating reference in kernels/cpu, normwise bound
-// tol::kFp32Kernel (tests/testutil/tolerances.h). Inputs are fresh for each run (the seed is reported).
+// Kernel checks at a model's real shapes: attention (the kernel a CPU plan of the model runs, then fused and
+// explicit each) on the packed qkv layout the runtime uses, LayerNorm, and the GEMM with each epilogue the
+// ViT block uses (qkv: none, fc1: GELU, fc2: residual add), each against its float64-accumulating reference
+// in kernels/cpu, normwise bound tol::kFp32Kernel (tests/testutil/tolerances.h). Inputs are fresh for each
+// run (the seed is reported).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -82,30 +83,51 @@ void attention_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
   std::vector<float> ref(n);
   mha_ref(ref_p, q, k, v, ref.data(), s.threads);
 
-  if (D <= kMhaFusedMaxHeadDim) {
+  const std::string kFused = "cpu.mha_fused_f32", kExplicit = "cpu.mha_explicit_f32";
+  // Runs one CPU attention kernel at this shape (output poisoned with NaN first) and compares it with the
+  // float64 reference.
+  auto check_kernel = [&](const std::string& name, const std::string& kernel, const std::string& note) {
     Stopwatch w;
     std::vector<float> o(n, NAN);
-    mha_fused_f32(test_p, q, k, v, o.data(), s.threads);
-    out->push_back(rel_error_check("kernel.attention.fused_vs_ref", s.model, rel_error(o.data(), ref.data(), n),
-                                   tol::kFp32Kernel,
-                                   shape + ", max_abs " + fmt_g(max_abs_error(o.data(), ref.data(), n)), w.seconds()));
+    if (kernel == kFused) {
+      mha_fused_f32(test_p, q, k, v, o.data(), s.threads);
+    } else {
+      std::vector<float> scratch(mha_explicit_scratch_floats(test_p, s.threads));
+      mha_explicit_f32(test_p, q, k, v, o.data(), scratch.data(), s.threads);
+    }
+    return rel_error_check(name, s.model, rel_error(o.data(), ref.data(), n), tol::kFp32Kernel,
+                           kernel + ", " + shape + ", max_abs " + fmt_g(max_abs_error(o.data(), ref.data(), n)) + note,
+                           w.seconds());
+  };
+
+  // The kernel the plan runs, at the model's own head_dim and sequence length: never skipped.
+  if (s.cpu_attention_kernel == kFused || s.cpu_attention_kernel == kExplicit) {
+    out->push_back(check_kernel("kernel.attention.planned_vs_ref", s.cpu_attention_kernel,
+                                "; the plan's choice: " + s.cpu_attention_reason));
+  } else {
+    CheckResult c;
+    c.name = "kernel.attention.planned_vs_ref";
+    c.model = s.model;
+    c.outcome = Outcome::kFail;
+    c.measured = "the CPU plan names attention kernel '" + s.cpu_attention_kernel + "'";
+    c.bound = kFused + " or " + kExplicit;
+    c.detail = shape;
+    out->push_back(c);
+  }
+  // The fused kernel wherever the plan runs it or it claims the head_dim (a plan that chose it beyond its
+  // limit fails here and above, rather than skipping).
+  if (s.cpu_attention_kernel == kFused || D <= kMhaFusedMaxHeadDim) {
+    out->push_back(check_kernel("kernel.attention.fused_vs_ref", kFused, ""));
   } else {
     CheckResult c;
     c.name = "kernel.attention.fused_vs_ref";
     c.model = s.model;
-    c.detail = "head_dim " + std::to_string(D) + " > kMhaFusedMaxHeadDim " + std::to_string(kMhaFusedMaxHeadDim) +
-               ": the fused CPU kernel does not serve it (the plan uses the explicit one)";
+    c.detail = "skipped: head_dim " + std::to_string(D) + " > kMhaFusedMaxHeadDim " +
+               std::to_string(kMhaFusedMaxHeadDim) + " and the plan runs " + s.cpu_attention_kernel +
+               " (checked by kernel.attention.planned_vs_ref)";
     out->push_back(c);
   }
-  {
-    Stopwatch w;
-    std::vector<float> o(n, NAN);
-    std::vector<float> scratch(mha_explicit_scratch_floats(test_p, s.threads));
-    mha_explicit_f32(test_p, q, k, v, o.data(), scratch.data(), s.threads);
-    out->push_back(rel_error_check("kernel.attention.explicit_vs_ref", s.model, rel_error(o.data(), ref.data(), n),
-                                   tol::kFp32Kernel,
-                                   shape + ", max_abs " + fmt_g(max_abs_error(o.data(), ref.data(), n)), w.seconds()));
-  }
+  out->push_back(check_kernel("kernel.attention.explicit_vs_ref", kExplicit, ""));
 }
 
 void layernorm_check(const KernelCheckSpec& s, std::vector<CheckResult>* out) {

@@ -1,8 +1,8 @@
 // edgevit-selftest: the on-target self-test (tests/selftest/selftest.h says what it checks).
 //   edgevit-selftest [--quick] [--json] [--model NAME|PATH]... [--device NAME|auto] [--gpio-loopback CHIP:OUT:IN]
 // Exit codes: 0 every check passed (skips allowed), 1 a check failed, 2 could not run (usage, missing
-// config/weights/expected outputs). The hidden --inject-fault=attention-scale|corrupt-weight proves that
-// the checks can fail (tests/selftest/selftest_cli_test.cpp).
+// config/weights/expected outputs). The hidden --inject-fault=attention-scale|corrupt-weight|
+// unplanned-allocation proves that the checks can fail (tests/selftest/selftest_cli_test.cpp).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

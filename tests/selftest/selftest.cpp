@@ -4,11 +4,15 @@
 //               ─► engine on the execution device (the detected one, or the host CPU when this build
 //                  cannot run it) ─► kernel.* at the model's shapes ─► e2e.* vs stored outputs ─► memory.*
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "kernels/cpu/kernels.h"
@@ -40,7 +44,16 @@ Result<Fault> parse_fault(const std::string& name) {
   if (name.empty() || name == "none") return Fault::kNone;
   if (name == "attention-scale") return Fault::kAttentionScale;
   if (name == "corrupt-weight") return Fault::kCorruptWeight;
-  return invalid_argument("--inject-fault must be attention-scale or corrupt-weight, got '" + name + "'");
+  if (name == "unplanned-allocation") return Fault::kUnplannedAllocation;
+  return invalid_argument("--inject-fault must be attention-scale, corrupt-weight or unplanned-allocation, got '" +
+                          name + "'");
+}
+
+int64_t unplanned_bytes_bound(int64_t planned) { return std::max<int64_t>(int64_t{1} << 20, planned / 100); }
+
+int64_t unplanned_fault_bytes(const Plan& plan) {
+  const int64_t planned = plan.host_total_bytes;
+  return (planned + unplanned_bytes_bound(planned) + (1 << 20)) / 2;
 }
 
 int selftest_exit_code(const Result<SelftestReport>& result) {
@@ -67,6 +80,7 @@ const char* fault_name(Fault f) {
     case Fault::kNone: return "";
     case Fault::kAttentionScale: return "attention-scale";
     case Fault::kCorruptWeight: return "corrupt-weight";
+    case Fault::kUnplannedAllocation: return "unplanned-allocation";
   }
   return "";
 }
@@ -290,19 +304,144 @@ void e2e_checks(Engine& e, const ExpectedData& x, int count, const std::string& 
                                  w.seconds()));
 }
 
-// memory.*: the arena is the plan's one allocation; N inferences allocate nothing, map nothing, and give
-// bit-identical outputs.
+std::string mib(int64_t bytes) { return fmt_g(static_cast<double>(bytes) / (1 << 20)) + " MiB"; }
+
+// The bytes of the plan's memory lines (Plan::memory, held after load) that the self-test's window can see
+// grow: on CUDA the context and the driver's own host state exist before the window opens (the kernel
+// checks and cuda_device_used_bytes() create them), so those lines are left out.
+struct PlannedBytes {
+  int64_t host = 0;
+  int64_t device = 0;
+};
+PlannedBytes planned_in_window(const Plan& p) {
+  PlannedBytes b{p.host_total_bytes, p.device_total_bytes};
+  if (p.device.kind == DeviceKind::kCuda) {
+    b.device -= p.context_bytes;
+    b.host -= p.device.cuda_context_host_bytes;
+  }
+  return b;
+}
+
+// memory.arena_single_allocation: what the engine's create() and first infer() really allocated (`u`,
+// counted by alloc_counter.h) against its plan's memory lines. The arena is one allocation: one anonymous
+// mapping of the plan's arena bytes on the host (exact mode), device memory that grew by at least the arena
+// on CUDA. Host bytes (heap growth + resident mappings) are at most the plan's host lines plus
+// unplanned_bytes_bound(), device bytes at most its device lines plus the bound; a unified-memory board
+// (Jetson) holds both in one memory, so there their sum is held to the sum.
+CheckResult arena_check(const Engine& e, const MemoryUse& u, const std::string& how, const std::string& model) {
+  const Plan& p = e.plan();
+  const bool cuda = p.device.kind == DeviceKind::kCuda;
+  const PlannedBytes plan_b = planned_in_window(p);
+  const int64_t page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+  const int64_t arena_mapping = (p.arena_bytes + page - 1) / page * page;
+  CheckResult c;
+  c.name = "memory.arena_single_allocation";
+  c.model = model;
+  if (!u.host_known) {
+    c.outcome = Outcome::kFail;
+    c.measured = "the engine's allocations could not be counted";
+    c.bound = "counted";
+    c.detail = u.exact ? "more mappings than the interposer records" : "/proc/self/maps not readable";
+    return c;
+  }
+  if (cuda && u.device_bytes < 0) {
+    c.outcome = Outcome::kFail;
+    c.measured = "CUDA device memory could not be read (cudaMemGetInfo)";
+    c.bound = "read";
+    return c;
+  }
+  bool arena_ok = true;
+  std::string arena_text;
+  if (cuda) {
+    arena_ok = u.device_bytes >= p.arena_bytes;
+    arena_text = "device +" + std::to_string(u.device_bytes) + " bytes (arena " + std::to_string(p.arena_bytes) + ")";
+  } else if (u.exact) {
+    const auto n = std::count_if(u.anon_maps.begin(), u.anon_maps.end(),
+                                 [&](const MemoryUse::Mapping& m) { return m.bytes == arena_mapping; });
+    arena_ok = n == 1;
+    arena_text = std::to_string(n) + " anonymous mapping(s) of the arena's " + std::to_string(arena_mapping) + " bytes";
+  } else {
+    arena_text = "arena not identifiable without the interposer";
+  }
+  std::string maps_text;
+  for (size_t i = 0; i < u.anon_maps.size() && i < 8; ++i)
+    maps_text += (i ? ", " : "") + std::to_string(u.anon_maps[i].resident) + "/" + std::to_string(u.anon_maps[i].bytes);
+  if (u.anon_maps.size() > 8) maps_text += ", ...";
+  // One comparison per memory that the budget sees separately.
+  struct Side {
+    const char* name;
+    int64_t observed, planned;
+  };
+  std::vector<Side> sides;
+  if (!cuda) {
+    sides.push_back({"host", u.host_bytes(), plan_b.host});
+  } else if (p.device.unified_memory) {
+    sides.push_back({"host + device", u.host_bytes() + u.device_bytes, plan_b.host + plan_b.device});
+  } else {
+    sides.push_back({"host", u.host_bytes(), plan_b.host});
+    sides.push_back({"device", u.device_bytes, plan_b.device});
+  }
+  bool within = true;
+  std::string measured, bound;
+  for (const Side& sd : sides) {
+    const int64_t slack = unplanned_bytes_bound(sd.planned);
+    within = within && sd.observed <= sd.planned + slack;
+    measured += (measured.empty() ? "" : "; ") + std::to_string(sd.observed) + " bytes " + sd.name + " (" + mib(sd.observed) + ")";
+    bound += (bound.empty() ? "" : "; ") + std::string(sd.name) + " <= plan " + std::to_string(sd.planned) + " + " +
+             std::to_string(slack) + " (" + mib(sd.planned + slack) + ")";
+  }
+  c.outcome = arena_ok && within ? Outcome::kPass : Outcome::kFail;
+  c.measured = measured + "; " + arena_text;
+  c.bound = "arena as one allocation; " + bound;
+  c.detail = how + "; heap " + (u.heap_bytes >= 0 ? "+" : "") + std::to_string(u.heap_bytes) + " bytes";
+  if (u.exact) {
+    c.detail += ", " + std::to_string(u.anon_maps.size()) + " anonymous mappings resident " +
+                std::to_string(u.anon_resident_bytes) + " bytes [resident/mapped, most resident first: " + maps_text + "]";
+    if (u.file_map_bytes > 0) c.detail += ", file mappings still mapped " + std::to_string(u.file_map_bytes) + " bytes (not counted)";
+  } else {
+    c.detail += ", readable/writable mappings grew " + std::to_string(u.mapped_growth_bytes) + " bytes";
+  }
+  if (u.device_bytes >= 0) c.detail += ", CUDA device memory used +" + std::to_string(u.device_bytes) + " bytes";
+  c.detail += "; counted by " + std::string(u.exact ? "interposed mmap/munmap + mallinfo2" : "/proc/self/maps + mallinfo2");
+  return c;
+}
+
+// numerics.outputs_finite: one inference of `input` returns ok and every logit and pre_logit is finite.
+CheckResult finite_check(Engine& e, const float* input, int n, const std::string& model) {
+  Stopwatch w;
+  CheckResult c;
+  c.name = "numerics.outputs_finite";
+  c.model = model;
+  c.bound = "infer ok, 0 non-finite";
+  c.detail = "batch " + std::to_string(n) + ", logits and pre_logits";
+  const Status s = e.infer(input, n);
+  if (!s.ok()) {
+    c.outcome = Outcome::kFail;
+    c.measured = "infer: " + s.to_string();
+    c.seconds = w.seconds();
+    return c;
+  }
+  int64_t bad = 0;
+  std::string first;
+  auto scan = [&](const char* what, const float* x, int per) {
+    for (int64_t i = 0; i < static_cast<int64_t>(n) * per; ++i) {
+      if (std::isfinite(x[i])) continue;
+      if (bad++ == 0)
+        first = std::string(what) + "[" + std::to_string(i / per) + "][" + std::to_string(i % per) + "] = " +
+                fmt_g(x[i]);
+    }
+  };
+  scan("logits", e.logits(), e.output_dim());
+  scan("pre_logits", e.pre_logits(), e.embed_dim());
+  c.outcome = bad == 0 ? Outcome::kPass : Outcome::kFail;
+  c.measured = std::to_string(bad) + " non-finite" + (bad > 0 ? " (first: " + first + ")" : "");
+  c.seconds = w.seconds();
+  return c;
+}
+
+// memory.*: N inferences allocate nothing, map nothing, and give bit-identical outputs.
 void memory_checks(Engine& e, const float* input, int n, int runs, const std::string& model,
                    std::vector<CheckResult>* out) {
-  {
-    CheckResult c;
-    c.name = "memory.arena_single_allocation";
-    c.model = model;
-    c.outcome = e.device_bytes() == e.plan().arena_bytes ? Outcome::kPass : Outcome::kFail;
-    c.measured = std::to_string(e.device_bytes()) + " bytes allocated by the backend";
-    c.bound = "== plan arena " + std::to_string(e.plan().arena_bytes) + " bytes";
-    out->push_back(c);
-  }
   Stopwatch w;
   // Thread pools, OpenBLAS's per-thread GEMM buffers (mapped the first time a thread calls sgemm) and
   // first-touch pages all exist before counting starts.
@@ -374,6 +513,33 @@ void memory_checks(Engine& e, const float* input, int n, int runs, const std::st
   out->push_back(b);
 }
 
+// Fault::kUnplannedAllocation's memory: one anonymous mapping and one heap block, touched, held until
+// run_model returns (the engine's lifetime).
+class UnplannedMemory {
+ public:
+  UnplannedMemory() = default;
+  UnplannedMemory(const UnplannedMemory&) = delete;
+  UnplannedMemory& operator=(const UnplannedMemory&) = delete;
+  ~UnplannedMemory() {
+    if (map_ != nullptr) munmap(map_, bytes_);
+  }
+  void allocate(int64_t bytes) {  // `bytes` mapped and `bytes` on the heap
+    bytes_ = static_cast<size_t>(bytes);
+    void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+      map_ = m;
+      std::memset(map_, 1, bytes_);
+    }
+    heap_.reset(new char[bytes_]);
+    std::memset(heap_.get(), 1, bytes_);
+  }
+
+ private:
+  size_t bytes_ = 0;
+  void* map_ = nullptr;
+  std::unique_ptr<char[]> heap_;
+};
+
 CheckResult available_now_check(const std::string& model, const Plan& plan, const PlatformInfo& p) {
   if (p.mem_available_bytes <= 0)
     return skipped("memory.available_now", model, "skipped: no MemAvailable in " + p.meminfo_source);
@@ -418,25 +584,51 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
   eo.fault = o.fault == Fault::kAttentionScale ? InjectedFault::kWrongAttentionScale
              : o.fault == Fault::kCorruptWeight ? InjectedFault::kCorruptWeightByte
                                                  : InjectedFault::kNone;
+  // What the CPU kernel checks hold to: the attention kernel a CPU plan of this model runs.
+  Plan cpu_plan = target_plan;
+  if (target.kind != DeviceKind::kCpu) {
+    EV_ASSIGN_OR_RETURN(const DeviceProfile host, host_cpu_profile(dev_dirs, o.paths));
+    EV_ASSIGN_OR_RETURN(cpu_plan, make_plan(spec, host, PlanOptions()));
+  }
+
+  // Everything create() and the first inference allocate is counted (memory.arena_single_allocation).
+  std::optional<MemoryWindow> window(std::in_place);
   auto engine = Engine::create(spec, target, eo);
   if (!engine.ok() && engine.status().code() == StatusCode::kUnsupported && target.kind == DeviceKind::kCuda) {
+    window.reset();
     EV_ASSIGN_OR_RETURN(const DeviceProfile host, host_cpu_profile(dev_dirs, o.paths));
     r->notes.push_back(model + ": " + target.name + " cannot run in this build (" + engine.status().message() +
                        "); the engine checks run on the host CPU (" + host.name + ")");
     EV_ASSIGN_OR_RETURN(const Plan host_plan, make_plan(spec, host, PlanOptions()));
     r->decisions.push_back(make_decision(spec, host_plan, "execution device (the build cannot run " + target.name + ")"));
     r->checks.push_back(plan_fits_check(model, host_plan));
+    window.emplace();
     engine = Engine::create(spec, host, eo);
   }
-  const std::vector<std::string> engine_checks = {"e2e.predictions", "e2e.logits", "memory.available_now",
-                                                  "memory.arena_single_allocation", "memory.zero_allocations",
-                                                  "memory.no_new_mappings", "memory.bit_identical"};
+  const std::vector<std::string> engine_checks = {"e2e.predictions", "e2e.logits", "numerics.outputs_finite",
+                                                  "memory.available_now", "memory.arena_single_allocation",
+                                                  "memory.zero_allocations", "memory.no_new_mappings",
+                                                  "memory.bit_identical"};
   std::unique_ptr<Engine> e;
+  UnplannedMemory unplanned;
   if (engine.ok()) {
     e = std::move(engine).value();
+    if (o.fault == Fault::kUnplannedAllocation) unplanned.allocate(unplanned_fault_bytes(e->plan()));
+    // The first inference, at the engine's full batch: every activation byte and the kernels' first-use
+    // buffers exist after it. Its outputs are not judged here (numerics.outputs_finite does that).
+    const int64_t numel = static_cast<int64_t>(e->max_batch()) * e->input_numel_per_image();
+    std::fill(e->input_buffer(), e->input_buffer() + numel, 0.f);
+    const Status first = e->infer(e->input_buffer(), e->max_batch());
+    const MemoryUse use = window->finish();
+    r->checks.push_back(arena_check(*e, use,
+                                    "Engine::create and a first infer of batch " + std::to_string(e->max_batch()) +
+                                        (first.ok() ? "" : " (" + first.to_string() + ")"),
+                                    model));
   } else if (engine.status().code() == StatusCode::kDoesNotFit) {
+    window->finish();
     for (const auto& n : engine_checks) r->checks.push_back(skipped(n, model, "skipped: " + engine.status().message()));
   } else {
+    window->finish();
     return engine.status().with_context("model " + path);
   }
 
@@ -444,6 +636,8 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
   KernelCheckSpec ks;
   ks.model = model;
   ks.arch = spec.arch;
+  ks.cpu_attention_kernel = cpu_plan.attention_kernel;
+  ks.cpu_attention_reason = cpu_plan.attention_reason;
   ks.batch = o.quick ? 1 : (e ? e->max_batch() : std::max(1, spec.max_batch));
   ks.seed = seed;
   ks.threads = threads;
@@ -474,6 +668,7 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
     r->checks.push_back(skipped("e2e.logits", model, "skipped: no stored expected outputs for " + model));
     input = random_uniform(static_cast<size_t>(batch) * e->input_numel_per_image(), seed ^ 0x1e2e, -1.f, 1.f);
   }
+  r->checks.push_back(finite_check(*e, input.data(), batch, model));
   const int runs = o.repeat_runs > 0 ? o.repeat_runs : (o.quick ? 20 : 200);
   memory_checks(*e, input.data(), batch, runs, model, &r->checks);
   return Status::Ok();

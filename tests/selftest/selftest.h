@@ -2,13 +2,18 @@
 // at start-up. run_selftest() reports the platform (device, power mode, clocks, memory), the plan's
 // decisions for each configured model (fused or unfused attention and why, per-op kernels), and runs checks:
 //
-//   kernel.*   attention (fused, explicit; CUDA fused/unfused on a CUDA build with a GPU), LayerNorm and the
-//              three GEMM epilogues at each model's real shapes with fresh random inputs, against the float64
-//              references of kernels/cpu, bounds from tests/testutil/tolerances.h
+//   kernel.*   attention (the kernel the CPU plan runs, fused, explicit; CUDA fused/unfused on a CUDA build
+//              with a GPU), LayerNorm and the three GEMM epilogues at each model's real shapes with fresh
+//              random inputs, against the float64 references of kernels/cpu, bounds from
+//              tests/testutil/tolerances.h
 //   e2e.*      the model against stored expected outputs (vit-digits: the 360-image test split; --quick: the
 //              first batch): predictions identical, logits within the end-to-end tolerance
-//   memory.*   the plan fits the budget and the memory available now, the arena is the one allocation, zero
-//              heap allocations over N inferences, outputs bit-identical over N inferences
+//   numerics.* every output (logits, pre_logits) of an inference on the model's inputs is finite, and
+//              infer() said ok
+//   memory.*   the plan fits the budget and the memory available now; what the engine's create() and first
+//              infer() really allocated (heap, mappings, CUDA device memory, counted; alloc_counter.h) is the
+//              plan's arena as one allocation, and at most unplanned_bytes_bound() more than the plan's total;
+//              zero heap allocations over N inferences, outputs bit-identical over N inferences
 //   gpio.*     GPIO loopback when configured (skipped, with the reason, when not)
 //
 // Every check records what it measured and the bound it was held to, so a failure reads
@@ -22,6 +27,7 @@
 
 #include "platform/detect.h"
 #include "platform/device_profile.h"
+#include "runtime/plan.h"
 #include "runtime/status.h"
 
 namespace edgevit {
@@ -34,8 +40,22 @@ namespace edgevit::selftest {
 //   kAttentionScale: the attention kernels under test get scale 1 instead of 1/sqrt(D), and the engine runs
 //                    with InjectedFault::kWrongAttentionScale.
 //   kCorruptWeight:  the engine runs with InjectedFault::kCorruptWeightByte (one exponent bit of one weight).
-enum class Fault { kNone, kAttentionScale, kCorruptWeight };
-// "attention-scale" | "corrupt-weight" -> Fault; kInvalidArgument otherwise ("none" is kNone).
+//   kUnplannedAllocation: while the engine is created and runs its first inference, the self-test itself
+//                    maps unplanned_fault_bytes() and allocates as many on the heap (touched), and holds both
+//                    for the engine's lifetime: more host memory than every line of the plan together, which
+//                    no plan accounts for, as an engine that allocated outside its plan would hold
+//                    (memory.arena_single_allocation cannot tell who allocated inside its window, which is
+//                    the point).
+enum class Fault { kNone, kAttentionScale, kCorruptWeight, kUnplannedAllocation };
+// memory.arena_single_allocation: the bytes an engine may hold beyond its plan's total (the Plan's own
+// copy, op tables, libxsmm's generated code, allocator rounding), for a plan total of `planned` bytes.
+int64_t unplanned_bytes_bound(int64_t planned);
+// Fault::kUnplannedAllocation's size, each of its two blocks: together they exceed the plan's host lines
+// plus the bound by 1 MiB, whatever else the engine allocated.
+int64_t unplanned_fault_bytes(const Plan& plan);
+
+// "attention-scale" | "corrupt-weight" | "unplanned-allocation" -> Fault; kInvalidArgument otherwise
+// ("none" is kNone).
 Result<Fault> parse_fault(const std::string& name);
 
 // Where platform facts are read from; every path is injectable so tests can fake a Jetson.

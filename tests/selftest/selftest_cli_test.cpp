@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <filesystem>
+
+#include "tests/selftest/model_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -77,6 +80,26 @@ TEST(SelftestCli, CorruptWeightFaultExitsOneNamingTheChecks) {
   // --json: the report on stdout, one line per failure on stderr.
   EXPECT_NE(r.out.find("edgevit-selftest: FAIL e2e.logits (vit-digits): rel_err"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("FAIL kernel."), std::string::npos) << r.out;
+}
+
+// Issue 21: a model whose outputs are NaN/Inf must not pass the self-test.
+TEST(SelftestCli, NonFiniteModelExitsOneNamingTheCheck) {
+  const std::string dir = testutil::make_temp_dir("selftest_cli_inf");
+  const Ran r = run("--quick --model " + testutil::write_nonfinite_digits_model(dir));
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED numerics.outputs_finite (vit-digits-inf)"), std::string::npos) << r.out;
+}
+
+TEST(SelftestCli, UnplannedAllocationFaultExitsOneNamingTheCheck) {
+  EDGEVIT_SKIP_IF_EMULATED();
+#if defined(EDGEVIT_SANITIZER_BUILD)
+  GTEST_SKIP() << "skipped: sanitizer build (the sanitizer owns malloc and maps memory itself)";
+#endif
+  const Ran r = run("--quick --inject-fault=unplanned-allocation");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAILED memory.arena_single_allocation (vit-digits): "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED e2e."), std::string::npos) << r.out;
 }
 
 TEST(SelftestCli, CannotRunExitsTwo) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <atomic>
@@ -15,8 +16,14 @@
 #include <thread>
 
 #include "platform/cuda_query.h"
+#include "platform/device_registry.h"
+#include "runtime/config.h"
+#include "runtime/plan.h"
 #include "platform/gpio.h"
+#include <sys/mman.h>
+
 #include "tests/selftest/alloc_counter.h"
+#include "tests/selftest/model_fixtures.h"
 #include "tests/selftest/selftest.h"
 #include "tests/testutil/testutil.h"
 
@@ -132,8 +139,8 @@ TEST(Selftest, CleanQuickRunPassesEveryCheck) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << format_report_text(*r);
   EXPECT_EQ(selftest_exit_code(r), 0);
-  for (const char* name : {"memory.plan_fits", "kernel.attention.fused_vs_ref", "kernel.attention.explicit_vs_ref",
-                           "kernel.layernorm_vs_ref", "kernel.linear.qkv_vs_ref", "kernel.linear.fc1_gelu_vs_ref",
+  for (const char* name : {"memory.plan_fits", "kernel.attention.planned_vs_ref", "kernel.attention.fused_vs_ref",
+                           "kernel.attention.explicit_vs_ref", "numerics.outputs_finite", "kernel.layernorm_vs_ref", "kernel.linear.qkv_vs_ref", "kernel.linear.fc1_gelu_vs_ref",
                            "kernel.linear.fc2_residual_vs_ref", "e2e.predictions", "e2e.logits",
                            "memory.available_now", "memory.arena_single_allocation", "memory.zero_allocations",
                            "memory.no_new_mappings", "memory.bit_identical"}) {
@@ -180,6 +187,7 @@ TEST(Selftest, WrongAttentionScaleFailsTheAttentionAndEndToEndChecks) {
   const std::set<std::string> f = failed(*r);
   EXPECT_TRUE(f.count("kernel.attention.fused_vs_ref")) << format_report_text(*r);
   EXPECT_TRUE(f.count("kernel.attention.explicit_vs_ref"));
+  EXPECT_TRUE(f.count("kernel.attention.planned_vs_ref"));
   EXPECT_TRUE(f.count("e2e.logits"));
   EXPECT_FALSE(f.count("kernel.layernorm_vs_ref"));
   EXPECT_FALSE(f.count("memory.zero_allocations"));
@@ -201,9 +209,97 @@ TEST(Selftest, CorruptWeightFailsTheEndToEndLogits) {
   EXPECT_FALSE(f.count("kernel.attention.fused_vs_ref"));  // the kernels are fine; the weights are not
 }
 
+// The leading number of a check's `measured` text ("14982016 bytes allocated ...").
+int64_t leading_number(const CheckResult* c) {
+  if (c == nullptr) return -1;
+  return std::strtoll(c->measured.c_str(), nullptr, 10);
+}
+
+// memory.arena_single_allocation observes: memory allocated beside the engine inside its window (a mapping
+// and a heap block of unplanned_fault_bytes() each, more than the plan's host lines together) is counted,
+// byte for byte, and fails the check.
+TEST(Selftest, UnplannedAllocationFailsTheArenaCheck) {
+  EDGEVIT_SKIP_IF_EMULATED();
+  if (kAsanBuild) GTEST_SKIP() << "skipped: sanitizer build (the sanitizer owns malloc and maps memory itself)";
+  // The first engine of a process also pays for libxsmm's and OpenBLAS's one-time state: compare two runs
+  // that both come after it.
+  ASSERT_TRUE(run_selftest(repo_options()).ok());
+  auto clean = run_selftest(repo_options());
+  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
+  EXPECT_EQ(find(*clean, "memory.arena_single_allocation")->outcome, Outcome::kPass);
+  SelftestOptions o = repo_options();
+  o.fault = Fault::kUnplannedAllocation;
+  auto r = run_selftest(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(selftest_exit_code(r), 1);
+  EXPECT_EQ(r->fault, "unplanned-allocation");
+  EXPECT_EQ(failed(*r), std::set<std::string>{"memory.arena_single_allocation"}) << format_report_text(*r);
+  const CheckResult* c = find(*r, "memory.arena_single_allocation");
+  ASSERT_NE(c, nullptr);
+  PlanOptions po;
+  po.threads = 2;  // as repo_options() runs the engine
+  auto plan = make_plan(*load_model_spec(testutil::source_path("config/models/vit-digits.yaml")),
+                   *find_device_profile("host-cpu", {testutil::source_path("config/devices")}), po);
+  ASSERT_TRUE(plan.ok());
+  const int64_t fault = 2 * unplanned_fault_bytes(*plan);
+  const int64_t extra = leading_number(c) - leading_number(find(*clean, "memory.arena_single_allocation"));
+  // Both blocks, touched; the rest of the two runs may differ by a few pages of heap and JIT code.
+  EXPECT_GE(extra, fault - (256 << 10)) << c->measured;
+  EXPECT_LE(extra, fault + (256 << 10)) << c->measured;
+  EXPECT_NE(c->detail.find("interposed mmap/munmap"), std::string::npos) << c->detail;
+}
+
+// A model whose weights hold an Inf: every output is non-finite, and the self-test says so by name
+// (with the engine's kNonFinite, infer() itself refuses; either way the check fails).
+TEST(Selftest, NonFiniteOutputsFailTheNumericsCheck) {
+  const std::string dir = testutil::make_temp_dir("selftest_inf");
+  SelftestOptions o = repo_options();
+  o.models = {testutil::write_nonfinite_digits_model(dir)};
+  auto r = run_selftest(o);
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(selftest_exit_code(r), 1);
+  const CheckResult* c = find(*r, "numerics.outputs_finite");
+  ASSERT_NE(c, nullptr) << format_report_text(*r);
+  EXPECT_EQ(c->outcome, Outcome::kFail) << c->measured;
+  EXPECT_EQ(c->model, "vit-digits-inf");
+  EXPECT_TRUE(c->measured.find("non_finite") != std::string::npos ||
+              c->measured.find("non-finite (first: ") != std::string::npos)
+      << c->measured;
+  // The kernels are fine: only what the model computes is wrong.
+  EXPECT_FALSE(failed(*r).count("kernel.attention.planned_vs_ref"));
+  EXPECT_NE(format_report_text(*r).find("FAILED numerics.outputs_finite (vit-digits-inf)"), std::string::npos);
+}
+
+// head_dim 160 (above kMhaFusedMaxHeadDim): the attention kernel the CPU plan runs is checked against the
+// float64 reference at the model's own head_dim and sequence length, never skipped, and it passes.
+TEST(Selftest, AttentionIsCheckedAtTheModelsHeadDimAbove128) {
+  const std::string dir = testutil::make_temp_dir("selftest_hd160");
+  SelftestOptions o = repo_options();
+  o.models = {testutil::write_head_dim_160_model(dir)};
+  auto r = run_selftest(o);
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const CheckResult* c = find(*r, "kernel.attention.planned_vs_ref");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->outcome, Outcome::kPass) << c->measured << " " << c->detail;
+  EXPECT_NE(c->detail.find("S=5 H=2 D=160"), std::string::npos) << c->detail;
+  ASSERT_EQ(r->decisions.size(), 1u);
+  EXPECT_NE(c->detail.find(r->decisions[0].attention_kernel + ", "), std::string::npos) << c->detail;
+  EXPECT_EQ(find(*r, "kernel.attention.explicit_vs_ref")->outcome, Outcome::kPass);
+  EXPECT_EQ(find(*r, "numerics.outputs_finite")->outcome, Outcome::kPass) << find(*r, "numerics.outputs_finite")->measured;
+  // A plan that runs the fused kernel here has fused_vs_ref run (and fail on its NaN), not skipped.
+  const CheckResult* fused = find(*r, "kernel.attention.fused_vs_ref");
+  ASSERT_NE(fused, nullptr);
+  if (r->decisions[0].attention_kernel == "cpu.mha_fused_f32") {
+    EXPECT_NE(fused->outcome, Outcome::kSkip);
+  }
+}
+
 TEST(Selftest, FaultNames) {
   EXPECT_EQ(*parse_fault("attention-scale"), Fault::kAttentionScale);
   EXPECT_EQ(*parse_fault("corrupt-weight"), Fault::kCorruptWeight);
+  EXPECT_EQ(*parse_fault("unplanned-allocation"), Fault::kUnplannedAllocation);
   EXPECT_EQ(*parse_fault("none"), Fault::kNone);
   EXPECT_EQ(parse_fault("scale").status().code(), StatusCode::kInvalidArgument);
 }
@@ -326,6 +422,39 @@ TEST(Selftest, GpioLoopbackPassesWiredAndFailsOpen) {
   c = run_gpio_loopback_on(sim, g);
   EXPECT_EQ(c.outcome, Outcome::kFail);
   EXPECT_NE(c.measured.find("input line"), std::string::npos) << c.measured;
+}
+
+// The memory window sees a mapping made inside it by its resident bytes (an untouched reserve costs
+// nothing), forgets one unmapped inside it, and sees heap growth.
+TEST(MemoryWindow, CountsMappingsAndHeapMadeInsideTheWindow) {
+  if (kAsanBuild) GTEST_SKIP() << "skipped: sanitizer build (the sanitizer owns malloc; no exact counter)";
+  const size_t touched = 3 << 20, reserve = 64 << 20, gone = 5 << 20, heap = 4 << 20;
+  MemoryWindow w;
+  void* a = mmap(nullptr, touched, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* b = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* c = mmap(nullptr, gone, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(a, MAP_FAILED);
+  ASSERT_NE(b, MAP_FAILED);
+  ASSERT_NE(c, MAP_FAILED);
+  std::memset(a, 1, touched);
+  std::memset(c, 1, gone);
+  munmap(c, gone);
+  char* volatile h = static_cast<char*>(std::malloc(heap));
+  std::memset(h, 1, heap);
+  const MemoryUse u = w.finish();
+  std::free(h);
+  munmap(a, touched);
+  munmap(b, reserve);
+  ASSERT_TRUE(u.exact);
+  ASSERT_TRUE(u.host_known);
+  ASSERT_EQ(u.anon_maps.size(), 2u);
+  EXPECT_EQ(u.anon_maps[0].bytes, static_cast<int64_t>(touched));
+  EXPECT_EQ(u.anon_maps[0].resident, static_cast<int64_t>(touched));
+  EXPECT_EQ(u.anon_maps[1].bytes, static_cast<int64_t>(reserve));
+  EXPECT_EQ(u.anon_maps[1].resident, 0);
+  EXPECT_GE(u.heap_bytes, static_cast<int64_t>(heap));
+  EXPECT_LT(u.heap_bytes, static_cast<int64_t>(heap) + (64 << 10));
+  EXPECT_EQ(u.host_bytes(), u.heap_bytes + static_cast<int64_t>(touched));
 }
 
 TEST(AllocCounter, CountsAllocationsInsideTheWindowOnly) {
