@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "kernels/cpu/kernels.h"
+#include "runtime/labels.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -119,17 +120,6 @@ Status Engine::check_outputs(int n) const {
                         " non-finite output values that its host copies do not hold");
 }
 
-Result<std::vector<std::string>> load_labels(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found(path + ": cannot open labels file");
-  std::vector<std::string> labels;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    labels.push_back(line);
-    if (labels.size() > 1000000) return config_error(path + ": labels file has more than 1,000,000 lines");
-  }
-  return labels;
-}
+Result<std::vector<std::string>> load_labels(const std::string& path) { return load_labels(path, 0); }
 
 }  // namespace edgevit

@@ -1,16 +1,18 @@
 #include "runtime/inputs.h"
 
+#include <unistd.h>
 #include <stb_image.h>
 #include <stb_image_resize.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
+#include <new>
 
+#include "runtime/file_io.h"
 #include "runtime/safetensors.h"
 #include "runtime/stb_image_impl.h"
 
@@ -296,69 +298,70 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
   return preprocess_pixels(pix.get(), w, h, want, display, spec, dst);
 }
 
-namespace {
-
-Result<std::vector<uint8_t>> read_file(const std::string& path, int64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return not_found(path + ": cannot open input file");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return io_error(path + ": cannot determine file size");
-  if (size > max_bytes)
-    return input_error(path + ": " + std::to_string(size) + " bytes exceeds the input size limit of " +
-                       std::to_string(max_bytes));
-  std::vector<uint8_t> buf(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(buf.data()), size)) return io_error(path + ": read failed");
-  return buf;
-}
-
-}  // namespace
-
 Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst, const ImageLimits& limits) {
-  EV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, limits.max_file_bytes));
-  return decode_image(bytes.data(), bytes.size(), path, spec, dst, limits);
+  EV_ASSIGN_OR_RETURN(const std::string bytes,
+                      read_regular_file(path, "image file", limits.max_file_bytes, StatusCode::kInputError));
+  return decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, spec, dst, limits);
 }
 
 Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spec) {
   const VitArch& a = spec.arch;
-  const int64_t per_image = int64_t{a.in_chans} * a.img_size * a.img_size;
-  {
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) return not_found(path + ": cannot open input file");
-    std::vector<uint8_t> head(16);
-    probe.read(reinterpret_cast<char*>(head.data()), 16);
-    head.resize(static_cast<size_t>(probe.gcount()));
-    probe.seekg(0, std::ios::end);
-    const int64_t size = probe.tellg();
-    const std::vector<uint8_t>& sniff = head;
-    // safetensors: 8-byte little-endian header length that fits the file, then a JSON object.
-    if (sniff.size() >= 10) {
-      uint64_t n = 0;
-      for (int i = 7; i >= 0; --i) n = (n << 8) | sniff[i];
-      if (n > 0 && static_cast<int64_t>(n) <= size - 8 && sniff[8] == '{') {
-        EV_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
-        const TensorInfo* t = file.find("input");
-        if (t == nullptr) return input_error(path + ": safetensors file has no tensor named 'input'");
-        const auto& s = t->shape;
-        if (s.size() != 4 || s[1] != a.in_chans || s[2] != a.img_size || s[3] != a.img_size || s[0] < 1)
-          return input_error(path + ": tensor 'input' has shape " + [&] {
-                   std::string r = "[";
-                   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-                   return r + "]";
-                 }() + ", model '" + spec.name + "' needs [N," + std::to_string(a.in_chans) + "," +
-                 std::to_string(a.img_size) + "," + std::to_string(a.img_size) + "]");
-        InputBatch batch;
-        batch.count = static_cast<int>(s[0]);
+  EV_ASSIGN_OR_RETURN(const ReadOnlyFile file, ReadOnlyFile::open(path, "input file"));
+  if (file.size() > kMaxInputBytes)
+    return input_error(path + ": input file is " + std::to_string(file.size()) + " bytes, more than the " +
+                       std::to_string(kMaxInputBytes) + "-byte limit for inputs (kMaxInputBytes)");
+  uint8_t head[16] = {};
+  ssize_t got;
+  do got = ::pread(file.fd(), head, sizeof head, 0);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) return io_error(path + ": reading the input file failed: " + std::strerror(errno));
+  // safetensors: 8-byte little-endian header length that fits the file, then a JSON object.
+  if (got >= 10) {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
+    if (n > 0 && n <= static_cast<uint64_t>(file.size()) - 8 && head[8] == '{') {
+      // Mapped, not read: the float batch is the only copy made. A malformed input file is an input
+      // error (exit 5), not a checkpoint error: same message, which names the file and the tensor.
+      auto opened = SafetensorsFile::open(path);
+      if (!opened.ok())
+        return opened.status().code() == StatusCode::kCheckpointError ? input_error(opened.status().message())
+                                                                      : opened.status();
+      const SafetensorsFile& st = *opened;
+      const TensorInfo* t = st.find("input");
+      if (t == nullptr) return input_error(path + ": safetensors file has no tensor named 'input'");
+      const auto& s = t->shape;
+      if (s.size() != 4 || s[1] != a.in_chans || s[2] != a.img_size || s[3] != a.img_size || s[0] < 1)
+        return input_error(path + ": tensor 'input' has shape " + [&] {
+                 std::string r = "[";
+                 for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+                 return r + "]";
+               }() + ", model '" + spec.name + "' needs [N," + std::to_string(a.in_chans) + "," +
+               std::to_string(a.img_size) + "," + std::to_string(a.img_size) + "]");
+      // The float batch is bounded too (an F16 file doubles in size), before it is allocated.
+      if (t->numel > kMaxInputBytes / static_cast<int64_t>(sizeof(float)))
+        return input_error(path + ": tensor 'input' " + std::to_string(t->numel) + " elements would take " +
+                           std::to_string(t->numel * static_cast<int64_t>(sizeof(float))) +
+                           " bytes as float32, more than the " + std::to_string(kMaxInputBytes) +
+                           "-byte limit for inputs (kMaxInputBytes)");
+      InputBatch batch;
+      batch.count = static_cast<int>(s[0]);
+      try {
         batch.data.resize(static_cast<size_t>(t->numel));
-        convert_to_f32(*t, file.data(*t), batch.data.data());
-        return batch;
+      } catch (const std::bad_alloc&) {
+        return input_error(path + ": tensor 'input': cannot allocate " +
+                           std::to_string(t->numel * static_cast<int64_t>(sizeof(float))) + " bytes");
       }
+      convert_to_f32(*t, st.data(*t), batch.data.data());
+      return batch;
     }
   }
+  const ImageLimits limits;
+  EV_ASSIGN_OR_RETURN(const std::string bytes, file.read_all(limits.max_file_bytes, StatusCode::kInputError));
   InputBatch batch;
   batch.count = 1;
-  batch.data.resize(static_cast<size_t>(per_image));
-  EV_RETURN_IF_ERROR(load_image_file(path, spec, batch.data.data()));
+  batch.data.resize(static_cast<size_t>(int64_t{a.in_chans} * a.img_size * a.img_size));
+  EV_RETURN_IF_ERROR(decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, spec,
+                                  batch.data.data(), limits));
   return batch;
 }
 

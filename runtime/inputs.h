@@ -47,13 +47,19 @@ Status load_image_file(const std::string& path, const ModelSpec& spec, float* ds
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
                          const ModelSpec& spec, float* dst);
 
+// Largest input file load_input_file reads, and largest float32 batch it builds from a safetensors input
+// (256 MiB: 445 ViT-B images of 3x224x224). Checked before anything is allocated.
+inline constexpr int64_t kMaxInputBytes = int64_t{256} << 20;
+
 struct InputBatch {
   int count = 0;             // N
   std::vector<float> data;   // (N, C, H, W)
 };
 
 // An image file (one image) or a safetensors file whose tensor `input` is [N, C, H, W] (F32/F16/BF16;
-// other tensors ignored). Chosen by content: safetensors if it parses as one, else an image.
+// other tensors ignored). Chosen by content: safetensors if it starts like one, else an image. Regular
+// files only (runtime/file_io.h), at most kMaxInputBytes. Every problem with the file's contents, a
+// malformed safetensors header included, is kInputError naming the file (and the tensor).
 Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spec);
 
 }  // namespace edgevit

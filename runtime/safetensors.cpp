@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/file_io.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; so is every target");
 
 namespace edgevit {
@@ -193,26 +195,13 @@ const char* dtype_name(DType d) {
 size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : 2; }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return not_found(path + ": no such file");
-    return io_error(path + ": cannot open: " + std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io_error(path + ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
+  EV_ASSIGN_OR_RETURN(const ReadOnlyFile source, ReadOnlyFile::open(path, "safetensors file"));
+  const size_t size = static_cast<size_t>(source.size());
+  if (size < 8)
     return checkpoint_error(path + ": file is " + std::to_string(size) +
                             " bytes, shorter than the 8-byte header length");
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, source.fd(), 0);
   const int map_errno = errno;
-  ::close(fd);
   if (map == MAP_FAILED) return io_error(path + ": mmap failed: " + std::strerror(map_errno));
 
   SafetensorsFile file;

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "runtime/file_io.h"
+
 namespace edgevit {
 namespace {
 
@@ -480,22 +482,11 @@ Status check_yaml_text(const std::string& text, const std::string& display_name,
 }
 
 Result<std::string> read_config_file(const std::string& path, size_t max_bytes) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return not_found(path + ": no such file");
-  if (std::filesystem::is_directory(status)) return io_error(path + ": is a directory, expected a YAML file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open for reading");
-  std::string text;
-  text.resize(max_bytes + 1);
-  in.read(&text[0], static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return io_error(path + ": read failed");
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > max_bytes) {
+  EV_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::open(path, "config file"));
+  if (file.size() > static_cast<int64_t>(max_bytes))
     return config_error(path + ": file is larger than the " + std::to_string(max_bytes) +
-                        "-byte limit for configs");
-  }
-  return text;
+                        "-byte limit for configs (" + std::to_string(file.size()) + " bytes)");
+  return file.read_all(static_cast<int64_t>(max_bytes), StatusCode::kConfigError);
 }
 
 Status yaml_error(const std::string& display_name, const YAML::Mark& mark, const std::string& key_path,

@@ -35,8 +35,9 @@ struct YamlLimits {
 Status check_yaml_text(const std::string& text, const std::string& display_name,
                        const YamlLimits& limits = YamlLimits());
 
-// Reads a whole config file, refusing files larger than max_bytes before reading them
-// (kNotFound when missing, kIoError when unreadable, kConfigError when too large).
+// Reads a whole config file through ReadOnlyFile (runtime/file_io.h), refusing files larger than max_bytes
+// before reading them (kNotFound when missing, kIoError when unreadable or not a regular file: a FIFO, a
+// device or a directory; kConfigError when too large).
 Result<std::string> read_config_file(const std::string& path, size_t max_bytes = YamlLimits().max_bytes);
 
 // check_yaml_text, then yaml-cpp, with its exceptions turned into kConfigError. Rejects an empty

@@ -124,7 +124,10 @@ const HostileCase kCases[] = {
   // input files
   {"input_wrong_shape.safetensors",     Loader::kInput,       SC::kInputError,      "needs [N,1,8,8]"},
   {"input_no_tensor.safetensors",       Loader::kInput,       SC::kInputError,      "no tensor named 'input'"},
-  {"input_corrupt_header.safetensors",  Loader::kInput,       SC::kCheckpointError, "header is not valid JSON"},
+  // issue #22 item 9: a malformed input file is an input error (exit 5), not a checkpoint error (4)
+  {"input_corrupt_header.safetensors",  Loader::kInput,       SC::kInputError,      "header is not valid JSON"},
+  {"input_offsets_2p63.safetensors",    Loader::kInput,       SC::kInputError,      "tensor 'z': data_offsets [9223372036854775808,9223372036854775812] leave a hole"},
+  {"input_offsets_past_end.safetensors", Loader::kInput,      SC::kInputError,      "tensor 'input': data_offsets [0,256] extend beyond the data section (16 bytes)"},
 };
 // clang-format on
 

@@ -170,6 +170,12 @@ files["img_zlib_bomb.png"] = png(8, 8, 0, raw=b"\x00" * (128 << 20))
 files["input_wrong_shape.safetensors"] = st({"input": {"dtype": "F32", "shape": [1, 3, 8, 8], "data_offsets": [0, 768]}}, f32(192))
 files["input_no_tensor.safetensors"] = st({"pixels": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, f32(1))
 files["input_corrupt_header.safetensors"] = st(b'{"input": [', b"", length=40) + b" " * 40
+# issue #22 item 9: the tensor at offset 2^63 is the one named, and the code is input_error (exit 5)
+files["input_offsets_2p63.safetensors"] = st(
+    {"input": {"dtype": "F32", "shape": [1, 1, 8, 8], "data_offsets": [0, 256]},
+     "z": {"dtype": "F32", "shape": [1], "data_offsets": [1 << 63, (1 << 63) + 4]}}, f32(64))
+files["input_offsets_past_end.safetensors"] = st(
+    {"input": {"dtype": "F32", "shape": [1, 1, 8, 8], "data_offsets": [0, 256]}}, f32(4))
 
 for name, data in files.items():
     with open(os.path.join(HERE, name), "wb") as f:
