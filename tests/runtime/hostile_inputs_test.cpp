@@ -121,6 +121,7 @@ const HostileCase kCases[] = {
   {"img_pnm16_channels.pgm",            Loader::kImageRgb224, SC::kInputError,      "16-bit PGM with 1 channel(s) for a model with 3 is not supported"},
   {"img_zlib_bomb.png",                 Loader::kImage,       SC::kInputError,      "bytes, the budget for a 8x8 image"},
   {"img_wide_strip.png",                Loader::kImageRgb224, SC::kInputError,      "would be resized to 3670016x224"},
+  {"img_decode_budget_rgba16.png",      Loader::kImageRgb224, SC::kInputError,      "8192x8191 16-bit 4-channel image needs 1074667519 bytes (1024.9 MiB), more than the decode budget of 268435456 bytes"},
   // input files
   {"input_wrong_shape.safetensors",     Loader::kInput,       SC::kInputError,      "needs [N,1,8,8]"},
   {"input_no_tensor.safetensors",       Loader::kInput,       SC::kInputError,      "no tensor named 'input'"},

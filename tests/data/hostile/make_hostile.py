@@ -23,11 +23,11 @@ def f32(n):
     return b"\x00\x00\x80\x3f" * n
 
 
-def png(width, height, color_type, raw=None, truncate=None):
+def png(width, height, color_type, raw=None, truncate=None, depth=8):
     """A PNG with the given IHDR; raw scanlines are compressed as given (None: none at all)."""
     def chunk(kind, body):
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0))
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0))
     if raw is not None:
         out += chunk(b"IDAT", zlib.compress(raw))
     out += chunk(b"IEND", b"")
@@ -163,8 +163,13 @@ files["img_huge_dims.ppm"] = b"P6\n16385 16385\n255\n" + b"\x00" * 64
 files["img_pnm16_channels.pgm"] = b"P5\n4 4\n65535\n" + b"\x12\x34" * 16
 files["img_wide_strip.png"] = png(16384, 1, 0, raw=b"\x00" + b"\x80" * 16384)
 # zlib bomb: an 8x8 grey PNG (72 bytes of scanlines) whose IDAT inflates to 128 MiB (a ~128 KB file).
-# stb_image grows its output buffer past what IHDR allows; the per-decode budget stops it at ~8 MiB.
+# stb_image grows its output buffer past what IHDR allows; the per-decode budget (what the header says the
+# decode needs, ~1.3 MB here) stops it.
 files["img_zlib_bomb.png"] = png(8, 8, 0, raw=b"\x00" * (128 << 20))
+# Issue #22 item 2, header only: a 16-bit RGBA 8192x8191 PNG needs 1074667519 bytes to decode (stb_image
+# holds the inflated scanlines and the 16-bit image at once); refused from IHDR, before its (here
+# truncated) data is read. tests/runtime/image_fixtures.h writes the whole 3.4 MB file at test time.
+files["img_decode_budget_rgba16.png"] = png(8192, 8191, 6, raw=b"\x00" * 4096, depth=16)
 
 # ---- input files (load_input_file for vit-digits) -------------------------------------------------------
 files["input_wrong_shape.safetensors"] = st({"input": {"dtype": "F32", "shape": [1, 3, 8, 8], "data_offsets": [0, 768]}}, f32(192))
