@@ -5,7 +5,8 @@
 #   tools/cross_build.sh              deps + configure + build + tests under qemu
 #   tools/cross_build.sh --no-test    deps + configure + build (e.g. before tools/package.sh --arm64)
 # Environment: EDGEVIT_SYSROOT (a board's root fs instead of Debian multiarch), EDGEVIT_CROSS_BUILD_DIR
-# (default build-aarch64), EDGEVIT_CROSS_JOBS (default nproc).
+# (default build-aarch64), EDGEVIT_CROSS_JOBS (default nproc), EDGEVIT_TEST_REPORTS (a folder: the tests'
+# reports go to its cross/ for tools/skips.sh; tools/test.sh sets it).
 #
 # Dependencies: Debian packages only. g++-aarch64-linux-gnu, qemu-user, and the :arm64 twins of the library
 # -dev packages of tools/deps.sh (Multi-Arch: same, installed beside the amd64 ones). libyaml-cpp-dev is not
@@ -75,7 +76,19 @@ echo "cross_build: configure + build $((built - start)) s"
 exclude="^$"
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || exclude="^(cli_test|daemon_process_test)$"
 status=0
-(cd "$build" && ctest -L cpu -LE slow -E "$exclude" -j"$jobs" --output-on-failure --timeout 600) || status=1
+report=()
+if [ -n "${EDGEVIT_TEST_REPORTS:-}" ]; then
+  mkdir -p "$EDGEVIT_TEST_REPORTS/cross/gtest"
+  export GTEST_OUTPUT="xml:$EDGEVIT_TEST_REPORTS/cross/gtest/"
+  report=(--output-junit "$EDGEVIT_TEST_REPORTS/cross/ctest.xml")
+  # Tests left out by -E are skips too: listed with their reason.
+  if [ "$exclude" != "^$" ]; then
+    for t in cli_test daemon_process_test; do
+      printf '%s\t%s\n' "$t" "emulated: not run, qemu-user cannot start the aarch64 binary it drives (no binfmt_misc)"
+    done >"$EDGEVIT_TEST_REPORTS/cross/excluded.txt"
+  fi
+fi
+(cd "$build" && ctest -L cpu -LE slow -E "$exclude" -j"$jobs" --output-on-failure --timeout 600 "${report[@]}") || status=1
 # No -L with multiarch: /lib/ld-linux-aarch64.so.1 (libc6:arm64) loads everything from /usr/lib/aarch64-linux-gnu;
 # -L /usr/aarch64-linux-gnu would mix in the cross toolchain's libc/libgomp, where OpenMP regions hang.
 qemu=(env OMP_NUM_THREADS=1 EDGEVIT_THREADS=1 qemu-aarch64)

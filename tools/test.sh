@@ -8,6 +8,9 @@
 #   EDGEVIT_CI_CROSS=1      aarch64 cross build, its tests and `edgevit-selftest --quick` under qemu, and the
 #                           arm64 .deb and tarball (tools/cross_build.sh, tools/package.sh; docs/deploy.md)
 # Every stage runs even when an earlier one failed; the exit status is 1 if any failed.
+# The run ends with every skipped test of every stage and its reason (tools/skips.sh, from GoogleTest's XML
+# reports and ctest's JUnit report, kept in build/test-reports/); a skip whose reason its stage does not
+# allow (no GPU anywhere; sanitizer and emulator reasons in their stages: docs/reliability.md) fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -17,6 +20,16 @@ stage() {  # stage NAME: prints NAME and the seconds since tools/test.sh started
   echo "== tools/test.sh: $1 (at $(( $(date +%s) - start )) s)"
 }
 fail() { status=1; failed+=("$1"); }
+# Test reports of every stage, for tools/skips.sh; sanitize.sh and cross_build.sh write theirs here too.
+export EDGEVIT_TEST_REPORTS=$PWD/build/test-reports
+rm -rf "$EDGEVIT_TEST_REPORTS"
+native_ctest() {  # native_ctest STAGE CTEST_ARGS...: ctest in build/ with its reports in STAGE's folder
+  local stage=$1
+  shift
+  mkdir -p "$EDGEVIT_TEST_REPORTS/$stage/gtest"
+  (cd build && GTEST_OUTPUT="xml:$EDGEVIT_TEST_REPORTS/$stage/gtest/" \
+    ctest --output-junit "$EDGEVIT_TEST_REPORTS/$stage/ctest.xml" "$@")
+}
 
 stage "dependencies and native build"
 tools/deps.sh
@@ -24,9 +37,9 @@ tools/build.sh
 jobs=$(nproc)
 stage "native tests"
 # cuda and slow first, so the closing summary is the main cpu run's.
-(cd build && ctest -L cuda --output-on-failure --timeout 900) || fail "ctest -L cuda"
-(cd build && ctest -L slow --output-on-failure --timeout 1800) || fail "ctest -L slow"
-(cd build && ctest -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900) || fail "ctest -L cpu"
+native_ctest native-cuda -L cuda --output-on-failure --timeout 900 || fail "ctest -L cuda"
+native_ctest native-slow -L slow --output-on-failure --timeout 1800 || fail "ctest -L slow"
+native_ctest native-cpu -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900 || fail "ctest -L cpu"
 stage "native packages"
 tools/package.sh build || fail "tools/package.sh build"
 
@@ -42,6 +55,8 @@ if [ "${EDGEVIT_CI_CROSS:-0}" = 1 ]; then
   stage "aarch64: packages"
   tools/package.sh build-aarch64 || fail "tools/package.sh build-aarch64"
 fi
+stage "skipped tests"
+tools/skips.sh "$EDGEVIT_TEST_REPORTS" || fail "tools/skips.sh (a skip its stage does not allow)"
 stage "done"
 if [ $status -ne 0 ]; then
   echo "tools/test.sh: FAILED: ${failed[*]}" >&2
