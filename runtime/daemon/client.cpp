@@ -1,6 +1,7 @@
 #include "runtime/daemon/client.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/daemon/edgevit_client.h"
+#include "runtime/daemon/json_text.h"
 #include "runtime/safetensors.h"
 
 namespace edgevit::daemon {
@@ -23,6 +25,7 @@ StatusCode status_for_daemon_error(uint32_t code) {
     case ErrorCode::kShuttingDown:
     case ErrorCode::kTimeout:
     case ErrorCode::kPermissionDenied: return StatusCode::kIoError;
+    case ErrorCode::kNonFinite: return StatusCode::kNonFinite;
     default: break;
   }
   return code == client::kTransportError ? StatusCode::kIoError : StatusCode::kInternal;
@@ -42,15 +45,30 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
-void print_answer(const std::string& input, const client::InferAnswer& a, const ClientOptions& o, std::ostream& out) {
+// A value the client would print as a prediction must be finite: a daemon answer holding NaN or Inf is an
+// error (exit 11, like the daemon's non_finite_output), never a line of output.
+Status check_finite(const std::string& input, const client::InferAnswer& a) {
+  for (const auto& image : a.topk)
+    for (const auto& e : image)
+      if (!std::isfinite(e.score))
+        return non_finite(input + ": the daemon's answer holds a non-finite score for class " + std::to_string(e.index));
+  for (size_t i = 0; i < a.logits.size(); ++i)
+    if (!std::isfinite(a.logits[i]))
+      return non_finite(input + ": the daemon's answer holds a non-finite logit at " + std::to_string(i));
+  return Status::Ok();
+}
+
+Status print_answer(const std::string& input, const client::InferAnswer& a, const ClientOptions& o, std::ostream& out) {
+  EV_RETURN_IF_ERROR(check_finite(input, a));
   if (o.json) {
+    // Labels and the input name are bytes from elsewhere: valid UTF-8 before they become JSON strings.
     auto list = [](const std::vector<client::TopEntry>& v) {
       nlohmann::ordered_json l = nlohmann::ordered_json::array();
-      for (const auto& e : v) l.push_back({{"index", e.index}, {"label", e.label}, {"score", e.score}});
+      for (const auto& e : v) l.push_back({{"index", e.index}, {"label", valid_utf8(e.label)}, {"score", e.score}});
       return l;
     };
     nlohmann::ordered_json j;
-    j["input"] = input;
+    j["input"] = valid_utf8(input);
     j["topk"] = a.topk.empty() ? nlohmann::ordered_json::array() : list(a.topk[0]);
     if (a.n > 1) {
       nlohmann::ordered_json imgs = nlohmann::ordered_json::array();
@@ -62,8 +80,8 @@ void print_answer(const std::string& input, const client::InferAnswer& a, const 
     j["infer_us"] = a.infer_ns / 1e3;
     j["batch_images"] = a.batch_images;
     j["batch_row"] = a.batch_row;
-    out << j.dump() << "\n";
-    return;
+    out << dump_json(j) << "\n";
+    return Status::Ok();
   }
   for (int i = 0; i < a.n; ++i) {
     out << input;
@@ -86,6 +104,7 @@ void print_answer(const std::string& input, const client::InferAnswer& a, const 
   std::snprintf(buf, sizeof buf, "  latency %.1f us in the daemon (inference %.1f us, batch of %d)\n", a.latency_ns / 1e3,
                 a.infer_ns / 1e3, a.batch_images);
   out << buf;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -103,7 +122,9 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
     else return invalid_argument("--query must be health, stats or version, got '" + o.query + "'");
     std::string json;
     if (!c.query(op, &json, &err)) return to_status(err, o.query);
-    out << (o.json ? json : nlohmann::json::parse(json).dump(2)) << "\n";
+    const auto parsed = nlohmann::ordered_json::parse(json, nullptr, false);
+    if (parsed.is_discarded()) return internal_error(o.query + ": the daemon's answer is not JSON");
+    out << dump_json(parsed, o.json ? -1 : 2) << "\n";
   }
   for (const std::string& input : o.inputs) {
     client::InferAnswer a;
@@ -147,7 +168,7 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
       EV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(input));
       if (!c.infer_image(bytes.data(), bytes.size(), o.topk, o.logits, &a, &err)) return to_status(err, input);
     }
-    print_answer(input, a, o, out);
+    EV_RETURN_IF_ERROR(print_answer(input, a, o, out));
   }
   return Status::Ok();
 }

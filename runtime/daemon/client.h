@@ -22,11 +22,13 @@ struct ClientOptions {
 };
 
 // Status code for a daemon error code (kInputError for bad_image/bad_shape/too_large, kIoError for
-// transport failures, busy, timeout, shutting_down and permission_denied, kInternal otherwise).
+// transport failures, busy, timeout, shutting_down and permission_denied, kNonFinite for
+// non_finite_output, kInternal otherwise).
 StatusCode status_for_daemon_error(uint32_t code);
 
 // Runs every request in order on one connection, printing each answer to `out`. Stops at the first
-// failure and returns it.
+// failure and returns it; an answer holding a non-finite score or logit is such a failure (kNonFinite),
+// never printed.
 Status run_client(const ClientOptions& options, std::ostream& out);
 
 }  // namespace edgevit::daemon

@@ -1,6 +1,12 @@
 #include "runtime/daemon/daemon_config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "runtime/yaml_guard.h"
@@ -126,6 +132,10 @@ Result<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std
   EV_RETURN_IF_ERROR(lim.get_int("read_deadline_ms", false, 1, 600000, &c.read_deadline_ms));
   EV_RETURN_IF_ERROR(lim.get_int("idle_timeout_ms", false, 1, 86400000, &c.idle_timeout_ms));
   EV_RETURN_IF_ERROR(lim.get_int("write_deadline_ms", false, 1, 600000, &c.write_deadline_ms));
+  EV_RETURN_IF_ERROR(lim.get_int("max_connections_per_uid", false, 0, 1024, &c.max_connections_per_uid));
+  EV_RETURN_IF_ERROR(lim.get_int("decode_budget_bytes", false, int64_t{1} << 20, int64_t{1} << 40, &c.decode_budget_bytes));
+  EV_RETURN_IF_ERROR(lim.get_int("decode_wait_ms", false, 0, 600000, &c.decode_wait_ms));
+  EV_RETURN_IF_ERROR(lim.get_int("reload_timeout_ms", false, 100, 3600000, &c.reload_timeout_ms));
   EV_RETURN_IF_ERROR(lim.finish());
 
   ConfigMap bat;
@@ -149,7 +159,22 @@ Result<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std
   return c;
 }
 
+Status require_regular_file(const std::string& path, const std::string& what) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    const std::string m = what + " " + path + ": " + std::strerror(e);
+    return e == ENOENT ? not_found(m) : io_error(m);
+  }
+  struct stat st {};
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  close(fd);
+  if (!regular) return io_error(what + " " + path + ": not a regular file (a FIFO, device or directory is refused)");
+  return Status::Ok();
+}
+
 Result<DaemonConfig> load_daemon_config(const std::string& path) {
+  EV_RETURN_IF_ERROR(require_regular_file(path, "daemon config"));
   EV_ASSIGN_OR_RETURN(std::string text, read_config_file(path));
   std::string base = fs::path(path).parent_path().string();
   std::error_code ec;

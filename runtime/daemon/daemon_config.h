@@ -57,6 +57,17 @@ struct DaemonConfig {
   int read_deadline_ms = 2000;        // a started frame must be complete within this
   int idle_timeout_ms = 60000;        // an idle connection is closed after this
   int write_deadline_ms = 2000;       // an answer must be taken by the client within this
+  // Connections one peer uid (SO_PEERCRED) may hold at once (0: no cap beyond max_connections). A uid at its
+  // cap, or any client when every slot is taken, gets a slot by evicting the longest-idle connection (of that
+  // uid, at its cap); `busy` only when none is idle.
+  int max_connections_per_uid = 8;
+  // Image decoding: bytes the decoder may hold at once, over all connections (runtime/inputs.h
+  // image_decode_bytes of each image in flight). A request waits up to decode_wait_ms for its share
+  // (then `busy`); an image needing more than the whole budget is refused (`bad_image`).
+  int64_t decode_budget_bytes = int64_t{256} << 20;
+  int decode_wait_ms = 2000;
+  // A reload (SIGHUP) not finished within this is abandoned: health reports it failed, the old model serves.
+  int reload_timeout_ms = 120000;
 
   int max_batch = 0;                  // dynamic batching: images per Engine::infer (0 = the model's max_batch)
   int max_wait_us = 500;              // how long the worker waits for more requests to fill a batch
@@ -72,6 +83,11 @@ Result<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std
                                          const std::string& base_dir);
 // Reads and parses a file (base_dir = the file's directory).
 Result<DaemonConfig> load_daemon_config(const std::string& path);
+
+// Refuses a path that is not a regular file (a FIFO, device, socket or directory would block a read or
+// never end) without blocking: opened with O_NONBLOCK, then fstat. kNotFound when missing, kIoError else.
+// `what` names the file in the message ("labels", "model config", ...).
+Status require_regular_file(const std::string& path, const std::string& what);
 
 // Checks cross-field rules (also for configs built from flags). kConfigError.
 Status validate_daemon_config(const DaemonConfig& config);

@@ -9,6 +9,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "runtime/daemon/json_text.h"
+
 namespace edgevit::daemon {
 
 namespace fs = std::filesystem;
@@ -147,10 +149,10 @@ void GpioService::handle_trigger() {
   auto fail = [&](const Status& s) {
     ++trigger_errors_;
     j["ok"] = false;
-    j["error"] = s.to_string();
+    j["error"] = valid_utf8(s.to_string());
     spdlog::warn("gpio trigger: {}", s.message());
     std::lock_guard<std::mutex> lock(mu_);
-    last_trigger_json_ = j.dump();
+    last_trigger_json_ = dump_json(j);
     ++triggers_;  // counted once its result is visible
   };
   auto file = newest_file(config_.spool_dir);
@@ -158,7 +160,7 @@ void GpioService::handle_trigger() {
   std::ifstream in(*file, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) return fail(io_error("cannot read " + file->string()));
-  j["file"] = file->string();
+  j["file"] = valid_utf8(file->string());
   auto r = hooks_.infer_image(bytes.data(), bytes.size());
   if (!r.ok()) return fail(r.status());
   const bool alarm = actuator_ &&
@@ -167,12 +169,12 @@ void GpioService::handle_trigger() {
                      r->score >= config_.alarm_threshold;
   j["ok"] = true;
   j["index"] = r->index;
-  j["label"] = r->label;
+  j["label"] = valid_utf8(r->label);
   j["score"] = r->score;
   j["alarm"] = alarm;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    last_trigger_json_ = j.dump();
+    last_trigger_json_ = dump_json(j);
     ++triggers_;
   }
   spdlog::info("gpio trigger: {} -> {} ({}) score {:.4f}{}", file->filename().string(), r->index, r->label, r->score,
@@ -199,8 +201,8 @@ std::string GpioService::stats_json() const {
     std::lock_guard<std::mutex> lock(mu_);
     last = last_trigger_json_;
   }
-  j["last_trigger"] = last.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(last);
-  return j.dump();
+  j["last_trigger"] = last.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(last, nullptr, false);
+  return dump_json(j);
 }
 
 }  // namespace edgevit::daemon

@@ -3,14 +3,18 @@
 //   edgevitd --config /etc/edgevit/edgevitd.yaml
 //   edgevitd --model config/models/vit-digits.yaml --device host-cpu --socket /tmp/edgevitd.sock
 //
-// Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied).
-// The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (1 a
+// Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied) on a
+// thread of its own, with a deadline. The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (1 a
 // start-up self-test check failed, 3 config, 6 does not fit, 10 device (GPIO), ...).
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 #include <cstdio>
@@ -155,6 +159,72 @@ ev::Result<dm::DaemonConfig> load_config(const std::string& path, const Override
   return c;
 }
 
+
+// The main thread's loop: reads signals from the pipe until SIGTERM/SIGINT. A SIGHUP starts a reload on its
+// own thread (one at a time; a SIGHUP during a reload is logged and dropped), so a slow or stuck reload never
+// delays a stop; a reload running past `reload_timeout_ms` is abandoned (reported failed, installs nothing).
+// Stops the server. Returns false when a reload thread is still running (it cannot be joined: exit).
+bool serve_until_stop(dm::Server& server, int reload_timeout_ms) {
+  std::thread reloader;
+  std::atomic<bool> reloading{false};
+  std::chrono::steady_clock::time_point deadline{};
+  for (;;) {
+    int wait_ms = -1;
+    if (reloading) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        server.abandon_reload("reload did not finish within limits.reload_timeout_ms (" +
+                              std::to_string(reload_timeout_ms) + " ms); abandoned");
+        deadline = std::chrono::steady_clock::time_point::max();
+      } else if (deadline != std::chrono::steady_clock::time_point::max()) {
+        wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1000));
+      } else {
+        wait_ms = 1000;
+      }
+    } else if (reloader.joinable()) {
+      reloader.join();
+    }
+    pollfd pfd{g_signal_pipe[0], POLLIN, 0};
+    const int r = poll(&pfd, 1, wait_ms);
+    if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    SignalNote note{};
+    const ssize_t n = r > 0 ? read(g_signal_pipe[0], &note, sizeof note) : -1;
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof note)) {
+      spdlog::error("signal pipe: {}", n < 0 ? std::strerror(errno) : "short read");
+      break;
+    }
+    if (note.signo == SIGHUP) {
+      if (reloading) {
+        spdlog::warn("SIGHUP from pid {} ignored: a reload is still running", note.pid);
+        continue;
+      }
+      spdlog::info("SIGHUP from pid {}", note.pid);
+      if (reloader.joinable()) reloader.join();
+      reloading = true;
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reload_timeout_ms);
+      // Logged and reported by health; a failed reload keeps serving.
+      reloader = std::thread([&server, &reloading] {
+        (void)server.reload();
+        reloading = false;
+      });
+      continue;
+    }
+    spdlog::info("{} from pid {}", note.signo == SIGTERM ? "SIGTERM" : "SIGINT", note.pid);
+    break;
+  }
+  if (reloading) server.abandon_reload("abandoned: the daemon is stopping");
+  server.stop();
+  if (reloader.joinable()) {
+    if (reloading) {
+      reloader.detach();
+      return false;
+    }
+    reloader.join();
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +271,7 @@ int main(int argc, char** argv) {
     }
   }
   if (const char* hang = std::getenv("EDGEVITD_TEST_HANG_AFTER")) so.test_hang_after_batches = std::atoi(hang);
+  if (const char* delay = std::getenv("EDGEVITD_TEST_RELOAD_DELAY_MS")) so.test_reload_delay_ms = std::atoi(delay);
   // The start-up self-test resolves config and test data like edgevit-selftest (tests/selftest/main.cpp).
   st::SelftestOptions selftest;
   selftest.config_dirs = bases;
@@ -232,23 +303,14 @@ int main(int argc, char** argv) {
 
   auto server = dm::Server::start(so);
   if (!server.ok()) return fail(server.status());
-  for (;;) {
-    SignalNote note{};
-    const ssize_t n = read(g_signal_pipe[0], &note, sizeof note);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof note)) {
-      spdlog::error("signal pipe: {}", n < 0 ? std::strerror(errno) : "short read");
-      break;
-    }
-    if (note.signo == SIGHUP) {
-      spdlog::info("SIGHUP from pid {}", note.pid);
-      (void)(*server)->reload();  // logged and reported by health; a failed reload keeps serving
-      continue;
-    }
-    spdlog::info("{} from pid {}", note.signo == SIGTERM ? "SIGTERM" : "SIGINT", note.pid);
-    break;
+  const bool finished = serve_until_stop(**server, config->reload_timeout_ms);
+  if (!finished) {
+    // A reload is still inside a read or a model build that cannot be interrupted: the server has stopped
+    // (clients answered, GPIO lines safe, socket removed), so exit now rather than wait for it.
+    spdlog::warn("exiting without waiting for the abandoned reload");
+    spdlog::default_logger()->flush();
+    _exit(0);
   }
-  (*server)->stop();
   server->reset();
   return 0;
 }

@@ -4,6 +4,13 @@ namespace edgevit::protocol {
 
 namespace {
 
+std::string hex32(uint32_t v) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(8, '0');
+  for (int i = 7; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return s;
+}
+
 bool fail(ParseError* err, ErrorCode code, std::string message) {
   err->code = code;
   err->message = std::move(message);
@@ -37,15 +44,24 @@ bool parse_payload(const Header& header, const uint8_t* payload, size_t size, co
                 "payload is " + std::to_string(size) + " bytes, the header says " +
                     std::to_string(header.payload_bytes));
   if (!known_op(header.op)) return fail(err, ErrorCode::kUnknownOp, "unknown op " + std::to_string(header.op));
+  // Reserved bits and fields must be zero, so that a later protocol can give them a meaning.
+  if ((header.flags & ~kFlagWantLogits) != 0)
+    return fail(err, ErrorCode::kBadFrame,
+                "request flags 0x" + hex32(header.flags) + " set reserved bits (a request may set only want_logits, 0x1)");
   ParsedRequest r;
   r.header = header;
   r.op = static_cast<Op>(header.op);
-  if (r.op != Op::kInferImage && r.op != Op::kInferTensor) {  // health, stats, version: payload ignored
+  if (r.op != Op::kInferImage && r.op != Op::kInferTensor) {  // health, stats, version
+    if (size != 0)
+      return fail(err, ErrorCode::kBadFrame, "op " + std::to_string(header.op) + " takes no payload, got " +
+                                                 std::to_string(size) + " bytes");
     *out = r;
     return true;
   }
   if (size < kInferPrefixBytes)
     return fail(err, ErrorCode::kBadFrame, "infer payload shorter than its 8-byte prefix");
+  if (get_u16(payload + 2) != 0 || get_u32(payload + 4) != 0)
+    return fail(err, ErrorCode::kBadFrame, "infer prefix: the reserved fields (bytes 2..7) must be 0");
   r.topk = get_u16(payload);
   r.want_logits = (header.flags & kFlagWantLogits) != 0;
   const uint8_t* body = payload + kInferPrefixBytes;
@@ -61,6 +77,8 @@ bool parse_payload(const Header& header, const uint8_t* payload, size_t size, co
     return fail(err, ErrorCode::kBadFrame, "infer-tensor payload shorter than its shape");
   r.ndim = get_u32(body);
   for (int i = 0; i < 4; ++i) r.dims[i] = get_u32(body + 4 + 4 * i);
+  if (r.ndim == 3 && r.dims[3] != 0)
+    return fail(err, ErrorCode::kBadFrame, "tensor shape: ndim 3 leaves dims[3] unused, it must be 0");
   const uint32_t n = r.ndim == 4 ? r.dims[0] : 1;
   const uint32_t* chw = r.ndim == 4 ? r.dims + 1 : r.dims;
   if ((r.ndim != 3 && r.ndim != 4) || chw[0] != input.in_chans || chw[1] != input.img_size ||

@@ -60,8 +60,10 @@ enum class ErrorCode : uint32_t {
   kShuttingDown = 8,      // the daemon is stopping
   kPermissionDenied = 9,  // peer uid/gid not in the allow-list (the connection is closed after it)
   kTimeout = 10,          // frame not complete within the read deadline (closed after it)
-  kInternal = 11,         // inference failed
+  kInternal = 11,         // inference failed, or the daemon failed to answer (an exception in a handler)
+  kNonFinite = 12,        // the model's output holds NaN or Inf for this input: no prediction is given
 };
+constexpr ErrorCode kLastErrorCode = ErrorCode::kNonFinite;
 
 inline const char* error_code_name(ErrorCode c) {
   switch (c) {
@@ -76,6 +78,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::kPermissionDenied: return "permission_denied";
     case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kNonFinite: return "non_finite_output";
   }
   return "unknown";
 }

@@ -37,6 +37,9 @@ struct ServerOptions {
   // Test-only: the worker stops making progress after this many batches (-1: never), until stop().
   // edgevitd reads it from EDGEVITD_TEST_HANG_AFTER.
   int test_hang_after_batches = -1;
+  // Test-only: every reload sleeps this long before it reads anything (edgevitd: EDGEVITD_TEST_RELOAD_DELAY_MS),
+  // standing in for a slow checkpoint.
+  int test_reload_delay_ms = 0;
   // What reload() reads (edgevitd: the config file again, with the command-line overrides applied).
   // Null: the current configuration (the model config file is still read again).
   std::function<Result<DaemonConfig>()> reload_config;
@@ -67,6 +70,10 @@ class Server {
   Status reload();
   // Same with an explicit new configuration (tests).
   Status reload_with(const DaemonConfig& config);
+  // Called from another thread when a running reload passed its deadline (limits.reload_timeout_ms) or the
+  // daemon stops: the reload is reported failed now (`why`), the old model keeps serving, and whatever the
+  // reload still loads is never installed.
+  void abandon_reload(const std::string& why);
 
   // SIGTERM: STOPPING=1, stop accepting, answer everything in flight, join every thread, remove the
   // socket, release GPIO lines. Idempotent.

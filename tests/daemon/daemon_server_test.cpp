@@ -8,6 +8,7 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 
+#include "runtime/plan.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/testutil/testutil.h"
 
@@ -370,11 +371,21 @@ TEST_F(DaemonServer, BrokenConfigOrCheckpointKeepsTheOldModelServing) {
 }
 
 TEST_F(DaemonServer, TightBudgetDrainsSwapsAndRollsBack) {
-  // A device whose budget holds one digits arena (batch 64, ~2.4 MiB) but not two.
+  // A device whose budget holds one digits engine at batch 64 but not two: 1.5x the plan's total (what the
+  // plan counts is the plan's business, so the budget follows it).
+  auto spec = load_model_spec(digits_model());
+  auto host = find_device_profile("host-cpu", {devices_dir()});
+  ASSERT_TRUE(spec.ok() && host.ok());
+  PlanOptions po;
+  po.batch = 64;
+  auto plan = make_plan(*spec, *host, po);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const int64_t budget_mib = (plan->total_bytes * 3 / 2 + (1 << 20) - 1) >> 20;
+  ASSERT_LT(budget_mib << 20, 2 * plan->total_bytes) << "two engines must not fit";
   std::ifstream in(testutil::source_path("config/devices/host-cpu.yaml"));
   std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   yaml.replace(yaml.find("name: host-cpu"), 14, "name: tight-cpu");
-  yaml.replace(yaml.find("budget_mib: 6144"), 16, "budget_mib: 4");
+  yaml.replace(yaml.find("budget_mib: 6144"), 16, "budget_mib: " + std::to_string(budget_mib));
   std::ofstream(dir_ + "/tight-cpu.yaml") << yaml;
   DaemonConfig cfg = digits_config(dir_, 64);
   cfg.device = dir_ + "/tight-cpu.yaml";

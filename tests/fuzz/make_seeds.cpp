@@ -138,6 +138,18 @@ int main(int argc, char** argv) {
                                  protocol::kFlagWantLogits, 7)) &&
        write_bytes(fr + "tensor_4x1x8x8.frame",
                    request_frame(Op::kInferTensor, protocol::encode_infer_tensor_payload(values.data(), nchw4, 4, 1), 0, 8));
+  // Frames the parser refuses for their reserved fields (issue #22): the response flag on a request, a
+  // payload on health, a non-zero prefix reserved field, dims[3] set with ndim 3.
+  {
+    std::vector<uint8_t> prefix_reserved = protocol::encode_infer_image_payload("\x89PNG", 4, 1);
+    prefix_reserved[2] = 7;
+    std::vector<uint8_t> dims3 = protocol::encode_infer_tensor_payload(values.data(), chw1, 3, 1);
+    protocol::put_u32(dims3.data() + protocol::kInferPrefixBytes + 16, 5);
+    ok = ok && write_bytes(fr + "refused_response_flag.frame", request_frame(Op::kHealth, {}, protocol::kFlagResponse, 10)) &&
+         write_bytes(fr + "refused_health_payload.frame", request_frame(Op::kHealth, {9, 9}, 0, 11)) &&
+         write_bytes(fr + "refused_prefix_reserved.frame", request_frame(Op::kInferImage, prefix_reserved, 0, 12)) &&
+         write_bytes(fr + "refused_dims3_set.frame", request_frame(Op::kInferTensor, dims3, 0, 13));
+  }
   if (!ok) std::fprintf(stderr, "make_fuzz_seeds: writing into %s failed\n", dir.c_str());
   return ok ? 0 : 1;
 }
