@@ -52,6 +52,32 @@ Status cuda_status(cudaError_t err, int ordinal, const char* what) {
 
 }  // namespace
 
+// The CUDA context + libraries footprint of this GPU: measured where we have run on it (the footprint
+// test, tests/runtime/footprint_cuda_test.cu; figures in docs/benchmarks.md "Memory footprint"), else the
+// default estimate, and the profile says which.
+static void set_context_footprint(DeviceProfile* p) {
+  struct Measured {
+    int compute_capability;
+    int64_t device_bytes, host_bytes;
+    const char* basis;
+  };
+  static const Measured kMeasured[] = {
+      // H200 (the lent machine), CUDA 13 driver 580.159, 2026-11-26: ViT-Ti/B at batch 1 and 64 fit
+      // 555 MB of device memory and 266 MB of host RSS beside the engine's own lines.
+      {90, int64_t{529} << 20, int64_t{254} << 20,
+       "measured on an H200, CUDA 13 driver (docs/benchmarks.md, Memory footprint)"},
+  };
+  p->cuda_context_bytes = kDefaultCudaContextBytes;
+  p->cuda_context_host_bytes = kDefaultCudaContextHostBytes;
+  p->cuda_context_basis = "estimate (no measurement for compute capability " + std::to_string(p->compute_capability) + ")";
+  for (const Measured& m : kMeasured) {
+    if (m.compute_capability != p->compute_capability) continue;
+    p->cuda_context_bytes = m.device_bytes;
+    p->cuda_context_host_bytes = m.host_bytes;
+    p->cuda_context_basis = m.basis;
+  }
+}
+
 Result<DeviceProfile> query_cuda_device(int ordinal) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
@@ -103,7 +129,7 @@ Result<DeviceProfile> query_cuda_device(int ordinal) {
   p.memory_total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   p.memory_budget_bytes = default_memory_budget(p.memory_total_bytes);
   p.unified_memory = attrs[kIntegrated].value != 0;
-  p.cuda_context_bytes = kDefaultCudaContextBytes;
+  set_context_footprint(&p);
   // Double data rate: 2 transfers per memory clock (kHz) over a bus of kBusWidth bits.
   p.dram_bandwidth_gbps = 2.0 * attrs[kMemClock].value * 1e3 * (attrs[kBusWidth].value / 8.0) / 1e9;
   p.description = std::string(prop.name) + " (SM" + std::to_string(p.compute_capability) + ", " +

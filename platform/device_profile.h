@@ -34,7 +34,12 @@ struct DeviceProfile {
   int64_t memory_total_bytes = 0;
   int64_t memory_budget_bytes = 0;     // what edgevit may use (arena + context), <= total
   bool unified_memory = false;         // CPU and GPU share DRAM (Jetson)
-  int64_t cuda_context_bytes = 0;      // estimate of the CUDA context + cuBLASLt handles overhead
+  // The CUDA context and the libraries loaded into it (cuBLASLt, the kernels' modules): device memory, and
+  // host memory (the driver's and the libraries' resident pages). Measured on the GPUs we can run; an
+  // estimate elsewhere (the Orin profiles), which `cuda_context_basis` says.
+  int64_t cuda_context_bytes = 0;
+  int64_t cuda_context_host_bytes = 0;
+  std::string cuda_context_basis;      // "estimate (...)" or "measured on ... (docs/benchmarks.md)"
   double dram_bandwidth_gbps = 0;      // GB/s (1e9 bytes/s)
 
   // CPU.

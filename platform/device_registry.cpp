@@ -76,6 +76,14 @@ Status read_memory(ConfigMap& m, DeviceProfile* p) {
                                      std::to_string(context_mib) + " MiB, cuda_context_mib)");
   }
   p->cuda_context_bytes = context_mib * kMiB;
+  int64_t context_host_mib = p->kind == DeviceKind::kCuda ? kDefaultCudaContextHostBytes / kMiB : 0;
+  EV_RETURN_IF_ERROR(m.get_int("cuda_context_host_mib", false, 0, total_mib, &context_host_mib));
+  if (p->kind == DeviceKind::kCpu && context_host_mib != 0) {
+    return m.error("cuda_context_host_mib", "must be 0 for kind cpu");
+  }
+  p->cuda_context_host_bytes = context_host_mib * kMiB;
+  if (p->kind == DeviceKind::kCuda)
+    p->cuda_context_basis = "estimate (memory.cuda_context_mib / cuda_context_host_mib of the profile; not measured on this board)";
   EV_RETURN_IF_ERROR(m.get_double("bandwidth_gbps", true, 0.0, 1e5, &p->dram_bandwidth_gbps, true));
   return m.finish();
 }

@@ -19,6 +19,9 @@ int64_t default_memory_budget(int64_t total_bytes);
 
 // Estimated CUDA context + cuBLASLt handle/workspace on Jetson when a profile does not say (bytes).
 constexpr int64_t kDefaultCudaContextBytes = int64_t{384} << 20;
+// Host memory of the CUDA driver and libraries once a context and cuBLASLt are up (resident pages of
+// libcuda, libcudart, libcublasLt and the driver's own allocations): an estimate where not measured.
+constexpr int64_t kDefaultCudaContextHostBytes = int64_t{256} << 20;
 
 // Parses profile text. `display_name` prefixes messages; `expected_name` (the file stem, or "") must
 // equal the `name` key when both are given, and is the name when the key is absent.

@@ -46,12 +46,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
                                                const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->spec_ = spec;
-  EV_ASSIGN_OR_RETURN(e->plan_, make_plan(spec, device, options.plan));
-  // Refuse before any allocation.
-  if (!e->plan_.fits) return does_not_fit(does_not_fit_message(e->plan_));
-
   if (options.threads < 0) return invalid_argument("threads must be >= 0 (0 = all cores), got " + std::to_string(options.threads));
   e->threads_ = options.threads > 0 ? options.threads : available_cores();
+  PlanOptions plan_options = options.plan;
+  plan_options.threads = e->threads_;  // the plan counts the threads that will run
+  EV_ASSIGN_OR_RETURN(e->plan_, make_plan(spec, device, plan_options));
+  // Refuse before any allocation.
+  if (!e->plan_.fits) return does_not_fit(does_not_fit_message(e->plan_));
 
   if (spec.weights_path.empty())
     return config_error(spec.source_path + ": weights.path: no checkpoint given for model '" + spec.name + "'");

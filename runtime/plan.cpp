@@ -241,7 +241,7 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
 
   plan.context_bytes = device.kind == DeviceKind::kCuda ? device.cuda_context_bytes : 0;
   plan.budget_bytes = device.memory_budget_bytes;
-  plan.total_bytes = plan.arena_bytes + plan.context_bytes;
+  account_memory(&plan, options.threads > 0 ? options.threads : std::max(1, device.cpu_cores));
   plan.fits = plan.budget_bytes <= 0 ? false : plan.total_bytes <= plan.budget_bytes;
   if (device.kind == DeviceKind::kCuda && device.unified_memory)
     plan.notes.push_back("unified memory: weights go from the mmap'd checkpoint to the arena tensor by tensor through one staging buffer; no second host copy of the weights");

@@ -33,11 +33,25 @@ constexpr int64_t kCudaLtWorkspaceBytes = 4 << 20;  // cuBLASLt workspace, fixed
 
 struct PlanOptions {
   int batch = 0;                          // 0: the model's max_batch
+  int threads = 0;                        // CPU kernel threads the engine will run (0: the profile's cpu_cores)
   std::optional<Precision> precision;     // unset: fp32 on cpu, fp16 on cuda
   std::optional<AttentionImpl> attention; // unset: the model config's runtime.attention
   // Keep every token through the last block (token-pooled models otherwise run the class-token tail,
   // runtime/graph.h: same outputs, fewer FLOPs). For comparisons and debugging.
   bool all_tokens = false;
+};
+
+enum class MemorySpace { kHost, kDevice };
+const char* to_string(MemorySpace s);  // "host" | "device"
+
+// One thing the process holds for the engine, from Engine::create until it is destroyed (or, with
+// load_only, only while create() runs).
+struct MemoryLine {
+  std::string name;   // "arena", "pinned input staging", "CUDA graphs (6 captured)", ...
+  MemorySpace space;
+  int64_t bytes = 0;
+  std::string basis;  // "planned", "from the plan's shapes", "measured on ...", "estimate (...)"
+  bool load_only = false;
 };
 
 struct Plan {
@@ -53,9 +67,16 @@ struct Plan {
   int64_t arena_bytes = 0;
   int64_t activations_lower_bound_bytes = 0;
   int64_t lower_bound_bytes = 0;  // weights + io + activation lower bound + workspace region
-  int64_t context_bytes = 0;      // CUDA context estimate (0 on cpu)
+  int64_t context_bytes = 0;      // CUDA context + libraries, device memory (0 on cpu)
+  // Everything the engine holds, line by line (arena, staging, graphs, threads, context), and the sums per
+  // memory space of the lines held after load. total_bytes is what counts against the budget: the host
+  // sum on a CPU, the device sum on a discrete GPU, both on a unified-memory board (Jetson).
+  std::vector<MemoryLine> memory;
+  int64_t host_total_bytes = 0;
+  int64_t device_total_bytes = 0;
+  int64_t load_peak_extra_bytes = 0;  // held only while create() runs (load_only lines)
   int64_t budget_bytes = 0;
-  int64_t total_bytes = 0;        // arena + context
+  int64_t total_bytes = 0;
   bool fits = false;
 
   bool class_token_tail = false;  // the last block runs on the class token only (runtime/graph.h)
@@ -67,6 +88,10 @@ struct Plan {
   uint64_t hash = 0;
   std::string hash_hex() const;   // 16 lowercase hex digits
 };
+
+// Fills plan->memory and the totals from the plan's shapes and the device profile (runtime/plan_memory.cpp).
+// `threads`: the CPU kernel threads (PlanOptions::threads).
+void account_memory(Plan* plan, int threads);
 
 // Builds the plan. Errors: kUnsupported (e.g. fp16 on a cpu device), kInvalidArgument (batch out of
 // range). A plan that does not fit is still returned (fits == false): the caller decides.

@@ -144,10 +144,28 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   std::snprintf(line, sizeof line, "  %-34s %14lld  (%s; lower bound %lld)\n", "arena total",
                 static_cast<long long>(p.arena_bytes), human_bytes(p.arena_bytes).c_str(), static_cast<long long>(p.lower_bound_bytes));
   os << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "CUDA context (estimate)", static_cast<long long>(p.context_bytes), human_bytes(p.context_bytes).c_str());
+  os << "process memory (everything the engine holds):\n";
+  for (const MemoryLine& l : p.memory) {
+    std::snprintf(line, sizeof line, "  %-6s %-58s %14lld  (%s; %s%s)\n", to_string(l.space), l.name.c_str(),
+                  static_cast<long long>(l.bytes), human_bytes(l.bytes).c_str(), l.basis.c_str(),
+                  l.load_only ? "; not in the total" : "");
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "host total", static_cast<long long>(p.host_total_bytes), human_bytes(p.host_total_bytes).c_str());
   os << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "total", static_cast<long long>(p.total_bytes), human_bytes(p.total_bytes).c_str());
+  if (p.device.kind == DeviceKind::kCuda) {
+    std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "device total", static_cast<long long>(p.device_total_bytes), human_bytes(p.device_total_bytes).c_str());
+    os << line;
+  }
+  const char* total_label = p.device.kind == DeviceKind::kCpu ? "total (host)"
+                            : p.device.unified_memory   ? "total (host + device: unified memory)"
+                                                        : "total (device memory)";
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", total_label, static_cast<long long>(p.total_bytes), human_bytes(p.total_bytes).c_str());
   os << line;
+  if (p.load_peak_extra_bytes > 0) {
+    std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "during load, also", static_cast<long long>(p.load_peak_extra_bytes), human_bytes(p.load_peak_extra_bytes).c_str());
+    os << line;
+  }
   std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "budget", static_cast<long long>(p.budget_bytes), human_bytes(p.budget_bytes).c_str());
   os << line;
   if (p.fits) {
@@ -176,6 +194,15 @@ std::string format_plan_json(const Plan& p) {
   j["activations_lower_bound_bytes"] = p.activations_lower_bound_bytes;
   j["workspace_bytes"] = p.workspace_bytes;
   j["context_bytes"] = p.context_bytes;
+  ordered_json memory = ordered_json::array();
+  for (const MemoryLine& l : p.memory)
+    memory.push_back({{"name", l.name}, {"space", to_string(l.space)}, {"bytes", l.bytes}, {"basis", l.basis},
+                      {"load_only", l.load_only}});
+  j["memory"] = memory;
+  j["host_total_bytes"] = p.host_total_bytes;
+  j["device_total_bytes"] = p.device_total_bytes;
+  j["load_peak_extra_bytes"] = p.load_peak_extra_bytes;
+  j["unified_memory"] = p.device.unified_memory;
   j["total_bytes"] = p.total_bytes;
   j["budget_bytes"] = p.budget_bytes;
   j["fits"] = p.fits;

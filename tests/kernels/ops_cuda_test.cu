@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -126,6 +127,42 @@ TEST(OpsCuda, CastsRoundToNearestAndReadMappedHostMemory) {
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(std::vector<float>(host, host + n), x, "copy_f32");
     cudaFreeHost(host);
+  }
+}
+
+// The output casts the backend runs last: the same values as the plain casts, and a count of the
+// non-finite ones equal to count_nonfinite_ref's, accumulated across calls until the caller zeroes it.
+TEST(OpsCuda, OutputCastsCountNonFiniteValues) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{150531}}) {
+    for (int bad : {0, 1, 37}) {
+      auto x = testutil::random_floats(static_cast<size_t>(n), fresh_seed(), -300.f, 300.f);
+      for (int i = 0; i < bad && i < n; ++i) x[static_cast<size_t>((i * 7919) % n)] = i % 3 == 0 ? nan : (i % 3 == 1 ? inf : -inf);
+      x = round16(x);  // exact in fp16 as well
+      const int64_t want = count_nonfinite_ref(x.data(), n);
+      unsigned* counter = nullptr;
+      ASSERT_EQ(cudaHostAlloc(&counter, sizeof(unsigned), cudaHostAllocMapped), cudaSuccess);
+      unsigned* dev_counter = nullptr;
+      ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_counter), counter, 0), cudaSuccess);
+      *counter = 0;
+      DevBuf<__half> h(n);
+      h.set(x);
+      DevBuf<float> out(n);
+      EV_ASSERT_CUDA(gpu::cast_f16_to_f32_count_nonfinite(h.get(), out.get(), n, dev_counter, nullptr));
+      EV_ASSERT_CUDA(cudaDeviceSynchronize());
+      EXPECT_EQ(static_cast<int64_t>(*counter), want) << "f16 n=" << n << " bad=" << bad;
+      const std::vector<float> got = out.get_f32();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(std::memcmp(&got[i], &x[i], sizeof(float)) == 0 || (std::isnan(got[i]) && std::isnan(x[i])))
+            << "element " << i;
+      DevBuf<float> f(n);
+      f.set(x);
+      out.poison();
+      EV_ASSERT_CUDA(gpu::copy_f32_count_nonfinite(f.get(), out.get(), n, dev_counter, nullptr));
+      EV_ASSERT_CUDA(cudaDeviceSynchronize());
+      EXPECT_EQ(static_cast<int64_t>(*counter), 2 * want) << "f32 adds to the same counter";
+      cudaFreeHost(counter);
+    }
   }
 }
 

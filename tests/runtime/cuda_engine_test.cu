@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <tuple>
 
 #include "kernels/mha_variants.h"
@@ -626,6 +627,28 @@ TEST(CudaEngine, BatchOutsideThePlanIsAnError) {
   EXPECT_EQ((*engine)->infer(in.data(), 0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->infer_device(3).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->infer_device(0).code(), StatusCode::kInvalidArgument);
+}
+
+// A NaN in one image's input reaches that image's outputs: infer() and infer_device() report kNonFinite
+// (counted by the output casts on the GPU) naming the image, and the next clean batch answers again
+// (the count is per forward).
+TEST(CudaEngine, NonFiniteOutputsAreAnErrorNotAnAnswer) {
+  for (Precision precision : {Precision::kFp16, Precision::kFp32}) {
+    SCOPED_TRACE(to_string(precision));
+    auto engine = make_engine(kMicro.config, precision, AttentionImpl::kAuto, 2);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    Engine& e = **engine;
+    std::vector<float> in(2 * e.input_numel_per_image(), 0.25f);
+    ASSERT_TRUE(e.infer(in.data(), 2).ok());
+    in[e.input_numel_per_image() + 3] = std::numeric_limits<float>::quiet_NaN();
+    const Status st = e.infer(in.data(), 2);
+    ASSERT_EQ(st.code(), StatusCode::kNonFinite) << st.to_string();
+    EXPECT_NE(st.message().find("of image 1"), std::string::npos) << st.message();
+    EXPECT_EQ(e.infer_device(2).code(), StatusCode::kNonFinite) << "the device input still holds the NaN";
+    in[e.input_numel_per_image() + 3] = 0.25f;
+    EXPECT_TRUE(e.infer(in.data(), 2).ok());
+    EXPECT_TRUE(e.infer_device(1).ok());
+  }
 }
 
 // ---- device-resident input (Engine::device_input / infer_device) -------------------------------------------

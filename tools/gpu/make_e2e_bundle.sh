@@ -15,12 +15,12 @@ build=${1:-$root/build-cb}
 bundle=$root/build-e2e-bundle
 cd "$root"
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"
-cmake --build "$build" -j2 --target edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test
+cmake --build "$build" -j2 --target edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test footprint_cuda_test
 rm -rf "$bundle"
 stage=$build/e2e-bundle-stage
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$bundle/golden"
-for b in edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test; do cp "$build/bin/$b" "$stage/bin/"; done
+for b in edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test footprint_cuda_test; do cp "$build/bin/$b" "$stage/bin/"; done
 strip --strip-debug "$stage"/bin/*
 cp "$root"/../shared/testdata/golden/* "$bundle/golden/"
 ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u |

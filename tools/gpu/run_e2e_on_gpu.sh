@@ -8,8 +8,10 @@
 #   4. tools/gpu/make_timm_checkpoints.py (seeded ViT-Ti/S/B + timm float64 goldens), then
 #      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
 # Logs go to $OUT (gpu.txt, *.log, bench_e2e.json); a summary is printed last.
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|all]   (default all; quick: ops_cuda_test
-#          and cuda_engine_test, no sanitizer, no attention tests, then the benchmark; selftest: step 3 only)
+#   5. footprint_cuda_test: the plan's host and device totals against a fresh process's measured footprint
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|footprint|all]   (default all; quick:
+#          ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
+#          selftest: step 3 only; footprint: step 5 only)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
@@ -43,6 +45,15 @@ selftest_on_gpu() {  # the on-target self-test, as an engineer runs it on a fres
     summary+=("edgevit-selftest --inject-fault=$f: rc=$rc (want 1): $(grep -E '^ *FAIL' "$out/selftest_fault_$f.log" | cut -c1-90 | paste -sd';')")
   done
 }
+footprint_on_gpu() {  # plan's memory totals against the process's real footprint (issue: exact bytes)
+  "$B/bin/footprint_cuda_test" --gtest_brief=0 >"$out/footprint.log" 2>&1
+  summary+=("footprint_cuda_test: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/footprint.log" | paste -sd' ')")
+  grep -E 'device: plan|^  (host|device) |Failure|vs measured' "$out/footprint.log"
+}
+if [ "$what" = footprint ]; then
+  footprint_on_gpu
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
+fi
 if [ "$what" = selftest ]; then
   selftest_on_gpu
   echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
@@ -57,6 +68,7 @@ if [ "$what" != bench ]; then
     grep -E 'Failure|error:|FAILED|rel err|predictions|profile total' "$out/$t.log" | head -60
   done
   grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
+  footprint_on_gpu
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # GEMM tuning off in these engines (each timed run costs milliseconds under the sanitizer); one tuned
