@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <vector>
 #include <string>
@@ -15,11 +16,26 @@ constexpr int64_t kOrinOptin = 163 * 1024;   // SM87
 constexpr int64_t kSm86Optin = 99 * 1024;    // SM86 / SM89
 constexpr int64_t kH100Optin = 227 * 1024;   // SM90
 
+// The fused kernel's shared memory, written out here rather than through mha_fused_smem_bytes (which the
+// table's rows are built with): a Q tile and `stages` K and V tiles of fp16 rows, each row padded by 8 halves.
+int64_t smem_written_out(const MhaVariant& row) {
+  const int64_t row_bytes = (row.head_dim + 8) * 2;
+  return (row.q_tile + 2 * row.stages * row.kv_tile) * row_bytes;
+}
+
 TEST(MhaVariants, TableRowsAreConsistent) {
+  // One row by hand: D 64, 64 query rows, double-buffered 64-key tiles: (64 + 2*2*64) * 72 * 2 bytes.
+  EXPECT_EQ(mha_fused_smem_bytes(64, 64, 64, 2), 46080);
   std::set<std::string> names;
+  ASSERT_GT(std::size(kMhaVariants), 0u);
   for (const MhaVariant& row : kMhaVariants) {
     EXPECT_TRUE(names.insert(row.name).second) << "duplicate row " << row.name;
-    EXPECT_EQ(row.smem_bytes, mha_fused_smem_bytes(row.head_dim, row.q_tile, row.kv_tile, row.stages)) << row.name;
+    EXPECT_EQ(row.smem_bytes, smem_written_out(row)) << row.name;
+    // The name states the row's shape; the fields must say the same.
+    const std::string shape = "_d" + std::to_string(row.head_dim) + "_q" + std::to_string(row.q_tile) + "_w" +
+                              std::to_string(row.threads / 32) + "_kv" + std::to_string(row.kv_tile) + "_s" +
+                              std::to_string(row.stages);
+    EXPECT_NE(std::string(row.name).find(shape), std::string::npos) << row.name << " vs " << shape;
     EXPECT_LE(row.smem_bytes, kOrinOptin) << row.name;
     EXPECT_EQ(row.threads % 32, 0) << row.name;
     ASSERT_GE(row.kv_split, 1) << row.name;

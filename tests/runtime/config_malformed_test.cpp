@@ -112,12 +112,16 @@ INSTANTIATE_TEST_SUITE_P(Files, MalformedFileTest, ::testing::ValuesIn(kFileCase
                          });
 
 TEST(MalformedFiles, EveryFileInTheDirectoryHasARow) {
+  size_t files = 0;
   for (const auto& entry : fs::directory_iterator(testutil::source_path("tests/data/configs/malformed"))) {
+    ++files;
     const std::string name = entry.path().filename().string();
     bool found = false;
     for (const auto& c : kFileCases) found = found || name == c.file;
     EXPECT_TRUE(found) << name << " has no expectation in kFileCases";
   }
+  // An empty (or missing-on-checkout) directory would pass the loop above vacuously.
+  EXPECT_EQ(files, std::size(kFileCases));
 }
 
 // ---- generated hostile inputs --------------------------------------------------------------------------

@@ -175,6 +175,8 @@ TEST(Plan, ClassTokenTailAttentionIsChosenForItsOwnGrid) {
   ASSERT_TRUE(p.ok());
   ASSERT_TRUE(p->class_token_tail);
   const VitArch& a = p->graph.arch;
+  int tail = 0, full = 0;
+  std::string tail_kernel, full_kernel;
   for (const Op& op : p->graph.ops) {
     if (op.kind != OpKind::kAttention) continue;
     const MhaGrid grid{1, a.num_heads, static_cast<int>(op.seq_q), dev->sm_count};
@@ -183,7 +185,14 @@ TEST(Plan, ClassTokenTailAttentionIsChosenForItsOwnGrid) {
     ASSERT_TRUE(m.fused) << m.reason;
     EXPECT_EQ(op.kernel, std::string("cuda.") + m.variant->name) << op.name;
     EXPECT_EQ(op.reason, m.reason) << op.name;
+    (op.seq_q == 1 ? tail : full) += 1;
+    (op.seq_q == 1 ? tail_kernel : full_kernel) = op.kernel;
   }
+  // The comparison above has teeth only if the two grids choose differently: a plan that judged the tail
+  // with the full blocks' grid must fail it.
+  EXPECT_EQ(tail, 1);
+  EXPECT_EQ(full, a.depth - 1);
+  EXPECT_NE(tail_kernel, full_kernel);
   EXPECT_EQ(p->graph.ops.back().kind, OpKind::kLinear);  // the head; the tail's ops came before it
 }
 
