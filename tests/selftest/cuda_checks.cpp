@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/mha.h"
+#include "kernels/mha_variants.h"
 #include "runtime/safetensors.h"
 #include "tests/selftest/alloc_counter.h"
 #include "tests/selftest/checks.h"
@@ -108,13 +109,17 @@ void run_cuda_kernel_checks(const KernelCheckSpec& s, std::vector<CheckResult>* 
                              fmt_g(ref16_err) + ", seed " + std::to_string(seed);
 
   DeviceBuffer d_qkv(in_n * 2), d_o(out_n * 2);
+  // Neither launcher can run without its inputs: both checks fail, each named in the report.
   if (d_qkv.status() != cudaSuccess || d_o.status() != cudaSuccess) {
-    out->push_back(device_failure(fused, s.model, "cudaMalloc", d_qkv.status() != cudaSuccess ? d_qkv.status() : d_o.status()));
+    const cudaError_t e2 = d_qkv.status() != cudaSuccess ? d_qkv.status() : d_o.status();
+    out->push_back(device_failure(fused, s.model, "cudaMalloc", e2));
+    out->push_back(device_failure(unfused, s.model, "cudaMalloc", e2));
     return;
   }
   cudaError_t st = cudaMemcpy(d_qkv.get(), qkv_h.data(), in_n * 2, cudaMemcpyHostToDevice);
   if (st != cudaSuccess) {
     out->push_back(device_failure(fused, s.model, "cudaMemcpy", st));
+    out->push_back(device_failure(unfused, s.model, "cudaMemcpy", st));
     return;
   }
   // __half is incomplete here (kernels/cuda/mha.h forward-declares it): address elements as uint16_t.
@@ -140,7 +145,23 @@ void run_cuda_kernel_checks(const KernelCheckSpec& s, std::vector<CheckResult>* 
     const cudaError_t r = mha_fused_f16(test_p, q, k, v, o, nullptr);
     if (r == cudaErrorNotSupported) {
       cudaGetLastError();
-      out->push_back(skip(fused, s.model, "head_dim " + std::to_string(D) + " is not in the fused kernel table"));
+      // A skip only where the table has no row for this device and head_dim (the plan then runs the unfused
+      // launcher, checked next); a launcher refusing what the table serves is a failure.
+      cudaDeviceProp prop{};
+      const bool have_prop = cudaGetDeviceProperties(&prop, 0) == cudaSuccess;
+      const MhaChoice table = have_prop ? choose_mha(prop.major * 10 + prop.minor,
+                                                     static_cast<int64_t>(prop.sharedMemPerBlockOptin), D, true, false)
+                                        : MhaChoice{};
+      if (have_prop && !table.fused) {
+        out->push_back(skip(fused, s.model, "skipped: head_dim " + std::to_string(D) + " has no fused row here (" +
+                                                table.reason + "); the plan runs the unfused launcher"));
+      } else {
+        CheckResult c = skip(fused, s.model, "");
+        c.outcome = Outcome::kFail;
+        c.measured = "the fused launcher refused head_dim " + std::to_string(D);
+        c.bound = have_prop ? "served (the table's row " + std::string(table.variant->name) + ")" : "served";
+        out->push_back(c);
+      }
     } else {
       out->push_back(finish(fused, r, w));
     }
