@@ -1,8 +1,8 @@
 // Kernel checks at a model's real shapes: attention (the kernel a CPU plan of the model runs, then fused and
 // explicit each) on the packed qkv layout the runtime uses, LayerNorm, and the GEMM with each epilogue the
-// ViT block uses (qkv: none, fc1: GELU, fc2: residual add), each against its float64-accumulating reference
-// in kernels/cpu, normwise bound tol::kFp32Kernel (tests/testutil/tolerances.h). Inputs are fresh for each
-// run (the seed is reported).
+// ViT block uses (qkv: none, fc1: GELU, fc2: residual add; the packed libxsmm kernels where the engine runs
+// them), each against its float64-accumulating reference in kernels/cpu, normwise bound tol::kFp32Kernel
+// (tests/testutil/tolerances.h). Inputs are fresh for each run (the seed is reported).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -160,11 +160,27 @@ void linear_check(const KernelCheckSpec& s, const char* name, int m, int n, int 
     y = random_uniform(y.size(), seed + 3, -1.f, 1.f);  // the residual stream, accumulated into in place
     ref = y;
   }
-  linear_f32(x.data(), wt.data(), bias.data(), y.data(), m, n, k, ep);
   linear_ref(x.data(), wt.data(), bias.data(), ref.data(), m, n, k, ep);
+  // The GEMM the CPU engine runs for this layer: libxsmm's packed kernels where they serve the shape
+  // (runtime/backend_cpu.cpp), else linear_f32.
+  std::string kernel = "cpu.linear_f32 (" + std::string(cpu_gemm_library()) + ")";
+  PackedLinear packed;
+  std::vector<float> wp;
+  std::string why = "libxsmm not available";
+  if (cpu_packed_gemm_available()) {
+    wp = wt;
+    why = packed.init(wp.data(), m, n, k, ep);
+  }
+  if (why.empty()) {
+    kernel = "cpu.gemm_libxsmm_packed";
+    packed.run(x.data(), bias.data(), y.data(), m);
+  } else {
+    if (cpu_packed_gemm_available()) kernel += ", libxsmm refused: " + why;
+    linear_f32(x.data(), wt.data(), bias.data(), y.data(), m, n, k, ep);
+  }
   out->push_back(rel_error_check(name, s.model, rel_error(y.data(), ref.data(), y.size()), tol::kFp32Kernel,
-                                 "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
-                                     ", " + seed_text(seed),
+                                 kernel + ", M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                                     " K=" + std::to_string(k) + ", " + seed_text(seed),
                                  w.seconds()));
 }
 
