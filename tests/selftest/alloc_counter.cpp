@@ -124,10 +124,12 @@ MemoryUse MemoryWindow::finish() {
     edgevit_selftest_map_counting(0);
     u.host_known = n >= 0;
     for (int i = 0; i < n; ++i) {
-      if (anon[i]) {
+      if (anon[i] == 1) {
         const int64_t resident = resident_bytes(addr[i], bytes[i]);
         u.anon_maps.push_back({bytes[i], resident});
         u.anon_resident_bytes += resident;
+      } else if (anon[i] == 2) {
+        u.device_file_map_bytes += bytes[i];
       } else {
         u.file_map_bytes += bytes[i];
       }

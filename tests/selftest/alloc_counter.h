@@ -56,7 +56,9 @@ struct MemoryUse {
   };
   std::vector<Mapping> anon_maps;    // exact: the anonymous mappings still mapped, most resident first
   int64_t anon_resident_bytes = 0;   // exact: their resident bytes (OpenBLAS maps 128 MiB per thread, uses few)
-  int64_t file_map_bytes = 0;        // exact: file mappings still mapped
+  int64_t file_map_bytes = 0;        // exact: file mappings still mapped (a checkpoint's page cache)
+  int64_t device_file_map_bytes = 0; // exact: character-device mappings (the CUDA driver's pinned host
+                                     // memory, cudaHostAlloc): reported, not yet counted (not measured on a GPU)
   int64_t mapped_growth_bytes = 0;   // fallback: growth of readable/writable mappings (heap included)
   int64_t device_bytes = -1;
   int64_t host_bytes() const;        // exact: heap + resident anonymous mappings; fallback: mapped growth

@@ -4,6 +4,7 @@
 // mapping; libxsmm, OpenBLAS and the CUDA driver map memory the same way). Link it only into executables
 // (never into a library others link), and not into sanitizer builds.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,7 +54,7 @@ std::atomic<int> g_map_anon[kMaxMaps];
 std::atomic<int> g_nmaps{0};
 std::atomic<long> g_maps_lost{0};
 
-void note_map(void* p, size_t len, int flags) {
+void note_map(void* p, size_t len, int flags, int fd) {
   if (!g_mapping.load(std::memory_order_relaxed) || p == MAP_FAILED) return;
   const size_t page = static_cast<size_t>(getpagesize());
   len = (len + page - 1) / page * page;  // what the kernel maps
@@ -63,7 +64,11 @@ void note_map(void* p, size_t len, int flags) {
     return;
   }
   g_map_addr[slot].store(reinterpret_cast<unsigned long>(p), std::memory_order_relaxed);
-  g_map_anon[slot].store((flags & MAP_ANONYMOUS) != 0 ? 1 : 0, std::memory_order_relaxed);
+  // 1: anonymous; 2: a character device (the CUDA driver's pinned host memory, /dev/nvidia*); 0: a file.
+  int kind = (flags & MAP_ANONYMOUS) != 0 ? 1 : 0;
+  struct stat st;
+  if (kind == 0 && fd >= 0 && fstat(fd, &st) == 0 && S_ISCHR(st.st_mode)) kind = 2;
+  g_map_anon[slot].store(kind, std::memory_order_relaxed);
   g_map_len[slot].store(len, std::memory_order_release);
 }
 
@@ -120,8 +125,9 @@ void edgevit_selftest_map_counting(int on) {
   }
   g_mapping.store(on != 0);
 }
-// The recorded mappings still mapped: up to `max` (address, bytes, anonymous) triples; returns how many were
-// written, or -1 when more mappings were made than could be recorded.
+// The recorded mappings still mapped: up to `max` (address, bytes, kind) triples, kind 1 anonymous, 2 a
+// character device, 0 another file; returns how many were written, or -1 when more mappings were made than
+// could be recorded.
 int edgevit_selftest_live_maps(unsigned long* addr, long* bytes, int* anon, int max) {
   if (g_maps_lost.load() > 0) return -1;
   int n = g_nmaps.load();
@@ -143,7 +149,7 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   const long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);  // -1 and errno on failure
   if (r == -1) return MAP_FAILED;
   void* p = reinterpret_cast<void*>(r);
-  note_map(p, len, flags);
+  note_map(p, len, flags, fd);
   return p;
 }
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {

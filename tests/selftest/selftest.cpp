@@ -404,6 +404,9 @@ CheckResult arena_check(const Engine& e, const MemoryUse& u, const std::string& 
     c.detail += ", " + std::to_string(u.anon_maps.size()) + " anonymous mappings resident " +
                 std::to_string(u.anon_resident_bytes) + " bytes [resident/mapped, most resident first: " + maps_text + "]";
     if (u.file_map_bytes > 0) c.detail += ", file mappings still mapped " + std::to_string(u.file_map_bytes) + " bytes (not counted)";
+    if (u.device_file_map_bytes > 0)
+      c.detail += ", device-file mappings (pinned driver memory) " + std::to_string(u.device_file_map_bytes) +
+                  " bytes (not counted)";
   } else {
     c.detail += ", readable/writable mappings grew " + std::to_string(u.mapped_growth_bytes) + " bytes";
   }
