@@ -35,6 +35,7 @@
 #include "runtime/daemon/server_impl.h"
 #include "runtime/engine.h"
 #include "runtime/inputs.h"
+#include "runtime/labels.h"
 
 namespace edgevit::daemon {
 
@@ -113,7 +114,7 @@ Result<std::shared_ptr<Model>> Server::Impl::load_model(const std::string& path,
   EV_ASSIGN_OR_RETURN(m->device, resolve_device(cfg.device));
   if (!m->spec.labels_path.empty()) {
     EV_RETURN_IF_ERROR(require_regular_file(m->spec.labels_path, "labels"));
-    EV_ASSIGN_OR_RETURN(m->labels, load_labels(m->spec.labels_path));
+    EV_ASSIGN_OR_RETURN(m->labels, load_labels(m->spec.labels_path, m->spec.arch.num_classes));
     // Answers carry labels as valid UTF-8 of at most 64 bytes, cut on a character boundary.
     for (std::string& l : m->labels) {
       l = valid_utf8(l);

@@ -19,6 +19,9 @@ namespace edgevit::daemon {
 namespace {
 
 constexpr int kEvictWaitMs = 500;  // the acceptor waits this long for an evicted connection's slot
+// Only a connection idle at least this long may be evicted: a client between two requests of a busy
+// stream (idle for microseconds) keeps its connection, one that sends `version` every few seconds does not.
+constexpr auto kMinIdleToEvict = std::chrono::milliseconds(1000);
 
 ucred peer_of(int fd) {
   ucred peer{};
@@ -106,9 +109,9 @@ void Server::Impl::admit(int fd) {
   if (slot == nullptr) {
     ++no_slot;
     return refuse(fd, peer, ErrorCode::kBusy,
-                  "all " + std::to_string(config.max_connections) + " connection slots (or the " +
-                      std::to_string(config.max_connections_per_uid) + " of uid " + std::to_string(peer.uid) +
-                      ") are busy with requests; retry");
+                  "all " + std::to_string(config.max_connections) + " connection slots are taken (or uid " +
+                      std::to_string(peer.uid) + " holds its limits.max_connections_per_uid " +
+                      std::to_string(config.max_connections_per_uid) + ") and none has been idle for 1 s; retry");
   }
   {
     std::lock_guard<std::mutex> lock(slot->mu);
@@ -119,15 +122,16 @@ void Server::Impl::admit(int fd) {
   slot->cv.notify_all();
 }
 
-// The idle connection that has waited longest for its next frame (of `uid` only, when given), or null.
-// Called with free_mu held.
+// The connection that has waited longest for its next frame (of `uid` only, when given), if it has waited
+// at least kMinIdleToEvict; else null. Called with free_mu held.
 Slot* Server::Impl::longest_idle(const uint32_t* uid) {
   Slot* best = nullptr;
   Clock::rep oldest = 0;
+  const Clock::rep latest = (Clock::now() - kMinIdleToEvict).time_since_epoch().count();
   for (auto& s : slots) {
     if (!s->in_use || (uid != nullptr && s->owner_uid != *uid)) continue;
     const Clock::rep since = s->idle_since.load();
-    if (since != 0 && (best == nullptr || since < oldest)) {
+    if (since != 0 && since <= latest && (best == nullptr || since < oldest)) {
       best = s.get();
       oldest = since;
     }
