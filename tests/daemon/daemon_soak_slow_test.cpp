@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -306,6 +307,15 @@ TEST(DaemonSoak, HostileClientAndReloadsLoseNothing) {
               h.non_finite.load(), h.idle_connections.load(), stats["connections"]["evicted_idle"].get<int>(),
               h.served_when_full.load(), h.full_attempts.load(), h.bombs.load(), h.images.load(), static_cast<long long>(stats["decode"]["peak_bytes"].get<int64_t>()),
               stats["errors"].dump().c_str());
+  {  // where each `busy` came from (eviction, no slot, queue, decode budget): its first log line
+    const std::string log = d.log();
+    std::istringstream lines(log);
+    std::string line, first_busy;
+    int busy_lines = 0;
+    while (std::getline(lines, line))
+      if (line.find("request error busy") != std::string::npos && ++busy_lines == 1) first_busy = line;
+    std::printf("soak: %d busy answers logged; first: %s\n", busy_lines, first_busy.c_str());
+  }
   kill(d.pid, SIGTERM);
   EXPECT_EQ(d.wait_exit(10000), 0) << d.log();
   std::filesystem::remove_all(dir);
