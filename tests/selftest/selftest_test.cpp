@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 
 #include "tests/selftest/alloc_counter.h"
+#include "tests/selftest/checks.h"
 #include "tests/selftest/model_fixtures.h"
 #include "tests/selftest/selftest.h"
 #include "tests/testutil/testutil.h"
@@ -289,11 +290,35 @@ TEST(Selftest, AttentionIsCheckedAtTheModelsHeadDimAbove128) {
   EXPECT_NE(c->detail.find(r->decisions[0].attention_kernel + ", "), std::string::npos) << c->detail;
   EXPECT_EQ(find(*r, "kernel.attention.explicit_vs_ref")->outcome, Outcome::kPass);
   EXPECT_EQ(find(*r, "numerics.outputs_finite")->outcome, Outcome::kPass) << find(*r, "numerics.outputs_finite")->measured;
-  // A plan that runs the fused kernel here has fused_vs_ref run (and fail on its NaN), not skipped.
+  EXPECT_EQ(r->decisions[0].attention_kernel, "cpu.mha_explicit_f32");
   const CheckResult* fused = find(*r, "kernel.attention.fused_vs_ref");
   ASSERT_NE(fused, nullptr);
-  if (r->decisions[0].attention_kernel == "cpu.mha_fused_f32") {
-    EXPECT_NE(fused->outcome, Outcome::kSkip);
+  EXPECT_EQ(fused->outcome, Outcome::kSkip);
+  EXPECT_NE(fused->detail.find("kernel.attention.planned_vs_ref"), std::string::npos) << fused->detail;
+}
+
+// Issue 21's defect, at the level of the checks: a CPU plan that runs the fused kernel above its head_dim
+// limit fails both attention checks that concern it (the self-test used to skip them as "the plan uses the
+// explicit one" while the plan said fused), and the explicit kernel is still held to the reference.
+TEST(KernelChecks, APlanRunningTheFusedKernelAboveItsLimitFails) {
+  KernelCheckSpec ks;
+  ks.model = "hd160";
+  ks.arch = testutil::head_dim_160_arch();
+  ks.seed = 7;
+  ks.threads = 2;
+  for (const char* kernel : {"cpu.mha_fused_f32", "cpu.mha_explicit_f32"}) {
+    SCOPED_TRACE(kernel);
+    ks.cpu_attention_kernel = kernel;
+    ks.cpu_attention_reason = "test";
+    std::vector<CheckResult> out;
+    run_cpu_kernel_checks(ks, &out);
+    SelftestReport r;
+    r.checks = out;
+    const bool fused = std::string(kernel) == "cpu.mha_fused_f32";
+    EXPECT_EQ(find(r, "kernel.attention.planned_vs_ref")->outcome, fused ? Outcome::kFail : Outcome::kPass);
+    EXPECT_EQ(find(r, "kernel.attention.fused_vs_ref")->outcome, fused ? Outcome::kFail : Outcome::kSkip);
+    EXPECT_EQ(find(r, "kernel.attention.explicit_vs_ref")->outcome, Outcome::kPass);
+    EXPECT_NE(find(r, "kernel.attention.explicit_vs_ref")->detail.find("D=160"), std::string::npos);
   }
 }
 
