@@ -134,6 +134,29 @@ TEST_F(DaemonGpio, LedBlinksFastWhenTheWorkerIsStuck) {
   EXPECT_FALSE(sim.requested(kLed));
 }
 
+// Issue #22 item 8: a daemon config that no longer parsed at SIGHUP left the LED steady (and health
+// `ready`); every failed reload shows the fault blink.
+TEST_F(DaemonGpio, LedBlinksFaultAfterAReloadOfABrokenConfig) {
+  SimulatedGpio sim;
+  cfg_.gpio.trigger.offset = -1;
+  cfg_.gpio.actuator.offset = -1;
+  ServerOptions so = server_options(cfg_);
+  so.gpio_backend = &sim;
+  so.reload_config = [] { return Result<DaemonConfig>(config_error("edgevitd.yaml:2:3: limits.queue_depht: unknown key")); };
+  auto server = Server::start(so);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const size_t steady = sim.changes(kLed).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sim.changes(kLed).size(), steady) << "ready: steady on";
+  EXPECT_FALSE((*server)->reload().ok());
+  const size_t before = sim.changes(kLed).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_GE(sim.changes(kLed).size() - before, 6u) << "fault blink is 8 Hz (a change every 50 ms)";
+  EXPECT_EQ(nlohmann::json::parse((*server)->health_json())["status"], "degraded");
+  (*server)->stop();
+}
+
 TEST_F(DaemonGpio, BusyLineAndMissingChipAreClearStartupErrors) {
   {
     SimulatedGpio sim;
