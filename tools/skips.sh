@@ -27,11 +27,13 @@ allowed=(
 set -uo pipefail
 dir=${1:?usage: tools/skips.sh REPORT_DIR}
 
-# Prints "TEST<TAB>REASON" for each skip in a GoogleTest XML report (one attribute set per line, as gtest writes).
+# Prints "TEST<TAB>REASON" for each skip in a GoogleTest XML report, or a pytest --junitxml one written beside
+# them (pytest puts every element on one line: split first).
 gtest_skips() {
-  awk -v bin="$(basename "$1" .xml)" '
+  sed 's/></>\n</g' "$1" | awk -v bin="$(basename "$1" .xml)" '
     function attr(line, name,   m) {
-      if (match(line, name "=\"[^\"]*\"")) { m = substr(line, RSTART + length(name) + 2, RLENGTH - length(name) - 3); return m }
+      # " name=": a leading blank, so that name= does not match inside classname=
+      if (match(line, " " name "=\"[^\"]*\"")) { m = substr(line, RSTART + length(name) + 3, RLENGTH - length(name) - 4); return m }
       return ""
     }
     function unescape(s) {
@@ -44,7 +46,7 @@ gtest_skips() {
       sub(/^[^ ]*:[0-9]+ /, "", msg)   # the file:line gtest puts first
       if (msg == "") msg = "(no reason given)"
       print bin ":" test "\t" msg
-    }' "$1"
+    }'
 }
 
 # Prints "TEST<TAB>REASON" for each test ctest skipped, the reason being the first line the test printed.
