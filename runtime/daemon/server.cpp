@@ -16,6 +16,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -390,9 +391,17 @@ Result<TopResult> Server::infer_encoded_image(const uint8_t* bytes, size_t size)
   std::memcpy(p + protocol::kInferPrefixBytes, bytes, size);
   ErrorInfo err;
   ++I.preparing;
-  if (!I.prepare(s, I.current_model(), &err, Clock::now() + std::chrono::milliseconds(I.config.decode_wait_ms))) {
+  bool prepared = false;
+  try {
+    prepared = I.prepare(s, I.current_model(), &err, Clock::now() + std::chrono::milliseconds(I.config.decode_wait_ms));
+  } catch (const std::exception& e) {
+    ++I.handler_exceptions;
+    err = {ErrorCode::kInternal, std::string("could not prepare the input: ") + e.what()};
+  }
+  if (!prepared) {
     --I.preparing;
-    return input_error(err.message);
+    s->model.reset();
+    return err.code == ErrorCode::kInternal ? internal_error(err.message) : input_error(err.message);
   }
   if (!I.enqueue(s)) return unsupported("busy: the request queue is full");
   I.wait_done(s);

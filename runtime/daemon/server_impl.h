@@ -261,7 +261,9 @@ struct Server::Impl {
   void record_reload(const std::string& result, const std::string& message);
   // ---- reload (server_reload.cpp) ----------------------------------------------------------------
   void notify_reloading();
+  Status reload_guarded(const DaemonConfig& cfg);
   Status reload_locked(const DaemonConfig& cfg);
+  Status guarded_build(Model* m, const DaemonConfig& cfg, ModelCheck check);
   Status swap_beside(const std::shared_ptr<Model>& m, const DaemonConfig& cfg);
   Status replace_draining(const std::shared_ptr<Model>& old, const std::shared_ptr<Model>& m, const DaemonConfig& cfg,
                           std::string* outcome);

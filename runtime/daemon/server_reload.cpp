@@ -2,6 +2,7 @@
 // Every failure path goes through finish_reload(): health `degraded`, the fault LED, READY=1.
 #include <systemd/sd-daemon.h>
 
+#include <exception>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -57,7 +58,7 @@ Status Server::reload() {
     if (!r.ok()) return I.finish_reload(r.status(), "failed");
     cfg = std::move(*r);
   }
-  return I.reload_locked(cfg);
+  return I.reload_guarded(cfg);
 }
 
 Status Server::reload_with(const DaemonConfig& cfg) {
@@ -66,7 +67,18 @@ Status Server::reload_with(const DaemonConfig& cfg) {
   if (I.stopping) return abandoned_status();
   I.reload_abandoned = false;
   I.notify_reloading();
-  return I.reload_locked(cfg);
+  return I.reload_guarded(cfg);
+}
+
+// reload_locked with no exception escaping (an allocation failure while loading a model): it is a failed
+// reload like any other, and the old model serves on.
+Status Server::Impl::reload_guarded(const DaemonConfig& cfg) {
+  try {
+    return reload_locked(cfg);
+  } catch (const std::exception& e) {
+    ++handler_exceptions;
+    return finish_reload(internal_error(std::string("reload: ") + e.what()), "failed");
+  }
 }
 
 void Server::Impl::notify_reloading() {
@@ -123,6 +135,16 @@ Status Server::Impl::swap_beside(const std::shared_ptr<Model>& m, const DaemonCo
   return pending_swap ? abandoned_status() : Status::Ok();
 }
 
+// build_engine on the worker thread, whose loop must survive it: an exception is a failed build.
+Status Server::Impl::guarded_build(Model* m, const DaemonConfig& cfg, ModelCheck check) {
+  try {
+    return build_engine(m, cfg, check);
+  } catch (const std::exception& e) {
+    ++handler_exceptions;
+    return internal_error(std::string("building the engine: ") + e.what());
+  }
+}
+
 // Both do not fit: the worker drains (finishes its batch), frees the old arena, builds the new model and
 // falls back to the old one if that fails. Requests wait in the queue meanwhile.
 Status Server::Impl::replace_draining(const std::shared_ptr<Model>& old, const std::shared_ptr<Model>& m,
@@ -137,7 +159,7 @@ Status Server::Impl::replace_draining(const std::shared_ptr<Model>& old, const s
     } else {
       std::unique_ptr<Engine> old_engine = old ? std::move(old->engine) : nullptr;
       old_engine.reset();  // free the old arena first
-      Status s = build_engine(m.get(), cfg, ModelCheck::kWhileServing);
+      Status s = guarded_build(m.get(), cfg, ModelCheck::kWhileServing);
       std::lock_guard<std::mutex> ml(model_mu);
       if (s.ok()) {
         m->generation = next_generation++;
@@ -146,7 +168,7 @@ Status Server::Impl::replace_draining(const std::shared_ptr<Model>& old, const s
         result = s;
         *outcome = "rolled_back";
         if (old) {
-          const Status back = build_engine(old.get(), config, ModelCheck::kNone);
+          const Status back = guarded_build(old.get(), config, ModelCheck::kNone);
           if (!back.ok()) {
             *outcome = "failed";
             result = Status(s.code(), s.message() + "; rollback also failed: " + back.message());
