@@ -62,6 +62,10 @@ Status Server::Impl::build_engine(Model* m, const DaemonConfig& cfg, ModelCheck 
   eo.tune_gemms = cfg.kernel_tuning;
   eo.tune_attention = cfg.kernel_tuning;
   EV_ASSIGN_OR_RETURN(m->engine, Engine::create(m->spec, m->device, eo));
+  // The engine's own plan counts the threads it runs (threads 0: the cores it found): health's plan_hash
+  // and the memory statement report that one.
+  m->plan_hash = m->engine->plan().hash_hex();
+  m->total_bytes = m->engine->plan().total_bytes;
   return self_check(m);
 }
 
@@ -125,6 +129,7 @@ Result<std::shared_ptr<Model>> Server::Impl::load_model(const std::string& path,
   m->batch = cfg.max_batch > 0 ? std::min(cfg.max_batch, m->spec.max_batch) : m->spec.max_batch;
   PlanOptions po;
   po.batch = m->batch;
+  po.threads = cfg.threads;  // 0: the profile's cores (the engine's plan, with the cores it finds, replaces it)
   EV_ASSIGN_OR_RETURN(Plan plan, make_plan(m->spec, m->device, po));
   if (!plan.fits) return does_not_fit(path + ": " + does_not_fit_message(plan));
   m->plan_hash = plan.hash_hex();

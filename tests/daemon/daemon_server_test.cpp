@@ -379,6 +379,7 @@ TEST_F(DaemonServer, TightBudgetDrainsSwapsAndRollsBack) {
   ASSERT_TRUE(spec.ok() && host.ok());
   PlanOptions po;
   po.batch = 64;
+  po.threads = 1;  // digits_config's engine threads
   auto plan = make_plan(*spec, *host, po);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const int64_t budget_mib = (plan->total_bytes * 3 / 2 + (1 << 20) - 1) >> 20;
