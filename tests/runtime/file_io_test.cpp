@@ -75,8 +75,9 @@ TEST_F(FileIoTest, ReadsARegularFileWhole) {
 }
 
 TEST_F(FileIoTest, FifoDeviceAndDirectoryAreRefusedByKind) {
-  for (const auto& [path, kind] : {std::pair{fifo_, "(a FIFO)"}, std::pair{std::string("/dev/zero"), "(a character device)"},
+  for (const auto& [file, kind] : {std::pair{fifo_, "(a FIFO)"}, std::pair{std::string("/dev/zero"), "(a character device)"},
                                    std::pair{subdir_, "(a directory)"}}) {
+    const std::string path = file;  // a structured binding cannot be captured in C++17
     const Status s = within_deadline([&] { return ReadOnlyFile::open(path, "test file").status(); });
     EXPECT_EQ(s.code(), StatusCode::kIoError) << s.to_string();
     EXPECT_NE(s.message().find(path + ": test file is not a regular file " + kind), std::string::npos) << s.message();
