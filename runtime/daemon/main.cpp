@@ -28,6 +28,7 @@
 
 #include "platform/device_registry.h"
 #include "runtime/daemon/daemon_config.h"
+#include "runtime/daemon/json_text.h"
 #include "runtime/daemon/server.h"
 #include "tests/selftest/selftest.h"
 
@@ -37,22 +38,30 @@ namespace st = edgevit::selftest;
 
 namespace {
 
-// %* in a pattern: the message as a JSON string body (quotes, backslashes and control bytes escaped).
+// %* in a pattern: the message as a JSON string body (quotes, backslashes and control bytes escaped; a
+// byte that is not valid UTF-8, e.g. from a quoted file, becomes \ufffd so every line stays valid JSON).
 class JsonEscapedMessage : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    for (const char ch : msg.payload) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '"' || c == '\\') {
+    const auto* p = reinterpret_cast<const unsigned char*>(msg.payload.data());
+    const size_t n = msg.payload.size();
+    for (size_t i = 0; i < n;) {
+      const unsigned char c = p[i];
+      const size_t len = dm::utf8_sequence_bytes(p + i, n - i);
+      if (len == 0) {
+        static constexpr char kReplacement[] = "\\ufffd";
+        dest.append(kReplacement, kReplacement + 6);
+      } else if (c == '"' || c == '\\') {
         dest.push_back('\\');
-        dest.push_back(ch);
+        dest.push_back(static_cast<char>(c));
       } else if (c < 0x20) {
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\u%04x", c);
         dest.append(buf, buf + 6);
       } else {
-        dest.push_back(ch);
+        dest.append(msg.payload.data() + i, msg.payload.data() + i + len);
       }
+      i += len == 0 ? 1 : len;
     }
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
