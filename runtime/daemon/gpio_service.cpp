@@ -9,7 +9,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "runtime/daemon/daemon_config.h"
 #include "runtime/daemon/json_text.h"
+#include "runtime/inputs.h"
 
 namespace edgevit::daemon {
 
@@ -157,6 +159,15 @@ void GpioService::handle_trigger() {
   };
   auto file = newest_file(config_.spool_dir);
   if (!file.ok()) return fail(file.status());
+  // Checked without blocking (a FIFO swapped in after the listing is refused, not read) and bounded like
+  // any image file (runtime/inputs.h ImageLimits::max_file_bytes).
+  const Status regular = require_regular_file(file->string(), "spool file");
+  if (!regular.ok()) return fail(regular);
+  std::error_code size_error;
+  const uintmax_t size = fs::file_size(*file, size_error);
+  const int64_t max_bytes = ImageLimits().max_file_bytes;
+  if (size_error || size > static_cast<uintmax_t>(max_bytes))
+    return fail(input_error("spool file " + file->string() + ": over " + std::to_string(max_bytes) + " bytes"));
   std::ifstream in(*file, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) return fail(io_error("cannot read " + file->string()));

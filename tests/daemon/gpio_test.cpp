@@ -134,6 +134,23 @@ TEST_F(DaemonGpio, LedBlinksFastWhenTheWorkerIsStuck) {
   EXPECT_FALSE(sim.requested(kLed));
 }
 
+// A spool file larger than any image file may be (64 MiB, sparse here) is a trigger error, not read into
+// memory; the service goes on.
+TEST_F(DaemonGpio, OversizedSpoolFileIsATriggerErrorNotARead) {
+  SimulatedGpio sim;
+  ServerOptions so = server_options(cfg_);
+  so.gpio_backend = &sim;
+  auto server = Server::start(so);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  std::ofstream(dir_ + "/spool/huge.png").put('x');
+  std::filesystem::resize_file(dir_ + "/spool/huge.png", (std::uintmax_t{64} << 20) + 1);
+  sim.inject_edge(kTrigger, true);
+  const auto g = wait_triggers(**server, 1);
+  EXPECT_EQ(g["trigger_errors"], 1) << g.dump();
+  EXPECT_NE(g["last_trigger"]["error"].get<std::string>().find("over 67108864 bytes"), std::string::npos) << g.dump();
+  (*server)->stop();
+}
+
 // Issue #22 item 8: a daemon config that no longer parsed at SIGHUP left the LED steady (and health
 // `ready`); every failed reload shows the fault blink.
 TEST_F(DaemonGpio, LedBlinksFaultAfterAReloadOfABrokenConfig) {
