@@ -6,7 +6,10 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libstb-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libxxhash-dev libgpiod-dev libsystemd-dev)
+      libxxhash-dev libgpiod-dev libsystemd-dev
+      python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-wheel python3-venv)
+# The Python packages: the `edgevit` module (api/python, pybind11), its pytest suite (ctest), and an offline
+# `pip install --no-build-isolation .` (README.md, section "Embedding").
 # x86-64: libxsmm's JIT GEMM kernels serve the CPU backend's linear layers (EDGEVIT_LIBXSMM=AUTO finds it);
 # elsewhere OpenBLAS does (libxsmm 1.17 has no aarch64 JIT).
 if [ "$(uname -m)" = x86_64 ]; then

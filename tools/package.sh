@@ -51,7 +51,7 @@ for p in libyaml-cpp libspdlog libfmt libopenblas libxxhash libgpiod; do
   grep -q "$p" <<<"$depends" && fail "$deb: Depends names $p (bundled instead: Ubuntu 22.04 has other versions): $depends"
 done
 cuda_build=0
-grep -q "^EDGEVIT_HAVE_CUDA:INTERNAL=ON\|^CMAKE_CUDA_COMPILER:FILEPATH=/" "$build/CMakeCache.txt" && cuda_build=1
+readelf -d "$build/bin/edgevit" | grep -q "NEEDED.*\[libcudart\.so" && cuda_build=1
 if [ "$cuda_build" = 1 ]; then
   grep -qE "cuda-cudart-[0-9]+-[0-9]+" <<<"$depends" && grep -qE "libcublas-[0-9]+-[0-9]+" <<<"$depends" ||
     fail "$deb: a CUDA build's Depends lack cuda-cudart-X-Y / libcublas-X-Y: $depends"

@@ -4,6 +4,7 @@
 //   e = edgevit.Engine("config/models/vit-digits.yaml", device="auto")
 //   e.plan                        # dict: arena_bytes, total_bytes, max_batch, input_shape, plan_hash, ...
 //   out = e.run_image("digit-3.png")               # {"logits": (1, 10), "pre_logits": (1, 64)} float32
+//   e.load_image("a.png", 0); e.load_image("b.png", 1); e.infer(e.input_buffer[:2])   # a batch
 //   out = e.infer(x)              # x: (N, C, H, W) float32, N <= max_batch
 //   e.input_buffer[:n] = ...; e.infer(e.input_buffer[:n])   # no copy at all
 //
@@ -119,6 +120,22 @@ class PyEngine {
 
   py::dict run_image(const std::string& path) { return run(nullptr, 1, &path); }
 
+  // Decodes an image file into slot `index` of the input buffer (for batches: load each, then infer once).
+  void load_image(const std::string& path, int index) {
+    if (index < 0 || index >= engine_->max_batch()) {
+      raise(ev::invalid_argument("load_image: index " + std::to_string(index) + " is outside the input buffer's 0.." +
+                                 std::to_string(engine_->max_batch() - 1)));
+    }
+    ev::Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      status = ev::load_image_file(path, engine_->spec(),
+                                   engine_->input_buffer() + int64_t{index} * engine_->input_numel_per_image());
+    }
+    if (!status.ok()) raise(status);
+  }
+
   const std::vector<std::string>& labels() const { return labels_; }
 
  private:
@@ -174,5 +191,8 @@ PYBIND11_MODULE(edgevit, m) {
       .def("infer", &PyEngine::infer, py::arg("x"),
            "x: (N, C, H, W) array, normalized. Returns {'logits': (N, classes), 'pre_logits': (N, embed)}.")
       .def("run_image", &PyEngine::run_image, py::arg("path"),
-           "Decodes and preprocesses an image file, runs it; same outputs as infer() with N = 1.");
+           "Decodes and preprocesses an image file into slot 0 of the input buffer, runs it; same outputs as "
+           "infer() with N = 1.")
+      .def("load_image", &PyEngine::load_image, py::arg("path"), py::arg("index") = 0,
+           "Decodes and preprocesses an image file into slot `index` of the input buffer (no inference).");
 }

@@ -43,8 +43,7 @@ def test_infer_paths_agree(engine):
     # The engine's own buffer (no copy), a float32 C-contiguous array (read in place), a float64
     # Fortran-ordered one (converted into the input buffer): the same logits.
     for d in range(10):
-        engine.run_image(digit(d))
-        engine.input_buffer[d] = engine.input_buffer[0]  # run_image decodes into slot 0
+        engine.load_image(digit(d), d)
     images = np.array(engine.input_buffer, copy=True)
     from_buffer = engine.infer(engine.input_buffer[:10])["logits"]
     from_array = engine.infer(images)["logits"]
@@ -74,6 +73,8 @@ def test_errors(engine):
         engine.infer(np.zeros((11, 1, 8, 8), np.float32))
     with pytest.raises(edgevit.Error, match="no/such.png"):
         engine.run_image("no/such.png")
+    with pytest.raises(edgevit.Error, match="0..9"):
+        engine.load_image(digit(3), 10)
     assert issubclass(edgevit.Error, RuntimeError)
 
 
