@@ -39,6 +39,8 @@ class CMakeBuild(build_ext):
 
 
 setup(
+    packages=[],  # one extension module, no Python packages (the tree has folders setuptools would guess at)
+    py_modules=[],
     ext_modules=[Extension("edgevit", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     options={"build": {"build_base": "build-python"}},
