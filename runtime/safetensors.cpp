@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -115,56 +116,141 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
   return Status::Ok();
 }
 
-// First pass over the header text, event by event without building anything: nesting depth, duplicate
-// keys (nlohmann keeps only one of two equal keys) and the number of entries, the first two refused as soon
-// as they are seen. Linear in the header: nlohmann's callback parser (json::parse with a callback), used
-// for this before, scans the enclosing object for a discarded value each time a nested object closes,
-// which made a header of n entries cost O(n^2) (10k entries 0.9 s, 80k over 300 s; issue #22).
-struct HeaderScan : nlohmann::json_sax<json> {
-  std::vector<std::unordered_set<std::string>> keys;  // per open object (reused: `objects` are live)
+// The header, parsed in one pass over its text, event by event (nlohmann's SAX interface), in time linear
+// in its size and memory linear in its entry count: each root-level value (a tensor entry or __metadata__)
+// is built as a small JSON value, checked by parse_entry, kept as a TensorInfo and dropped. nlohmann's
+// callback parser (json::parse with a callback), used for this before, scanned the enclosing object for a
+// discarded value each time a nested object closed, so a header of n entries cost O(n^2) (10k entries
+// 0.9 s, 80k over 300 s; issue #22); the whole-header DOM cost ~1 KB per entry.
+//
+// Errors are reported with the precedence a whole-header parse gives them: invalid JSON anywhere, then
+// nesting, the entry count, a duplicate key, a root that is not an object, then the first faulty entry in
+// key order (std::map order, as the DOM iterated). Depth, the entry count and a syntax error stop the scan.
+struct HeaderParser : nlohmann::json_sax<json> {
+  explicit HeaderParser(const std::string& path) : path(path) {}
+
+  const std::string& path;
+  std::vector<TensorInfo> infos;  // file order
+  std::vector<std::pair<uint64_t, uint64_t>> offsets;  // [begin, end) per info
+  std::map<std::string, std::string> metadata;
+  std::string syntax_error, duplicate;
+  bool too_deep = false, too_many = false, root_not_object = false;
+  std::string entry_error_key;  // the smallest key whose value failed its checks, and the failure
+  Status entry_error;
+
+  // Nesting and duplicate keys.
   std::vector<bool> is_object;                        // open containers, innermost last
+  std::vector<std::unordered_set<std::string>> keys;  // per open object (reused: `objects` are live)
   size_t objects = 0;
   size_t entries = 0;  // root keys other than __metadata__
-  std::string current_entry, duplicate, syntax_error;
-  bool too_deep = false, too_many = false;
+  std::string root_key;
+
+  // The root-level value being built: `value`, its open containers, the key of the next member.
+  json value;
+  std::vector<json*> open;
+  std::string member;
 
   bool deeper(size_t more) {
     if (is_object.size() + more > static_cast<size_t>(SafetensorsFile::kMaxHeaderDepth) + 1) too_deep = true;
     return !too_deep;
   }
-  bool value() { return deeper(0); }
-  bool null() override { return value(); }
-  bool boolean(bool) override { return value(); }
-  bool number_integer(number_integer_t) override { return value(); }
-  bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t&) override { return value(); }
-  bool string(string_t&) override { return value(); }
-  bool binary(binary_t&) override { return value(); }
-  bool start_object(std::size_t) override {
+  bool building() const { return is_object.size() >= 1 && is_object[0] && !root_not_object; }
+
+  // Places `v` where the parser stands; returns it (for a container about to be filled), or null when
+  // the value is not kept (outside the root object).
+  json* place(json&& v) {
+    if (!building()) return nullptr;
+    if (open.empty()) {
+      value = std::move(v);
+      return &value;
+    }
+    json& parent = *open.back();
+    if (parent.is_object()) {
+      json& slot = parent[member];
+      slot = std::move(v);
+      return &slot;
+    }
+    parent.push_back(std::move(v));
+    return &parent.back();
+  }
+  // A root-level value is complete: check it.
+  void finish_root_value() {
+    if (!entry_error_key.empty() && root_key >= entry_error_key) return;  // an earlier key already failed
+    Status st;
+    if (root_key == "__metadata__") {
+      if (!value.is_object()) {
+        st = checkpoint_error(path + ": __metadata__ is not a JSON object");
+      } else {
+        for (auto m = value.begin(); m != value.end() && st.ok(); ++m) {
+          if (!m.value().is_string())
+            st = checkpoint_error(path + ": __metadata__: value of '" + m.key() + "' is not a string");
+          else
+            metadata[m.key()] = m.value().get<std::string>();
+        }
+      }
+    } else {
+      TensorInfo info;
+      uint64_t begin = 0, end = 0;
+      st = parse_entry(path, root_key, value, &info, &begin, &end);
+      if (st.ok()) {
+        infos.push_back(std::move(info));
+        offsets.emplace_back(begin, end);
+      }
+    }
+    if (!st.ok()) {
+      entry_error_key = root_key.empty() ? std::string(1, '\0') : root_key;
+      entry_error = st;
+    }
+    value = json();
+  }
+  bool scalar(json&& v) {
+    if (!deeper(0)) return false;
+    if (is_object.empty()) {
+      root_not_object = true;
+      return true;
+    }
+    if (place(std::move(v)) != nullptr && open.empty()) finish_root_value();
+    return true;
+  }
+
+  bool null() override { return scalar(json()); }
+  bool boolean(bool b) override { return scalar(json(b)); }
+  bool number_integer(number_integer_t n) override { return scalar(json(n)); }
+  bool number_unsigned(number_unsigned_t n) override { return scalar(json(n)); }
+  bool number_float(number_float_t f, const string_t&) override { return scalar(json(f)); }
+  bool string(string_t& t) override { return scalar(json(std::move(t))); }
+  bool binary(binary_t& b) override { return scalar(json::binary(std::move(b))); }
+  bool start_container(json&& empty, bool object) {
     if (!deeper(1)) return false;
-    is_object.push_back(true);
-    if (keys.size() <= objects) keys.emplace_back();
-    keys[objects++].clear();
+    if (is_object.empty() && !object) root_not_object = true;
+    if (!is_object.empty()) {
+      json* c = place(std::move(empty));
+      if (c != nullptr) open.push_back(c);
+    }
+    is_object.push_back(object);
+    if (object) {
+      if (keys.size() <= objects) keys.emplace_back();
+      keys[objects++].clear();
+    }
     return true;
   }
-  bool end_object() override {
+  bool end_container(bool object) {
     is_object.pop_back();
-    --objects;
+    if (object) --objects;
+    if (!open.empty()) {
+      open.pop_back();
+      if (open.empty()) finish_root_value();
+    }
     return true;
   }
-  bool start_array(std::size_t) override {
-    if (!deeper(1)) return false;
-    is_object.push_back(false);
-    return true;
-  }
-  bool end_array() override {
-    is_object.pop_back();
-    return true;
-  }
+  bool start_object(std::size_t) override { return start_container(json::object(), true); }
+  bool end_object() override { return end_container(true); }
+  bool start_array(std::size_t) override { return start_container(json::array(), false); }
+  bool end_array() override { return end_container(false); }
   bool key(string_t& k) override {
-    if (!value()) return false;
-    if (objects == 1 && is_object.size() == 1) {
-      current_entry = k;
+    if (!deeper(0)) return false;
+    if (is_object.size() == 1) {
+      root_key = k;
       if (k != "__metadata__" && ++entries > SafetensorsFile::kMaxTensors) {
         too_many = true;
         return false;
@@ -172,7 +258,8 @@ struct HeaderScan : nlohmann::json_sax<json> {
     }
     if (!keys[objects - 1].insert(k).second && duplicate.empty())
       duplicate = is_object.size() == 1 ? "tensor '" + k + "': duplicate entry in the header"
-                                        : "tensor '" + current_entry + "': duplicate key '" + k + "'";
+                                        : "tensor '" + root_key + "': duplicate key '" + k + "'";
+    member = k;
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
@@ -235,46 +322,29 @@ Status SafetensorsFile::parse(const uint8_t* base, size_t size) {
                             " runs past the end of the file (" + std::to_string(size) + " bytes)");
 
   const char* header_begin = reinterpret_cast<const char*>(base + 8);
-  HeaderScan scan;
-  json::sax_parse(header_begin, header_begin + header_len, &scan);
-  if (!scan.syntax_error.empty()) return checkpoint_error(path + ": header is not valid JSON: " + scan.syntax_error);
-  if (scan.too_deep)
+  HeaderParser header(path);
+  json::sax_parse(header_begin, header_begin + header_len, &header);
+  if (!header.syntax_error.empty())
+    return checkpoint_error(path + ": header is not valid JSON: " + header.syntax_error);
+  if (header.too_deep)
     return checkpoint_error(path + ": header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
                             " levels (object, tensor entry, shape)");
-  if (scan.too_many)
+  if (header.too_many)
     return checkpoint_error(path + ": header has more than " + std::to_string(kMaxTensors) +
                             " tensor entries (the limit; a ViT-B checkpoint has about 150)");
-  if (!scan.duplicate.empty()) return checkpoint_error(path + ": " + scan.duplicate);
-  json header;
-  try {
-    header = json::parse(header_begin, header_begin + header_len);
-  } catch (const json::exception& e) {
-    return checkpoint_error(path + ": header is not valid JSON: " + e.what());
-  }
-  if (!header.is_object()) return checkpoint_error(path + ": header is not a JSON object");
+  if (!header.duplicate.empty()) return checkpoint_error(path + ": " + header.duplicate);
+  if (header.root_not_object) return checkpoint_error(path + ": header is not a JSON object");
+  if (!header.entry_error.ok()) return header.entry_error;
+  metadata_ = std::move(header.metadata);
 
   struct Span {
     uint64_t begin, end;
     size_t index;
   };
-  std::vector<TensorInfo> infos;
+  std::vector<TensorInfo>& infos = header.infos;
   std::vector<Span> spans;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it.value().is_object()) return checkpoint_error(path + ": __metadata__ is not a JSON object");
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (!m.value().is_string())
-          return checkpoint_error(path + ": __metadata__: value of '" + m.key() + "' is not a string");
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    TensorInfo info;
-    uint64_t begin = 0, end = 0;
-    EV_RETURN_IF_ERROR(parse_entry(path, it.key(), it.value(), &info, &begin, &end));
-    spans.push_back({begin, end, infos.size()});
-    infos.push_back(std::move(info));
-  }
+  spans.reserve(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) spans.push_back({header.offsets[i].first, header.offsets[i].second, i});
 
   const uint64_t data_len = size - 8 - header_len;
   std::sort(spans.begin(), spans.end(), [&](const Span& a, const Span& b) {
