@@ -16,6 +16,7 @@
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/inputs.h"
+#include "runtime/labels.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/image_fixtures.h"
@@ -34,6 +35,7 @@ enum class Loader {
   kImage,        // load_image_file for vit-digits (1x8x8)
   kImageRgb224,  // load_image_file for a 3x224x224 model
   kInput,        // load_input_file for vit-digits
+  kLabels,       // load_labels with vit-digits' num_classes (10)
 };
 
 struct HostileCase {
@@ -129,6 +131,8 @@ const HostileCase kCases[] = {
   {"input_corrupt_header.safetensors",  Loader::kInput,       SC::kInputError,      "header is not valid JSON"},
   {"input_offsets_2p63.safetensors",    Loader::kInput,       SC::kInputError,      "tensor 'z': data_offsets [9223372036854775808,9223372036854775812] leave a hole"},
   {"input_offsets_past_end.safetensors", Loader::kInput,      SC::kInputError,      "tensor 'input': data_offsets [0,256] extend beyond the data section (16 bytes)"},
+  // labels files
+  {"labels_wrong_count.txt",            Loader::kLabels,      SC::kConfigError,     "labels file has 9 lines, the model has num_classes 10"},
 };
 // clang-format on
 
@@ -170,6 +174,7 @@ Status load(Loader loader, const std::string& path) {
       return load_image_file(path, spec, dst.data());
     }
     case Loader::kInput: return load_input_file(path, digits_spec()).status();
+    case Loader::kLabels: return load_labels(path, digits_spec().arch.num_classes).status();
   }
   return internal_error("unknown loader");
 }

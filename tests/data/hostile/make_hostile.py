@@ -182,6 +182,10 @@ files["input_offsets_2p63.safetensors"] = st(
 files["input_offsets_past_end.safetensors"] = st(
     {"input": {"dtype": "F32", "shape": [1, 1, 8, 8], "data_offsets": [0, 256]}}, f32(4))
 
+# ---- labels files (load_labels for vit-digits, num_classes 10) --------------------------------------------
+# issue #22 item 6: a labels file for another model (9 lines) named the wrong classes without a word
+files["labels_wrong_count.txt"] = b"".join(b"%d\n" % i for i in range(9))
+
 for name, data in files.items():
     with open(os.path.join(HERE, name), "wb") as f:
         f.write(data)
