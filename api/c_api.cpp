@@ -78,6 +78,9 @@ constexpr OutputRow kOutputs[] = {
      [](const edgevit::Engine& e) { return e.pre_logits(); }},
 };
 
+// edgevit_plan_info as ABI 1 defines it; later versions append fields and still accept this size.
+constexpr size_t kPlanInfoV1Size = sizeof(edgevit_plan_info);
+
 std::string output_names() {
   std::string s;
   for (const OutputRow& r : kOutputs) s += (s.empty() ? "" : ", ") + std::string(r.name);
@@ -132,16 +135,16 @@ void edgevit_engine_destroy(edgevit_engine* engine) { delete engine; }
 edgevit_status edgevit_engine_plan(const edgevit_engine* engine, edgevit_plan_info* info) {
   return guarded([&]() -> edgevit_status {
     if (engine == nullptr || info == nullptr) return fail(EDGEVIT_INVALID_ARGUMENT, "edgevit_engine_plan: NULL argument");
-    if (info->struct_size < sizeof(edgevit_plan_info)) {
+    if (info->struct_size < kPlanInfoV1Size) {
       return fail(EDGEVIT_INVALID_ARGUMENT, "edgevit_engine_plan: info->struct_size " +
-                                                std::to_string(info->struct_size) + " is smaller than this library's " +
-                                                std::to_string(sizeof(edgevit_plan_info)));
+                                                std::to_string(info->struct_size) + " is smaller than ABI 1's " +
+                                                std::to_string(kPlanInfoV1Size));
     }
     const edgevit::Engine& e = *engine->engine;
     const edgevit::Plan& p = e.plan();
     const edgevit::VitArch& a = e.spec().arch;
     edgevit_plan_info r{};
-    r.struct_size = sizeof(edgevit_plan_info);
+    r.struct_size = info->struct_size;
     r.arena_bytes = p.arena_bytes;
     r.total_bytes = p.total_bytes;
     r.budget_bytes = p.budget_bytes;
@@ -157,7 +160,8 @@ edgevit_status edgevit_engine_plan(const edgevit_engine* engine, edgevit_plan_in
     copy_cstr(r.device, sizeof r.device, p.device.name);
     copy_cstr(r.precision, sizeof r.precision, edgevit::to_string(p.graph.precision));
     copy_cstr(r.attention_kernel, sizeof r.attention_kernel, p.attention_kernel);
-    *info = r;
+    // A caller built against an older header passes a shorter struct: fill only what it has.
+    std::memcpy(info, &r, std::min<size_t>(info->struct_size, sizeof r));
     return EDGEVIT_OK;
   });
 }

@@ -10,7 +10,7 @@
 //
 // Copies: a float32 C-contiguous x is read in place (the engine copies it into its input buffer, as the
 // C++ infer(ptr, n) does); a slice of e.input_buffer is not copied at all; any other array (another
-// dtype, strides) is converted once, by NumPy, straight into the input buffer. Outputs are new arrays
+// dtype, strides) is converted once, by NumPy, straight into the input buffer (under the engine's lock). Outputs are new arrays
 // (copies of the engine's, so they stay valid after the next call). The GIL is released while the engine
 // runs; one engine serves one call at a time (a per-engine mutex), several engines run in parallel.
 #include <pybind11/numpy.h>
@@ -103,22 +103,18 @@ class PyEngine {
       raise(ev::invalid_argument("infer: " + std::to_string(n) + " images; the plan takes 1.." +
                                  std::to_string(engine_->max_batch()) + " (Engine(..., max_batch=N))"));
     }
-    const float* input = nullptr;
     const bool f32_c = x.dtype().is(py::dtype::of<float>()) &&
                        (x.flags() & py::array::c_style) == py::array::c_style;
-    if (f32_c) {
-      input = static_cast<const float*>(x.data());
-    } else {
-      // One conversion by NumPy, straight into the engine's input buffer.
-      py::array dst = py::array_t<float>({n, x.shape(1), x.shape(2), x.shape(3)}, engine_->input_buffer(),
-                                         py::none());
-      py::module_::import("numpy").attr("copyto")(dst, x, py::arg("casting") = "same_kind");
-      input = engine_->input_buffer();
-    }
-    return run(input, static_cast<int>(n), nullptr);
+    if (f32_c) return run(static_cast<const float*>(x.data()), static_cast<int>(n), nullptr, {});
+    // One conversion by NumPy, straight into the engine's input buffer, under the engine's lock (taken
+    // with the GIL held: whoever holds the lock never waits for the GIL, see run()).
+    std::unique_lock<std::mutex> lock(mutex_);
+    py::array dst = py::array_t<float>({n, x.shape(1), x.shape(2), x.shape(3)}, engine_->input_buffer(), py::none());
+    py::module_::import("numpy").attr("copyto")(dst, x, py::arg("casting") = "same_kind");
+    return run(engine_->input_buffer(), static_cast<int>(n), nullptr, std::move(lock));
   }
 
-  py::dict run_image(const std::string& path) { return run(nullptr, 1, &path); }
+  py::dict run_image(const std::string& path) { return run(nullptr, 1, &path, {}); }
 
   // Decodes an image file into slot `index` of the input buffer (for batches: load each, then infer once).
   void load_image(const std::string& path, int index) {
@@ -140,7 +136,9 @@ class PyEngine {
 
  private:
   // Runs n images from `input`, or decodes `*image` into the input buffer first; returns the outputs.
-  py::dict run(const float* input, int n, const std::string* image) {
+  // Called with the GIL; `held` is the engine's lock when the caller already took it. The lock is taken
+  // and released while the GIL is released, so a thread holding the lock never waits for the GIL.
+  py::dict run(const float* input, int n, const std::string* image, std::unique_lock<std::mutex> held) {
     py::array_t<float> logits({n, engine_->output_dim()});
     py::array_t<float> pre_logits({n, engine_->embed_dim()});
     float* logits_dst = logits.mutable_data();
@@ -148,7 +146,7 @@ class PyEngine {
     ev::Status status;
     {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock = held.owns_lock() ? std::move(held) : std::unique_lock<std::mutex>(mutex_);
       if (image != nullptr) {
         status = ev::load_image_file(*image, engine_->spec(), engine_->input_buffer());
         input = engine_->input_buffer();
