@@ -7,7 +7,7 @@ the same machine load:
           (a separate host array infer() copies from)
   Python  Engine.infer(e.input_buffer[:1]) (no copy) and Engine.infer(x) with a float32 (1, C, H, W) array
           (read in place, copied by the engine: the --pageable-input path), each call timed alone
-and prints the medians of the rounds' p50s and the differences.
+and prints the medians of the rounds' p50s and the differences, and each side's least disturbed round.
 
 Usage: PYTHONPATH=build/python python3 tools/bench/python_overhead.py
          [--model config/models/vit-tiny-golden.yaml] [--edgevit build/bin/edgevit] [--iters 300] [--rounds 5]
@@ -63,11 +63,14 @@ def main():
         rows["cpp_pageable"].append(cpp_p50_us(args, pageable=True))
         rows["py_array"].append(py_p50_us(lambda: e.infer(x), args.iters))
     med = {k: statistics.median(v) for k, v in rows.items()}
+    low = {k: min(v) for k, v in rows.items()}  # the least disturbed round, for loaded machines
     print(f"model {args.model}, batch 1, 1 thread, {args.rounds} rounds x {args.iters} calls; medians of p50 (us)")
     print(f"  from the input buffer: C++ {med['cpp_buffer']:9.1f}  Python {med['py_buffer']:9.1f}  "
           f"overhead {med['py_buffer'] - med['cpp_buffer']:+7.1f} us")
     print(f"  from a separate array: C++ {med['cpp_pageable']:9.1f}  Python {med['py_array']:9.1f}  "
           f"overhead {med['py_array'] - med['cpp_pageable']:+7.1f} us")
+    print(f"  least disturbed round: buffer C++ {low['cpp_buffer']:.1f} Python {low['py_buffer']:.1f}; "
+          f"array C++ {low['cpp_pageable']:.1f} Python {low['py_array']:.1f}")
     print("  per round:", json.dumps({k: [round(t, 1) for t in v] for k, v in rows.items()}))
 
 
