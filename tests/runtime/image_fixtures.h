@@ -76,21 +76,37 @@ struct BitWriter {
 
 }  // namespace png_detail
 
-// Writes a PNG (width x height, colour type 0/2/4/6, depth 8 or 16, not interlaced) whose samples are all
-// zero. Returns false if the file cannot be written.
-inline bool write_zero_png(const std::string& path, uint32_t width, uint32_t height, int color_type, int depth) {
+// Writes a PNG (width x height, colour type 0/2/4/6, or 3 with a one-colour palette; depth 8 or 16)
+// whose samples are all zero; `interlaced` (Adam7) and `trns` (a transparent colour, which stb turns into
+// an alpha channel) as asked. Returns false if the file cannot be written.
+inline bool write_zero_png(const std::string& path, uint32_t width, uint32_t height, int color_type, int depth,
+                           bool interlaced = false, bool trns = false) {
   using namespace png_detail;
-  const int chans = color_type == 0 ? 1 : color_type == 2 ? 3 : color_type == 4 ? 2 : 4;
-  const uint64_t row = 1 + uint64_t{width} * chans * (depth / 8);
-  const uint64_t total = row * height;  // zero bytes: filter type 0 and zero samples
+  const int chans = color_type == 0 || color_type == 3 ? 1 : color_type == 2 ? 3 : color_type == 4 ? 2 : 4;
+  const uint64_t bytes_per_pixel = uint64_t(chans) * (depth / 8);
+  uint64_t total = 0;  // zero bytes: filter type 0 and zero samples, per pass when interlaced
+  if (!interlaced) {
+    total = (1 + uint64_t{width} * bytes_per_pixel) * height;
+  } else {
+    const uint32_t x0[] = {0, 4, 0, 2, 0, 1, 0}, y0[] = {0, 0, 4, 0, 2, 0, 1};
+    const uint32_t dx[] = {8, 8, 4, 4, 2, 2, 1}, dy[] = {8, 8, 8, 4, 4, 2, 2};
+    for (int p = 0; p < 7; ++p) {
+      const uint64_t w = width > x0[p] ? (width - x0[p] + dx[p] - 1) / dx[p] : 0;
+      const uint64_t h = height > y0[p] ? (height - y0[p] + dy[p] - 1) / dy[p] : 0;
+      if (w > 0) total += (1 + w * bytes_per_pixel) * h;
+    }
+  }
   std::ofstream f(path, std::ios::binary);
   if (!f) return false;
   f.write("\x89PNG\r\n\x1a\n", 8);
   std::vector<uint8_t> ihdr;
   put_be32(&ihdr, width);
   put_be32(&ihdr, height);
-  ihdr.insert(ihdr.end(), {static_cast<uint8_t>(depth), static_cast<uint8_t>(color_type), 0, 0, 0});
+  ihdr.insert(ihdr.end(), {static_cast<uint8_t>(depth), static_cast<uint8_t>(color_type), 0, 0,
+                           static_cast<uint8_t>(interlaced ? 1 : 0)});
   write_chunk(f, "IHDR", ihdr);
+  if (color_type == 3) write_chunk(f, "PLTE", {10, 20, 30});
+  if (trns) write_chunk(f, "tRNS", std::vector<uint8_t>(color_type == 3 ? 1 : color_type == 2 ? 6 : 2, 0));
   // One fixed-Huffman block: a literal 0, then matches of length 258 (code 285) at distance 1, then the
   // remainder as a shorter match or literals, then end-of-block. Flushed to IDAT chunks as it grows.
   BitWriter w;
