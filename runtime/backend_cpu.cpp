@@ -48,11 +48,16 @@ class CpuBackend final : public Backend {
       }
     }
     timings_.resize(g.ops.size());
+    blas_names_.resize(g.ops.size());
+    ran_.assign(g.ops.size(), nullptr);
     for (size_t i = 0; i < g.ops.size(); ++i) {
-      timings_[i].name = g.ops[i].name;
-      timings_[i].kernel = g.ops[i].kernel;
-      timings_[i].flops = g.ops[i].flops;
-      timings_[i].bytes = g.ops[i].bytes;
+      const Op& o = g.ops[i];
+      timings_[i].name = o.name;
+      timings_[i].kernel = o.kernel;
+      timings_[i].flops = o.flops;
+      timings_[i].bytes = o.bytes;
+      // What serves a linear layer without libxsmm (and what the kernels names it): linear_f32 over OpenBLAS.
+      if (o.kind == OpKind::kLinear) blas_names_[i] = timings_[i].kernel = "cpu.sgemm_openblas" + epilogue_suffix(o);
     }
     prepare_libxsmm();
     return Status::Ok();
@@ -81,6 +86,11 @@ class CpuBackend final : public Backend {
   const float* logits() const override { return f32(plan_.graph.logits); }
   const float* pre_logits() const override { return f32(plan_.graph.pre_logits); }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
+  std::vector<std::string> executed_kernels() const override {
+    std::vector<std::string> names;
+    for (const std::string* n : ran_) names.push_back(n != nullptr ? *n : std::string("(not run)"));
+    return names;
+  }
   int64_t device_bytes() const override { return static_cast<int64_t>(arena_bytes_); }
   float* input_buffer() override { return f32(plan_.graph.input); }
 
@@ -130,7 +140,8 @@ class CpuBackend final : public Backend {
       const std::string why = packed_[i].init(f32(o.weights[0]), static_cast<int>(o.m), static_cast<int>(o.n),
                                               static_cast<int>(o.k), epilogue_of(o));
       timings_[i].kernel = why.empty() ? "cpu.gemm_libxsmm_packed" + epilogue_suffix(o)
-                                       : o.kernel + " (FALLBACK from libxsmm: " + why + ")";
+                                       : blas_names_[i] + " (FALLBACK from libxsmm: " + why + ")";
+      if (!why.empty()) blas_names_[i] = timings_[i].kernel;
       if (why.empty() && lead_rows_[i] > 0) {
         // The profile's FLOPs are what runs: the Q columns for the lead rows of each image only.
         timings_[i].flops =
@@ -150,6 +161,7 @@ class CpuBackend final : public Backend {
   void run_op(size_t index, const Op& o, int n) {
     const Graph& g = plan_.graph;
     const VitArch& a = g.arch;
+    ran_[index] = &timings_[index].kernel;  // ops with one kernel; linear and attention say which below
     // Row counts scale with the batch actually run; the plan was laid out for g.batch.
     const int rows = static_cast<int>(o.m / g.batch * n);
     switch (o.kind) {
@@ -157,6 +169,7 @@ class CpuBackend final : public Backend {
         im2col_patches_f32(f32(o.inputs[0]), f32(o.outputs[0]), n, a.in_chans, a.img_size, a.patch_size);
         break;
       case OpKind::kLinear:
+        ran_[index] = packed_[index].ready() ? &timings_[index].kernel : &blas_names_[index];
         if (packed_[index].ready()) {
           if (lead_rows_[index] > 0) {
             packed_[index].run(f32(o.inputs[0]), weight(o, 1), f32(o.outputs[0]), rows, a.embed_dim, a.num_tokens(),
@@ -186,6 +199,7 @@ class CpuBackend final : public Backend {
         const float* qkv = f32(o.inputs[0]);
         const float* k = qkv + packed_k_offset(a.num_heads, a.head_dim());
         const float* v = qkv + packed_v_offset(a.num_heads, a.head_dim());
+        ran_[index] = g.attention == AttentionPath::kFused ? &timings_[index].kernel : &kExplicitName;
         if (g.attention == AttentionPath::kFused) {
           mha_fused_f32(p, qkv, k, v, f32(o.outputs[0]), threads_);
         } else {
@@ -211,6 +225,9 @@ class CpuBackend final : public Backend {
   std::vector<OpTiming> timings_;
   std::vector<PackedLinear> packed_;  // per op; ready() for linear layers libxsmm serves
   std::vector<int> lead_rows_;        // per op: > 0 for the tail's qkv (Q computed for these first rows only)
+  std::vector<std::string> blas_names_;       // per linear op: its name when OpenBLAS serves it
+  std::vector<const std::string*> ran_;       // per op: the name of what the last infer() dispatched
+  inline static const std::string kExplicitName = "cpu.mha_explicit_f32";
 };
 
 }  // namespace

@@ -249,6 +249,7 @@ class CudaBackend final : public Backend {
     EV_RETURN_IF_ERROR(check_attention_workspace());
 
     timings_.resize(g.ops.size());
+    ran_.assign(g.ops.size(), "(not captured)");
     for (size_t i = 0; i < g.ops.size(); ++i) {
       timings_[i].name = g.ops[i].name;
       timings_[i].kernel = g.ops[i].kernel;
@@ -305,6 +306,7 @@ class CudaBackend final : public Backend {
   const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
   const float* pre_logits() const override { return host_pre_; }
   int64_t device_nonfinite_count() const override { return *host_nonfinite_; }
+  std::vector<std::string> executed_kernels() const override { return ran_; }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
   int64_t device_bytes() const override { return plan_.arena_bytes; }
   float* input_buffer() override { return host_in_; }
@@ -949,6 +951,7 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < g.ops.size(); ++i) {
       EV_RETURN_IF_ERROR(run_op(g.ops[i], gemms_[si][i], n, si));
       if (timed) EV_CUDA_CHECK("profile", cudaEventRecord(events_[i + 1], stream_));
+      if (!timed && si + 1 == sizes_.size()) ran_[i] = dispatched_name(g.ops[i], gemms_[si][i], si);
     }
     const int64_t pre = int64_t{g.arch.embed_dim} * n;
     EV_CUDA_CHECK("output pre_logits",
@@ -961,6 +964,20 @@ class CudaBackend final : public Backend {
                           : gpu::copy_f32_count_nonfinite(f32(g.logits), dev_logits_, lg, dev_nonfinite_, stream_));
     }
     return Status::Ok();
+  }
+
+  // The name of what run_op launches for `o` at captured size si, from the same state it launches from.
+  std::string dispatched_name(const Op& o, const Gemm& gemm, size_t si) const {
+    if (o.kind == OpKind::kLinear) {
+      if (gemm.choice < 0 || choices_[gemm.choice].candidates == 0) return o.kernel;
+      return o.kernel + "[algo#" + std::to_string(choices_[gemm.choice].chosen) + "/" +
+             std::to_string(choices_[gemm.choice].candidates) + "]";
+    }
+    if (o.kind != OpKind::kAttention) return o.kernel;
+    if (!fp16_) return "cuda.mha_f32";
+    if (plan_.graph.attention != AttentionPath::kFused) return "cuda.mha_unfused_cublas";
+    const int row = attention_row(si, o);
+    return row >= 0 ? std::string("cuda.") + kMhaVariants[row].name : "(fused, no row pinned)";
   }
 
   Status run_op(const Op& o, const Gemm& gemm, int n, size_t si) {
@@ -1086,6 +1103,7 @@ class CudaBackend final : public Backend {
   std::vector<cudaGraphExec_t> execs_device_;  // [size index]: the forward from the arena's input tensor
   std::vector<cudaEvent_t> events_;         // profile: one before each op, one after the last
   std::vector<OpTiming> timings_;
+  std::vector<std::string> ran_;  // per op: what the largest size's forward launched (dispatched_name)
   std::vector<GemmChoice> choices_;         // one per (size, kLinear op), in planning order
   std::vector<AttentionChoice> attention_choices_;  // per captured size (ascending) and launch shape
   struct AttnLaunch {

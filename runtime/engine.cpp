@@ -67,6 +67,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
   } else {
     EV_ASSIGN_OR_RETURN(e->backend_, make_cuda_backend(e->plan_, weights, options));
   }
+  // The plan names what this engine runs from here on (the backend's choices at load and start-up tuning).
+  std::vector<std::string> kernels;
+  for (const OpTiming& t : e->backend_->op_timings()) kernels.push_back(t.kernel);
+  resolve_kernels(&e->plan_, kernels);
   return e;
 }
 

@@ -99,6 +99,10 @@ class Backend {
   // Non-finite values the last forward wrote to its outputs, counted where it ran (CUDA: in the output
   // casts), or -1 when the backend does not count (the engine scans the host outputs itself).
   virtual int64_t device_nonfinite_count() const;
+  // Per op, the kernel the forward dispatched, recorded where it dispatches (CPU: the branch each op took in
+  // the last infer(); CUDA: what was captured into the graph of the largest batch). A test compares it with
+  // the resolved plan (the plan is the program).
+  virtual std::vector<std::string> executed_kernels() const = 0;
 };
 
 class Engine {
@@ -150,6 +154,7 @@ class Engine {
   const float* logits() const { return backend_->logits(); }          // (n, output_dim)
   const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
   const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }
+  std::vector<std::string> executed_kernels() const { return backend_->executed_kernels(); }
   int64_t device_bytes() const { return backend_->device_bytes(); }  // the arena allocation (self-test)
 
  private:

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <sstream>
 
@@ -121,7 +122,9 @@ uint64_t hash_plan(const Plan& p) {
 
 std::string linear_kernel(const DeviceProfile& dev, Precision prec, int epilogue) {
   static const char* kEpi[] = {"", "+bias_gelu", "+bias_residual"};
-  if (dev.kind == DeviceKind::kCpu) return std::string("cpu.sgemm_openblas") + (epilogue ? kEpi[epilogue] : "+bias");
+  // CPU: which library serves the GEMM (libxsmm's packed kernels on x86-64 with AVX2, else OpenBLAS) is this
+  // machine's to say: the forecast names the op, the engine resolves it (resolve_kernels).
+  if (dev.kind == DeviceKind::kCpu) return std::string("cpu.linear_f32") + (epilogue ? kEpi[epilogue] : "+bias");
   return std::string("cuda.cublaslt_") + (prec == Precision::kFp16 ? "f16" : "f32") +
          (epilogue ? kEpi[epilogue] : "+bias");
 }
@@ -248,6 +251,23 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
 
   plan.hash = hash_plan(plan);
   return plan;
+}
+
+void resolve_kernels(Plan* p, const std::vector<std::string>& kernels) {
+  assert(kernels.size() == p->graph.ops.size());
+  for (size_t i = 0; i < p->graph.ops.size() && i < kernels.size(); ++i) {
+    Op& o = p->graph.ops[i];
+    if (o.kernel == kernels[i]) continue;
+    o.reason += (o.reason.empty() ? "forecast: " : "; forecast: ") + o.kernel;
+    o.kernel = kernels[i];
+  }
+  for (const Op& o : p->graph.ops) {  // the summary names the full blocks' attention, as the forecast did
+    if (o.kind != OpKind::kAttention) continue;
+    p->attention_kernel = o.kernel;
+    break;
+  }
+  p->resolved = true;
+  p->hash = hash_plan(*p);
 }
 
 std::string does_not_fit_message(const Plan& p) {

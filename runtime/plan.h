@@ -85,9 +85,19 @@ struct Plan {
   bool attention_fallback = false;  // true when the fused kernel was wanted but cannot serve
   std::vector<std::string> notes;   // other decisions worth telling the user
 
+  // Kernel names: a forecast from the kernel tables (`plan` on any machine), until an engine resolves them to
+  // what it runs on this machine (resolve_kernels: the GEMM library, tile kernels, cuBLASLt algorithm and
+  // attention row pinned at start-up); the hash covers the names either way.
+  bool resolved = false;
+
   uint64_t hash = 0;
   std::string hash_hex() const;   // 16 lowercase hex digits
 };
+
+// Replaces every op's kernel name with what the engine runs (`kernels`, one per op, in op order), marks the
+// plan resolved and recomputes its hash. An op whose name changes keeps its reason with the forecast added
+// ("...; forecast: <name>").
+void resolve_kernels(Plan* plan, const std::vector<std::string>& kernels);
 
 // Fills plan->memory and the totals from the plan's shapes and the device profile (runtime/plan_memory.cpp).
 // `threads`: the CPU kernel threads (PlanOptions::threads).

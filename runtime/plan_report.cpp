@@ -62,6 +62,11 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   os << "plan: model " << p.model_name << " on " << p.device.name << " (" << to_string(p.device.kind)
      << "), batch " << g.batch << ", " << to_string(g.precision) << ", plan hash " << p.hash_hex() << "\n";
   os << "attention: " << p.attention_kernel << " -- " << p.attention_reason << "\n";
+  os << "kernels: "
+     << (p.resolved ? "resolved: what this engine runs (library, tiles, algorithm and row pinned at start-up)"
+                    : "forecast from the kernel tables; an engine resolves them to what runs on its machine "
+                      "(`run -v`, `bench --profile`)")
+     << "\n";
   for (const std::string& n : p.notes) os << "note: " << n << "\n";
   os << "\n";
 
@@ -186,6 +191,7 @@ std::string format_plan_json(const Plan& p) {
   j["batch"] = g.batch;
   j["precision"] = to_string(g.precision);
   j["plan_hash"] = p.hash_hex();
+  j["kernels_resolved"] = p.resolved;
   j["arena_bytes"] = p.arena_bytes;
   j["lower_bound_bytes"] = p.lower_bound_bytes;
   j["weights_bytes"] = p.weights_bytes;

@@ -335,6 +335,14 @@ std::vector<Case> all_cases() {
     cases.push_back({3, 3, 1, 197, d, Layout::kPacked, Mask::kNone, Logits::kNormal});
     cases.push_back({3, 2, 1, 197, d, Layout::kPacked, Mask::kWithFullyMaskedBatch, Logits::kNormal});
   }
+  // Head dims off the fused table (8, 24, 48, 72) and above it (160, 256: a ViT with embed 320 and 2 heads):
+  // the fused launcher refuses them (cudaErrorNotSupported, as choose_mha says) and the unfused path serves
+  // them within the fp16 tolerance.
+  for (int d : {8, 24, 48, 72, 160, 256}) {
+    cases.push_back({2, 3, 7, 7, d, Layout::kPacked, Mask::kNone, Logits::kNormal});
+    cases.push_back({2, 2, 197, 197, d, Layout::kPacked, Mask::kNone, Logits::kNormal});
+    cases.push_back({3, 2, 1, 197, d, Layout::kPacked, Mask::kWithFullyMaskedBatch, Logits::kNormal});
+  }
   return cases;
 }
 

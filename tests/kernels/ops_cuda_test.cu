@@ -372,7 +372,9 @@ struct MhaCase { int b, h, sq, skv, d; bool packed; bool mask; };
 TEST(OpsCuda, MhaF32MatchesTheReference) {
   for (const MhaCase mc : {MhaCase{2, 3, 197, 197, 64, true, false}, MhaCase{2, 4, 17, 17, 16, true, false},
                            MhaCase{1, 12, 50, 50, 64, true, false}, MhaCase{1, 2, 3, 1025, 64, false, false}, MhaCase{2, 2, 7, 131, 80, false, true},
-                           MhaCase{3, 2, 1, 1, 32, false, false}}) {
+                           MhaCase{3, 2, 1, 1, 32, false, false}, MhaCase{2, 2, 197, 197, 8, true, false},
+                           MhaCase{2, 2, 197, 197, 160, true, false}, MhaCase{1, 2, 65, 65, 256, true, false},
+                           MhaCase{2, 2, 1, 197, 72, false, true}}) {
     AttnParams p;
     std::vector<float> q, k, v;
     int64_t o_elems;

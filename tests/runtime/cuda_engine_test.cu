@@ -651,6 +651,25 @@ TEST(CudaEngine, NonFiniteOutputsAreAnErrorNotAnAnswer) {
   }
 }
 
+// The plan is the program: after create() the plan names, op by op, what the captured graph of the largest
+// batch launches (the pinned cuBLASLt algorithm, the attention row), for fp16 and fp32, tuned and untuned.
+TEST(CudaEngine, RunsWhatItsPlanNames) {
+  for (Precision precision : {Precision::kFp16, Precision::kFp32}) {
+    for (bool tuned : {false, true}) {
+      SCOPED_TRACE(std::string(to_string(precision)) + (tuned ? " tuned" : " untuned"));
+      auto engine = make_engine(kTiny.config, precision, AttentionImpl::kAuto, 4, InjectedFault::kNone, false, tuned);
+      ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+      const Plan& plan = (*engine)->plan();
+      EXPECT_TRUE(plan.resolved);
+      const std::vector<std::string> ran = (*engine)->executed_kernels();
+      ASSERT_EQ(ran.size(), plan.graph.ops.size());
+      for (size_t i = 0; i < ran.size(); ++i) EXPECT_EQ(plan.graph.ops[i].kernel, ran[i]) << plan.graph.ops[i].name;
+      for (const AttentionChoice& c : (*engine)->attention_choices())
+        if (c.batch == 4 && c.seq_q == plan.graph.arch.num_tokens()) EXPECT_EQ(plan.attention_kernel, c.kernel);
+    }
+  }
+}
+
 // ---- device-resident input (Engine::device_input / infer_device) -------------------------------------------
 
 // Images written into the device input tensor by the caller give the same bits as infer() of the same
