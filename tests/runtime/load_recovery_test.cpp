@@ -20,6 +20,7 @@
 #include "runtime/config.h"
 #include "runtime/engine.h"
 #include "runtime/inputs.h"
+#include "runtime/labels.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/checkpoint_fixtures.h"
@@ -124,6 +125,7 @@ Status hostile_load(const std::string& file) {
     return s.ok() ? load_image_file(path, rgb, dst.data()) : s;
   }
   if (starts("input_")) return load_input_file(path, digits()).status();
+  if (starts("labels_")) return load_labels(path, digits().arch.num_classes).status();
   return internal_error(file + ": no loader for this prefix");
 }
 
