@@ -352,21 +352,27 @@ Status SafetensorsFile::parse(const uint8_t* base, size_t size) {
     if (a.end != b.end) return a.end < b.end;
     return infos[a.index].name < infos[b.index].name;
   });
+  const auto range = [](const Span& s) {
+    return "data_offsets [" + std::to_string(s.begin) + "," + std::to_string(s.end) + "]";
+  };
+  // Offsets past the data section first: such a tensor sorts last, and the contiguity walk would blame
+  // the hole it leaves on whichever tensor follows the gap (issue #22 item 9: a 2^63 offset named the
+  // wrong tensor).
+  for (const Span& s : spans)
+    if (s.end > data_len)
+      return checkpoint_error(path + ": tensor '" + infos[s.index].name + "': " + range(s) +
+                              " extend beyond the data section (" + std::to_string(data_len) + " bytes)");
   uint64_t expected = 0;
   const std::string* previous = nullptr;
   for (const Span& s : spans) {
     const std::string& name = infos[s.index].name;
-    const std::string where = path + ": tensor '" + name + "': ";
-    const std::string range = "data_offsets [" + std::to_string(s.begin) + "," + std::to_string(s.end) + "]";
+    const std::string where = path + ": tensor '" + name + "': " + range(s);
     if (s.begin > expected)
-      return checkpoint_error(where + range + " leave a hole of " + std::to_string(s.begin - expected) +
+      return checkpoint_error(where + " leave a hole of " + std::to_string(s.begin - expected) +
                               " bytes before it (data so far ends at " + std::to_string(expected) + ")");
     if (s.begin < expected)
-      return checkpoint_error(where + range + " overlap the previous tensor '" + (previous ? *previous : "") +
+      return checkpoint_error(where + " overlap the previous tensor '" + (previous ? *previous : "") +
                               "' (which ends at " + std::to_string(expected) + ")");
-    if (s.end > data_len)
-      return checkpoint_error(where + range + " extend beyond the data section (" + std::to_string(data_len) +
-                              " bytes)");
     expected = s.end;
     previous = &name;
   }

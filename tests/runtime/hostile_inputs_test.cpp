@@ -67,7 +67,8 @@ const HostileCase kCases[] = {
   {"st_offsets_overlap.safetensors",    Loader::kSafetensors, SC::kCheckpointError, "overlap the previous tensor 'a'"},
   {"st_offsets_hole.safetensors",       Loader::kSafetensors, SC::kCheckpointError, "leave a hole of 4 bytes"},
   {"st_offsets_past_end.safetensors",   Loader::kSafetensors, SC::kCheckpointError, "extend beyond the data section"},
-  {"st_offsets_huge.safetensors",       Loader::kSafetensors, SC::kCheckpointError, "leave a hole of 18446744073709551611 bytes"},
+  {"st_offsets_huge.safetensors",       Loader::kSafetensors, SC::kCheckpointError, "data_offsets [18446744073709551611,18446744073709551615] extend beyond the data section (4 bytes)"},
+  {"st_offsets_2p63_names_culprit.safetensors", Loader::kSafetensors, SC::kCheckpointError, "tensor 'a': data_offsets [9223372036854775808,9223372036854775812] extend beyond the data section (8 bytes)"},
   {"st_trailing_bytes.safetensors",     Loader::kSafetensors, SC::kCheckpointError, "4 trailing bytes after the last tensor 'a'"},
   {"st_metadata_not_string.safetensors",Loader::kSafetensors, SC::kCheckpointError, "value of 'format' is not a string"},
   // checkpoint contents against the model
@@ -129,7 +130,7 @@ const HostileCase kCases[] = {
   {"input_no_tensor.safetensors",       Loader::kInput,       SC::kInputError,      "no tensor named 'input'"},
   // issue #22 item 9: a malformed input file is an input error (exit 5), not a checkpoint error (4)
   {"input_corrupt_header.safetensors",  Loader::kInput,       SC::kInputError,      "header is not valid JSON"},
-  {"input_offsets_2p63.safetensors",    Loader::kInput,       SC::kInputError,      "tensor 'z': data_offsets [9223372036854775808,9223372036854775812] leave a hole"},
+  {"input_offsets_2p63.safetensors",    Loader::kInput,       SC::kInputError,      "tensor 'z': data_offsets [9223372036854775808,9223372036854775812] extend beyond the data section (256 bytes)"},
   {"input_offsets_past_end.safetensors", Loader::kInput,      SC::kInputError,      "tensor 'input': data_offsets [0,256] extend beyond the data section (16 bytes)"},
   // labels files
   {"labels_wrong_count.txt",            Loader::kLabels,      SC::kConfigError,     "labels file has 9 lines, the model has num_classes 10"},

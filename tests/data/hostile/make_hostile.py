@@ -179,6 +179,10 @@ files["input_corrupt_header.safetensors"] = st(b'{"input": [', b"", length=40) +
 files["input_offsets_2p63.safetensors"] = st(
     {"input": {"dtype": "F32", "shape": [1, 1, 8, 8], "data_offsets": [0, 256]},
      "z": {"dtype": "F32", "shape": [1], "data_offsets": [1 << 63, (1 << 63) + 4]}}, f32(64))
+# the tensor with the absurd offset is named, not the one after the hole it leaves ('b' was named before)
+files["st_offsets_2p63_names_culprit.safetensors"] = st(
+    {"a": {"dtype": "F32", "shape": [1], "data_offsets": [1 << 63, (1 << 63) + 4]},
+     "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, f32(2))
 files["input_offsets_past_end.safetensors"] = st(
     {"input": {"dtype": "F32", "shape": [1, 1, 8, 8], "data_offsets": [0, 256]}}, f32(4))
 
