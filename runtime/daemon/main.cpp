@@ -7,6 +7,7 @@
 // thread of its own, with a deadline. The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (1 a
 // start-up self-test check failed, 3 config, 6 does not fit, 10 device (GPIO), ...).
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -263,6 +264,12 @@ int main(int argc, char** argv) {
   auto config = load_config(config_path, o);
   if (!config.ok()) return fail(config.status());
   setup_logging(config->log_format, config->log_level);
+  // Memory the daemon frees goes back to the system: allocations of 1 MiB and more (image decoding, a
+  // reload's model) are mmapped and unmapped when freed, whatever sizes came before (glibc otherwise raises
+  // its threshold to the largest block freed, up to 32 MiB, and keeps such blocks in the heap of the
+  // connection thread that freed them), and few heaps are kept for the many connection threads.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_ARENA_MAX, 2);
 
   std::vector<std::string> bases = ev::default_config_dirs(argv[0]);
   if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
