@@ -169,6 +169,21 @@ void assemble_tokens_ref(const float* patch_tokens, const float* cls, const floa
 void pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 void pool_ref(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 
+// Resampling of 8-bit images as Pillow's Image.resize does it (kernels/cpu/resample.cpp): the filters and
+// their support, the scratch resize_u8 needs, and the resize of an (H, W, C) interleaved image with C in
+// 1..4 into (out_h, out_w, C), channels independent (Pillow's L and RGB; Pillow premultiplies RGBA first).
+// resize_u8 equals Pillow 12's Image.resize bit for bit (horizontal pass first; Pillow 13 may run the
+// vertical one first); resize_u8_ref (double weights, each pass rounded to 8 bits) is within one level of it.
+// scratch: resize_u8_scratch_bytes(...) bytes, 8-byte aligned; the caller owns it.
+enum class ResampleFilter { kBilinear, kBicubic };
+double resample_filter_support(ResampleFilter f);
+double resample_filter(ResampleFilter f, double x);
+size_t resize_u8_scratch_bytes(int in_w, int in_h, int out_w, int out_h, int chans, ResampleFilter f);
+void resize_u8(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, int out_w, int out_h,
+               ResampleFilter f, void* scratch);
+void resize_u8_ref(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, int out_w, int out_h,
+                   ResampleFilter f);
+
 // Non-finite values (NaN, +-Inf) in x[0, n): how many, and the index of the first (-1: none).
 int64_t count_nonfinite_f32(const float* x, int64_t n);
 int64_t count_nonfinite_ref(const float* x, int64_t n);
