@@ -175,6 +175,52 @@ TEST_F(DaemonHostile, NonFiniteOutputIsAnErrorCountedAndServingGoesOn) {
   EXPECT_EQ(status_for_daemon_error(static_cast<uint32_t>(E::kNonFinite)), StatusCode::kNonFinite);
 }
 
+// A stand-in daemon that answers one infer request with a NaN score: the client refuses to print it.
+TEST_F(DaemonHostile, ClientRefusesToPrintANonFiniteAnswer) {
+  const std::string sock = dir_ + "/fake.sock";
+  const int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  std::thread fake([&] {
+    const int fd = accept(lfd, nullptr, nullptr);
+    uint8_t head[protocol::kHeaderBytes];
+    if (fd < 0 || recv(fd, head, sizeof head, MSG_WAITALL) != static_cast<ssize_t>(sizeof head)) return;
+    const protocol::Header req = protocol::decode_header(head);
+    std::vector<uint8_t> payload(req.payload_bytes);
+    recv(fd, payload.data(), payload.size(), MSG_WAITALL);
+    std::vector<uint8_t> answer(protocol::kHeaderBytes + protocol::kInferAnswerFixedBytes + 12, 0);
+    uint8_t* a = answer.data() + protocol::kHeaderBytes;
+    protocol::put_u32(a, 1);      // n
+    protocol::put_u32(a + 4, 1);  // k
+    protocol::put_u32(a + 32, 1);
+    protocol::put_u32(a + protocol::kInferAnswerFixedBytes, 3);
+    protocol::put_f32(a + protocol::kInferAnswerFixedBytes + 4, std::numeric_limits<float>::quiet_NaN());
+    protocol::Header h;
+    h.op = req.op;
+    h.flags = protocol::kFlagResponse;
+    h.payload_bytes = static_cast<uint32_t>(answer.size() - protocol::kHeaderBytes);
+    h.request_id = req.request_id;
+    protocol::encode_header(h, answer.data());
+    write_all(fd, answer.data(), answer.size());
+    close(fd);
+  });
+  std::ofstream(dir_ + "/digit-3.png", std::ios::binary)
+      << std::ifstream(testutil::source_path("tests/data/digits/digit-3.png"), std::ios::binary).rdbuf();
+  ClientOptions o;
+  o.socket_path = sock;
+  o.inputs = {dir_ + "/digit-3.png"};
+  std::ostringstream out;
+  const Status s = run_client(o, out);
+  EXPECT_EQ(s.code(), StatusCode::kNonFinite) << s.to_string();
+  EXPECT_NE(s.message().find("non-finite score for class 3"), std::string::npos) << s.message();
+  EXPECT_EQ(out.str(), "") << "a NaN was printed";
+  fake.join();
+  close(lfd);
+}
+
 // Issue #22 item 8: a config that no longer parses at SIGHUP left health `ready` (and the LED steady).
 TEST_F(DaemonHostile, BrokenConfigAtReloadIsDegraded) {
   DaemonConfig cfg = digits_config(dir_, 4);
