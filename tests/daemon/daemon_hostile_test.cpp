@@ -175,6 +175,38 @@ TEST_F(DaemonHostile, NonFiniteOutputIsAnErrorCountedAndServingGoesOn) {
   EXPECT_EQ(status_for_daemon_error(static_cast<uint32_t>(E::kNonFinite)), StatusCode::kNonFinite);
 }
 
+// A NaN request batched with a good one fails alone: the engine refuses the whole batch, so each request
+// of it runs again by itself. (Batching is forced: the good request's frame arrives in two parts, and the
+// worker waits up to max_wait_us for a connection that is mid-frame.)
+TEST_F(DaemonHostile, ANonFiniteRequestDoesNotFailTheOthersInItsBatch) {
+  DaemonConfig cfg = digits_config(dir_, 4);
+  cfg.max_wait_us = 1000000;
+  auto server = Server::start(server_options(cfg));
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const uint16_t tensor = static_cast<uint16_t>(protocol::Op::kInferTensor);
+  const auto in = testutil::random_floats(kDigitsPerImage, 8);
+  auto bad = in;
+  bad[10] = std::numeric_limits<float>::quiet_NaN();
+  const auto good_frame = frame(tensor, tensor_payload(in.data(), {1, 8, 8}, kDigitsPerImage));
+  const auto bad_frame = frame(tensor, tensor_payload(bad.data(), {1, 8, 8}, kDigitsPerImage));
+  const int good_fd = raw_connect(cfg.socket_path), bad_fd = raw_connect(cfg.socket_path);
+  ASSERT_GE(good_fd, 0);
+  ASSERT_GE(bad_fd, 0);
+  const size_t half = good_frame.size() / 2;
+  ASSERT_TRUE(write_all(good_fd, good_frame.data(), half));  // mid-frame: the worker will wait for it
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(write_all(bad_fd, bad_frame.data(), bad_frame.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(write_all(good_fd, good_frame.data() + half, good_frame.size() - half));
+  EXPECT_EQ(read_answer(bad_fd), static_cast<uint32_t>(E::kNonFinite));
+  EXPECT_EQ(read_answer(good_fd), 0u) << "the good request failed with its batch";
+  const auto st = stats(**server);
+  EXPECT_EQ(st["batches"].get<int>(), 3) << "one batch of two, then each alone: " << st.dump();
+  EXPECT_EQ(st["requests_ok"].get<int>(), 1);
+  close(good_fd);
+  close(bad_fd);
+}
+
 // A stand-in daemon that answers one infer request with a NaN score: the client refuses to print it.
 TEST_F(DaemonHostile, ClientRefusesToPrintANonFiniteAnswer) {
   const std::string sock = dir_ + "/fake.sock";
