@@ -17,6 +17,10 @@ TEST(DaemonConfig, ShippedExampleParses) {
   EXPECT_EQ(c->socket_group, "edgevit");
   EXPECT_EQ(c->max_batch, 8);
   EXPECT_EQ(c->queue_depth, 32);
+  EXPECT_EQ(c->max_connections_per_uid, 8);
+  EXPECT_EQ(c->decode_budget_bytes, int64_t{256} << 20);
+  EXPECT_EQ(c->decode_wait_ms, 2000);
+  EXPECT_EQ(c->reload_timeout_ms, 120000);
   EXPECT_EQ(c->log_format, LogFormat::kText);
   EXPECT_FALSE(c->gpio.enabled);
   EXPECT_EQ(c->gpio.actuator.offset, 7);
@@ -75,6 +79,9 @@ TEST(DaemonConfig, MistakesAreConfigErrorsWithPositions) {
       {"- a\n- b\n", "d.yaml"},
       {"threads: &a 2\nx: *a\n", "anchor not allowed"},
       {"kernel_tuning: sometimes\n", "d.yaml:1:16: kernel_tuning"},
+      {"limits:\n  max_connections_per_uid: -1\n", "d.yaml:2:28: limits.max_connections_per_uid"},
+      {"limits:\n  decode_budget_bytes: 1000\n", "limits.decode_budget_bytes"},
+      {"limits:\n  reload_timeout_ms: 0\n", "limits.reload_timeout_ms"},
   };
   for (const auto& bc : cases) {
     auto c = parse_daemon_config(bc.text, "d.yaml", "/etc/edgevit");
