@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <fstream>
 #include <thread>
 
 #include "kernels/cpu/kernels.h"
@@ -124,7 +123,5 @@ Status Engine::check_outputs(int n) const {
   return internal_error("model '" + spec_.name + "': the device counted " + std::to_string(counted) +
                         " non-finite output values that its host copies do not hold");
 }
-
-Result<std::vector<std::string>> load_labels(const std::string& path) { return load_labels(path, 0); }
 
 }  // namespace edgevit

@@ -12,6 +12,7 @@
 
 #include "platform/device_profile.h"
 #include "runtime/model_spec.h"
+#include "runtime/labels.h"  // load_labels, for the programs that print class names
 #include "runtime/plan.h"
 #include "runtime/status.h"
 
@@ -172,8 +173,5 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const Plan& plan, WeightSource
                                                   const EngineOptions& options);
 Result<std::unique_ptr<Backend>> make_cuda_backend(const Plan& plan, WeightSource& weights,
                                                    const EngineOptions& options);
-
-// Labels file: one label per line (empty lines kept as ""). Errors name the file.
-Result<std::vector<std::string>> load_labels(const std::string& path);
 
 }  // namespace edgevit

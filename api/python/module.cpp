@@ -52,7 +52,7 @@ class PyEngine {
     if (!engine.ok()) raise(engine.status());
     engine_ = std::move(engine).value();
     if (!engine_->spec().labels_path.empty()) {
-      auto labels = ev::load_labels(engine_->spec().labels_path);
+      auto labels = ev::load_labels(engine_->spec().labels_path, engine_->spec().arch.num_classes);
       if (!labels.ok()) raise(labels.status());
       labels_ = std::move(*labels);
     }

@@ -28,6 +28,7 @@
 #include "runtime/engine.h"
 #include "runtime/importer.h"
 #include "runtime/inputs.h"
+#include "runtime/labels.h"
 #include "runtime/safetensors.h"
 
 namespace ev = edgevit;
@@ -332,7 +333,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
 
   std::vector<std::string> labels;
   if (!spec->labels_path.empty()) {
-    auto l = ev::load_labels(spec->labels_path);
+    auto l = ev::load_labels(spec->labels_path, spec->arch.num_classes);
     if (!l.ok()) return fail(l.status());
     labels = std::move(*l);
   }

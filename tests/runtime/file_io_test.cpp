@@ -97,7 +97,6 @@ TEST_F(FileIoTest, EveryLoaderRefusesAFifoADeviceAndADirectoryAtOnce) {
       {"safetensors", [](const std::string& p) { return SafetensorsFile::open(p).status(); }},
       {"image", [&](const std::string& p) { return load_image_file(p, spec, dst.data()); }},
       {"input", [&](const std::string& p) { return load_input_file(p, spec).status(); }},
-      {"labels", [](const std::string& p) { return load_labels(p).status(); }},
       {"labels with num_classes", [](const std::string& p) { return load_labels(p, 10).status(); }},
   };
   for (const auto& [name, load] : loaders) {

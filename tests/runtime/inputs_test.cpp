@@ -144,7 +144,9 @@ TEST(Inputs, JpegScanNamingAnUndefinedHuffmanTableDecodesTheSameEveryTime) {
     std::fill(out.begin(), out.end(), -7.f);
     const Status si = decode_image(bytes.data(), bytes.size(), "u.jpg", s, out.data());
     ASSERT_EQ(si.code(), s0.code()) << si.message();
-    if (s0.ok()) EXPECT_EQ(std::memcmp(out.data(), first.data(), out.size() * sizeof(float)), 0);
+    if (s0.ok()) {
+      EXPECT_EQ(std::memcmp(out.data(), first.data(), out.size() * sizeof(float)), 0);
+    }
   }
 }
 

@@ -38,13 +38,13 @@ TEST_F(LabelsTest, OneLabelPerLineAsBefore) {
   auto l = load_labels(write("a.txt", "zero\r\none\n\nthree"), 0);
   ASSERT_TRUE(l.ok()) << l.status().to_string();
   EXPECT_EQ(*l, (std::vector<std::string>{"zero", "one", "", "three"}));
-  l = load_labels(write("b.txt", "x\ny\n"));
+  l = load_labels(write("b.txt", "x\ny\n"), 0);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(*l, (std::vector<std::string>{"x", "y"}));
-  l = load_labels(write("empty.txt", ""));
+  l = load_labels(write("empty.txt", ""), 0);
   ASSERT_TRUE(l.ok());
   EXPECT_TRUE(l->empty());
-  EXPECT_EQ(load_labels(dir_ + "/missing.txt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(load_labels(dir_ + "/missing.txt", 0).status().code(), StatusCode::kNotFound);
 }
 
 // The shipped labels file matches its model.

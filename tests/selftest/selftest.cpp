@@ -307,18 +307,17 @@ void e2e_checks(Engine& e, const ExpectedData& x, int count, const std::string& 
 std::string mib(int64_t bytes) { return fmt_g(static_cast<double>(bytes) / (1 << 20)) + " MiB"; }
 
 // The bytes of the plan's memory lines (Plan::memory, held after load) that the self-test's window can see
-// grow: on CUDA the context and the driver's own host state exist before the window opens (the kernel
-// checks and cuda_device_used_bytes() create them), so those lines are left out.
+// grow: on CUDA the context's device memory exists before the window opens (the kernel checks and
+// cuda_device_used_bytes() create it), so that line is left out. Its host line stays: cuBLASLt's handle and
+// the kernel images create() loads grow the heap inside the window (+304 MB for the digits model on an
+// H200, of the 254 MiB + graphs the plan counts), while the bound is only an upper one.
 struct PlannedBytes {
   int64_t host = 0;
   int64_t device = 0;
 };
 PlannedBytes planned_in_window(const Plan& p) {
   PlannedBytes b{p.host_total_bytes, p.device_total_bytes};
-  if (p.device.kind == DeviceKind::kCuda) {
-    b.device -= p.context_bytes;
-    b.host -= p.device.cuda_context_host_bytes;
-  }
+  if (p.device.kind == DeviceKind::kCuda) b.device -= p.context_bytes;
   return b;
 }
 
