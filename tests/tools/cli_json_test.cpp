@@ -1,7 +1,8 @@
 // What the command line prints for machines to read: every `--json` output parses as JSON from stdout
 // alone, also when the command warns (diagnostics go to stderr, always): plan (with an attention fallback
 // and a DOES NOT FIT verdict), devices, devices --detect, bench. `client --json` is covered by
-// tests/daemon/daemon_process_test.cpp. And `run --help` names every input format `run` accepts.
+// tests/daemon/daemon_process_test.cpp. And `run --help` names every input format `run` accepts, and a
+// model whose outputs are non-finite makes run and bench exit 11 instead of printing an answer.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/selftest/model_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -102,6 +104,26 @@ TEST(CliJson, Bench) {
   EXPECT_EQ(r.code, 0) << r.err;
   const auto j = parse_stdout(r);
   ASSERT_TRUE(j.is_object());
+}
+
+// Issue 21: a model whose weights hold an Inf printed "p=nan" and exited 0. run and bench refuse to answer:
+// exit 11 (non_finite_output), the output named, no "nan" printed as a result.
+TEST(CliNonFinite, RunAndBenchExitElevenInsteadOfAnswering) {
+  const std::string dir = testutil::make_temp_dir("cli_nonfinite");
+  const std::string model = testutil::write_nonfinite_digits_model(dir);
+  const Ran r = run("run " + model + " --device host-cpu --threads 1 --input " +
+                    testutil::source_path("tests/data/digits/digit-3.png"));
+  EXPECT_EQ(r.code, 11) << r.out << r.err;
+  EXPECT_NE(r.err.find("output 'logits'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << "a non-finite value printed as an answer: " << r.out;
+  EXPECT_EQ(r.out.find("prediction"), std::string::npos) << r.out;
+  const Ran b = run("bench " + model + " --device host-cpu --threads 1 --iters 2 --warmup 1 --json");
+  EXPECT_EQ(b.code, 11) << b.out << b.err;
+  const Ran o = run("run " + model + " --device host-cpu --threads 1 --input " +
+                    testutil::source_path("tests/data/digits/digit-3.png") + " --output " + dir + "/out.safetensors");
+  EXPECT_EQ(o.code, 11) << o.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.safetensors")) << "no output file for a non-finite answer";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliHelp, RunNamesEveryInputFormatItAccepts) {
