@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and what CI runs): installs what is missing, builds once, then runs the
 # tests by label: cuda tests (which report "skipped: no GPU" and count as skipped on machines without one),
-# slow cpu tests, fast cpu tests; then builds and checks the amd64 .deb and relocatable tarball.
+# slow cpu tests, fast cpu tests; then builds and checks the amd64 .deb and relocatable tarball, and installs
+# the Python module with pip into a venv and classifies two digits with it (tools/pip_install_test.sh).
 # Extra stages, off by default (they take about half an hour on 2 cores); .ci/run turns both on:
 #   EDGEVIT_CI_HARDENING=1  ASan + UBSan build of the cpu suite, then every fuzzer for EDGEVIT_FUZZ_SECONDS
 #                           (default 60) each (tools/sanitize.sh, tools/fuzz.sh; docs/reliability.md)
@@ -42,6 +43,7 @@ native_ctest native-slow -L slow --output-on-failure --timeout 1800 || fail "cte
 native_ctest native-cpu -L cpu -LE slow -j"$jobs" --output-on-failure --timeout 900 || fail "ctest -L cpu"
 stage "native packages"
 tools/package.sh build || fail "tools/package.sh build"
+tools/pip_install_test.sh || fail "tools/pip_install_test.sh"
 
 if [ "${EDGEVIT_CI_HARDENING:-0}" = 1 ]; then
   stage "hardening: ASan + UBSan cpu suite"
