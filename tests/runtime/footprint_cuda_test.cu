@@ -21,18 +21,12 @@
 #include "runtime/engine.h"
 #include "runtime/plan.h"
 #include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/runtime/footprint_fixtures.h"
 #include "tests/testutil/cuda_main.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
 namespace {
-
-int64_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  in >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
 
 ModelSpec load_case_spec(const std::string& config, const std::string& weights) {
   auto spec = load_model_spec(testutil::source_path("config/models/" + config));
@@ -44,7 +38,7 @@ ModelSpec load_case_spec(const std::string& config, const std::string& weights) 
 // The measured process. Protocol on stdin/stdout: "ready" -> (waits for a line) -> create + first infer ->
 // "done <rss growth after create> <rss growth after infer>" -> (waits for a line) -> exit.
 int measure_child(const char* c) {
-  const int64_t before = rss_bytes();
+  const int64_t before = testutil::rss_bytes();
   char config[256], weights[4096];
   int batch = 0;
   if (std::sscanf(c, "%255s %d %4095s", config, &batch, weights) != 3) return 3;
@@ -62,13 +56,13 @@ int measure_child(const char* c) {
     std::fprintf(stderr, "%s\n", engine.status().to_string().c_str());
     return 6;
   }
-  const int64_t after_create = rss_bytes();
+  const int64_t after_create = testutil::rss_bytes();
   // The images go into the engine's own (pinned) input buffer: a buffer of the caller's is not the engine's.
   float* input = (*engine)->input_buffer();
   std::fill(input, input + batch * (*engine)->input_numel_per_image(), 0.1f);
   if (!(*engine)->infer(input, batch).ok()) return 7;
   std::printf("done %lld %lld\n", static_cast<long long>(after_create - before),
-              static_cast<long long>(rss_bytes() - before));
+              static_cast<long long>(testutil::rss_bytes() - before));
   std::fflush(stdout);
   if (std::fgets(line, sizeof line, stdin) == nullptr) return 8;
   return 0;
@@ -80,15 +74,10 @@ int64_t free_device_bytes() {
   return static_cast<int64_t>(free_b);
 }
 
-struct Case {
-  const char* config;
-  int batch;
-};
-
-class CudaFootprint : public ::testing::TestWithParam<Case> {};
+class CudaFootprint : public ::testing::TestWithParam<testutil::FootprintCase> {};
 
 TEST_P(CudaFootprint, PlanTotalsAreTheProcessFootprint) {
-  const Case c = GetParam();
+  const testutil::FootprintCase c = GetParam();
   const std::string dir = testutil::make_temp_dir("cudafootprint");
   const std::string weights = dir + "/w.safetensors";
   const ModelSpec spec = load_case_spec(c.config, weights);
@@ -142,24 +131,13 @@ TEST_P(CudaFootprint, PlanTotalsAreTheProcessFootprint) {
               "%lld)\n",
               c.config, c.batch, dev->name.c_str(), static_cast<long long>(plan->device_total_bytes),
               static_cast<long long>(device), static_cast<long long>(plan->host_total_bytes), rss_infer, rss_create);
-  for (const MemoryLine& l : plan->memory)
-    std::printf("  %-6s %-60s %12lld  %s%s\n", to_string(l.space), l.name.c_str(), static_cast<long long>(l.bytes),
-                l.basis.c_str(), l.load_only ? " (load only)" : "");
-  const auto slack = [](int64_t planned) { return std::max(0.05 * static_cast<double>(planned), 8.0 * (1 << 20)); };
-  EXPECT_LE(std::abs(static_cast<double>(device - plan->device_total_bytes)), slack(plan->device_total_bytes))
-      << "device: plan " << plan->device_total_bytes << " vs measured " << device;
-  EXPECT_LE(std::abs(static_cast<double>(rss_infer - plan->host_total_bytes)), slack(plan->host_total_bytes))
-      << "host: plan " << plan->host_total_bytes << " vs measured " << rss_infer;
+  testutil::print_memory_lines(*plan);
+  testutil::expect_footprint("device", plan->device_total_bytes, device);
+  testutil::expect_footprint("host", plan->host_total_bytes, rss_infer);
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fp16, CudaFootprint,
-                         ::testing::Values(Case{"vit-tiny-patch16-224.yaml", 1}, Case{"vit-tiny-patch16-224.yaml", 64},
-                                           Case{"vit-base-patch16-224.yaml", 1}, Case{"vit-base-patch16-224.yaml", 64}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.config[4] == 't' ? "ViT_Ti" : "ViT_B") + "_batch" +
-                                  std::to_string(i.param.batch);
-                         });
+INSTANTIATE_TEST_SUITE_P(Fp16, CudaFootprint, testutil::footprint_cases(), testutil::footprint_case_name);
 
 }  // namespace
 }  // namespace edgevit

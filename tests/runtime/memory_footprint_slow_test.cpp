@@ -19,17 +19,11 @@
 #include "runtime/engine.h"
 #include "runtime/plan.h"
 #include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/runtime/footprint_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
 namespace {
-
-int64_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  in >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
 
 // Writes a random checkpoint for `a` from a child process (its heap never touches ours).
 void write_checkpoint_in_child(const VitArch& a, const std::string& path) {
@@ -43,11 +37,6 @@ void write_checkpoint_in_child(const VitArch& a, const std::string& path) {
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "writing " << path;
 }
-
-struct Case {
-  const char* config;
-  int batch;
-};
 
 constexpr int kThreads = 2;
 
@@ -78,26 +67,26 @@ int measure_child(const char* c) {
     EngineOptions o;
     o.plan.batch = batch;
     o.threads = threads;
-    const int64_t before = rss_bytes();
+    const int64_t before = testutil::rss_bytes();
     auto engine = Engine::create(spec, dev, o);
     if (!engine.ok()) {
       std::fprintf(stderr, "%s\n", engine.status().to_string().c_str());
       _exit(4);
     }
-    const int64_t after_create = rss_bytes();
+    const int64_t after_create = testutil::rss_bytes();
     if (!(*engine)->infer(input.data(), batch).ok()) _exit(5);
     std::printf("footprint %lld %lld\n", static_cast<long long>(after_create - before),
-                static_cast<long long>(rss_bytes() - before));
+                static_cast<long long>(testutil::rss_bytes() - before));
     std::fflush(stdout);
     _exit(0);
   }
 }
 
-class MemoryFootprint : public ::testing::TestWithParam<Case> {};
+class MemoryFootprint : public ::testing::TestWithParam<testutil::FootprintCase> {};
 
 TEST_P(MemoryFootprint, PlanTotalIsTheProcessFootprint) {
   EDGEVIT_SKIP_IF_EMULATED();
-  const Case c = GetParam();
+  const testutil::FootprintCase c = GetParam();
   const std::string dir = testutil::make_temp_dir("footprint");
   const std::string weights = dir + "/w.safetensors";
   const ModelSpec spec = load_case_spec(c.config, weights);
@@ -118,21 +107,12 @@ TEST_P(MemoryFootprint, PlanTotalIsTheProcessFootprint) {
   std::printf("%s batch %d: plan host total %lld bytes (arena %lld); RSS growth: create %lld, + first infer %lld\n",
               c.config, c.batch, static_cast<long long>(plan->host_total_bytes),
               static_cast<long long>(plan->arena_bytes), create_growth, measured);
-  for (const MemoryLine& l : plan->memory)
-    std::printf("  %-60s %12lld  %s\n", l.name.c_str(), static_cast<long long>(l.bytes), l.basis.c_str());
-  const double slack = std::max(0.05 * static_cast<double>(plan->host_total_bytes), 8.0 * (1 << 20));
-  EXPECT_LE(std::abs(static_cast<double>(measured - plan->host_total_bytes)), slack)
-      << "plan " << plan->host_total_bytes << " vs measured " << measured;
+  testutil::print_memory_lines(*plan);
+  testutil::expect_footprint("host", plan->host_total_bytes, measured);
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuBackend, MemoryFootprint,
-                         ::testing::Values(Case{"vit-tiny-patch16-224.yaml", 1}, Case{"vit-tiny-patch16-224.yaml", 64},
-                                           Case{"vit-base-patch16-224.yaml", 1}, Case{"vit-base-patch16-224.yaml", 64}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.config[4] == 't' ? "ViT_Ti" : "ViT_B") + "_batch" +
-                                  std::to_string(i.param.batch);
-                         });
+INSTANTIATE_TEST_SUITE_P(CpuBackend, MemoryFootprint, testutil::footprint_cases(), testutil::footprint_case_name);
 
 }  // namespace
 }  // namespace edgevit
