@@ -2,6 +2,8 @@
 // socket helpers, reference logits from an in-process Engine, and a process launcher for build/bin/edgevitd.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -178,12 +180,36 @@ inline int count_fds(pid_t pid) {
   return n;
 }
 
-inline long rss_kib(pid_t pid) {
+// A field of /proc/PID/status in KiB ("VmRSS:", "RssAnon:"), or -1.
+inline long status_kib(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
+  const size_t n = std::strlen(field);
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.compare(0, n, field) == 0) return std::atol(line.c_str() + n);
   return -1;
+}
+inline long rss_kib(pid_t pid) { return status_kib(pid, "VmRSS:"); }
+// Anonymous resident memory (heap, arena, decode buffers): what the daemon allocates, without the pages of
+// its code and libraries.
+inline long anon_kib(pid_t pid) { return status_kib(pid, "RssAnon:"); }
+
+// The resident bytes of a program's own image (its code and libraries: with the CUDA backend built in,
+// libcudart and libcublasLt alone hold ~200 MB of pages before anything runs), in KiB: the peak RSS of
+// `PROGRAM --version`, which loads everything and creates nothing. -1 when it cannot run.
+inline long program_image_kib(const std::string& program) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1);
+    execl(program.c_str(), program.c_str(), "--version", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return ru.ru_maxrss;
 }
 
 // build/bin/edgevitd as a child process; stderr goes to `log_path`.
