@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 
@@ -155,6 +156,14 @@ Result<ImageHeader> read_image_header(const uint8_t* bytes, size_t size, const s
   }
   if (hd.w <= 0 || hd.h <= 0)
     return input_error(display + ": image " + std::to_string(hd.w) + "x" + std::to_string(hd.h) + " has no pixels");
+  // Sides up to 2^20 keep every cost below in int64 (w * h * 64 < 2^47); anything wider is far past any
+  // budget and max_side, and costs "too much" without multiplying (fuzz_image found the overflow: a
+  // GIF header claiming 1 x 2^31 pixels inside a BMP).
+  if (hd.w > (1 << 20) || hd.h > (1 << 20)) {
+    hd.bits = 8;
+    hd.stb_bytes = std::numeric_limits<int64_t>::max() / 4;
+    return hd;
+  }
   hd.bits = stbi_is_hdr_from_memory(bytes, static_cast<int>(size))       ? 32
             : stbi_is_16_bit_from_memory(bytes, static_cast<int>(size)) ? 16
                                                                         : 8;
@@ -169,6 +178,7 @@ Result<ImageHeader> read_image_header(const uint8_t* bytes, size_t size, const s
 // Peak bytes of decode_image for this header: stb_image's decode, then preprocess_pixels (the 8-bit
 // pixels stay alive while their float copy, the resized image and the resizer's work space are).
 int64_t decode_bytes(const ImageHeader& hd, int want, int resize) {
+  if (hd.w > (1 << 20) || hd.h > (1 << 20)) return hd.stb_bytes;  // "too much" (read_image_header)
   const int64_t px = int64_t{hd.w} * hd.h;
   int64_t rw, rh;
   resized_size(hd.w, hd.h, resize, &rw, &rh);
