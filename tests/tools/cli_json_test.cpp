@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,7 +27,10 @@ struct Ran {
 
 Ran run(const std::string& args) {
   const std::string err_path = ::testing::TempDir() + "edgevit_cli_json_stderr.txt";
-  const std::string cmd = testutil::binary_path("bin/edgevit") + " " + args + " 2>" + err_path;
+  // Under a cross build's qemu the binary runs through EDGEVIT_TEST_EMULATOR (no binfmt_misc there).
+  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit") + " " +
+                          args + " 2>" + err_path;
   Ran r{-1, "", ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
