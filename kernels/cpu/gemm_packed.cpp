@@ -15,10 +15,10 @@
 //     oneDNN matmul with packed weights 401 / 52 (allocates 7x per execute: unusable in infer()),
 //     BLIS 0.9 618 / 103
 //   ViT-B fc2 197x768x3072: OpenBLAS 6996 / 1324, this 6265 / 1100 (K chunk 256; unchunked 6776 / 916)
-// Serial runs of GEMMs with K > N (fc2) take the K chunks outermost (PackedTiling::k_outer): on the 16-core
-// host, one core, xsmm_tile_bench's whole fc2 with weights from L3 went from 79.9 to 92.2% of the FMA peak, from
-// DRAM (with AL2 prefetch) from 78.1 to 87.6%; ViT-B's GEMMs at 1 thread in-model 385 -> 352 ms on a slow host
-// instance (docs/notes/cpu_gemm.md, tenth pass).
+// Serial runs of GEMMs with K > N (fc2) take the K chunks outermost (PackedTiling::k_outer), so each input
+// chunk is read from L2 for every column block: on the 16-core host, one core, xsmm_tile_bench's whole fc2
+// reaches 92.2% of the FMA peak with weights from L3 and 87.6% from DRAM with AL2 prefetch
+// (docs/notes/cpu_gemm.md).
 #include <omp.h>
 
 #include <algorithm>

@@ -80,7 +80,7 @@ struct PackedTiling {
   // smaller) once per chunk. The first row tile of each (chunk, block) prefetches the next block's chunk (with
   // prefetch_next_block). -1 (auto): where K > N (the MLP's second GEMM), 0: never, 1: always. Speed only: the
   // same kernels and the same K order per output element, so the same bits. Not with lead rows (the class-token
-  // tail's qkv runs the usual order). Measured: docs/notes/cpu_gemm.md, tenth pass.
+  // tail's qkv runs the usual order). Figures: docs/benchmarks.md, docs/notes/cpu_gemm.md.
   int k_outer = -1;
 };
 
@@ -91,9 +91,9 @@ class PackedLinear {
   // team); tiles are the unit of OpenMP work and their bounds depend on the shape only, never on the thread
   // count, so results do not.
   // Why 48: on Sapphire Rapids libxsmm's 48-wide kernel (3 registers x 8 tokens) keeps more of the core's peak
-  // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/notes/cpu_gemm.md,
-  // ninth pass). Where 48 does not divide N, 64 (the default until then) keeps the tail the previous layout had:
-  // 48 could leave a tail narrower than kMinRowSafeWidth (vit-digits' N = 64 and 256), which runs row by row.
+  // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/notes/cpu_gemm.md).
+  // Where 48 does not divide N, 64: 48 could leave a tail narrower than kMinRowSafeWidth (vit-digits' N = 64
+  // and 256), which runs row by row.
   static int auto_col_block(int n) { return n % 48 == 0 ? 48 : 64; }
   // Column tails narrower than this run row by row (their multi-row kernels sum K in height-dependent chains).
   static constexpr int kMinRowSafeWidth = 32;

@@ -13,26 +13,13 @@
 // limited to kMhaFusedMaxHeadDim (the planner picks the explicit kernel above it).
 // exp is cpu_math.h's vectorisable polynomial (glibc expf does not vectorise without -ffast-math).
 //
-// ViT-Ti/16 attention (B=1, S=197, H=3, D=64, packed qkv), BM_Mha in tests/kernels/kernels_bench.cpp, 1 thread:
-//   fused, scalar-indexed tile loops, target_clones("arch=haswell") (dispatch fell to baseline)  17.4 ms
-//   fused, V8 vector-extension 4x16 register blocks, hand dispatch to AVX2+FMA (kept)             1.12 ms
-//   explicit, OpenBLAS sgemm per (b, h) + vectorised softmax (kept)                              1.00 ms
-//   fused, tile GEMMs through libxsmm's JIT kernels, V read in place (x86-64 with EDGEVIT_LIBXSMM; kept
-//   there): in-model profile on the 16-core lent host, 1 thread, per layer: 1.34 ms (V8 tiles) -> ~0.65 ms
-//   same, on the 2-core AMD EPYC (Zen 4, AVX-512) dev machine, in-model, 1 thread, per layer: 1.29 ms, of
-//   which ~0.9 ms was the softmax and copies compiled for baseline SSE2; explicit path there: 0.45 ms
-//   libxsmm path with AVX-512 / AVX2 clones, 256-key blocks (one pass), K^T once per (head, thread),
-//   balanced query blocks, static contiguous task split: 0.41-0.44 ms there (model 39 -> 28.5 ms);
-//   + row max in 16 lanes, padded keys at -inf (no scalar exp tail), 16x16 AVX-512 K^T transposes
-//   (kept): 0.36 ms there (explicit path: 0.46 ms; ViT-B attention 62 -> 19 ms per inference)
-//   + the row max, exp and sum in AVX-512 intrinsics with masked tails (exp_approx_avx512) instead of the
-//   compiler-vectorised loops (kept): BM_Mha, fused, 1 thread, least of 3-4 interleaved runs on the EPYC:
-//   ViT-Ti shape 352 -> 325 us, ViT-B shape (12 heads) 1428 -> 1338 us; in-model on the 16-core host, ViT-B,
-//   1 thread, one 8-round call: 17.5 -> 14.9 ms per inference (docs/benchmarks.md, session 12)
-//   V8 path (build without libxsmm, AVX2 clone, same EPYC, in-model sum over 12 layers): 64-key blocks
-//   6.85 ms, 256-key blocks (one pass, K^T and V copied once per head and thread; kept) 5.07 ms
-// Timings: CPU time (min of 5) on this machine (Xeon @ 2.5 GHz, AVX-512 capable, 2 cores shared with
-// other builds: load average ~6 while measuring, so wall times were 2-3x these and 2-thread runs meaningless).
+// Variants and one current figure each (BM_Mha in tests/kernels/kernels_bench.cpp, fused, 1 thread, on the
+// 2-core AMD EPYC dev machine; more in docs/benchmarks.md):
+//   libxsmm tiles with AVX-512 row max / exp / sum (x86-64 with EDGEVIT_LIBXSMM): ViT-Ti shape 325 us,
+//     ViT-B shape (12 heads) 1338 us
+//   V8 vector-extension 4x16 register blocks (builds without libxsmm, e.g. aarch64): ViT-Ti in-model, 12
+//     layers, 5.07 ms
+//   explicit (OpenBLAS sgemm per (b, h) + vectorised softmax): ViT-Ti shape 0.46 ms per layer
 #include <cblas.h>
 #include <omp.h>
 
@@ -138,8 +125,8 @@ EV_ALWAYS_INLINE void apply_mask(float* __restrict row, const uint8_t* __restric
     for (int j = 0; j < n; ++j) row[j] = mask[j] != 0 ? row[j] : neg_inf;
 }
 
-// Max of row (n). kNR independent running maxima, so the loop vectorises (one max chain over the row
-// stays scalar: it was a third of the fused kernel's own time).
+// Max of row (n). kNR independent running maxima, so the loop vectorises (a single max chain over the row
+// stays scalar and costs about a third of the fused kernel's own time).
 EV_ALWAYS_INLINE float max_of(const float* __restrict row, int n) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   float lane[kNR];
