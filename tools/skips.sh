@@ -16,6 +16,7 @@
 allowed=(
   "*|no GPU"                                                  # CUDA tests and checks on a machine without one
   "*|no gpiochip"                                             # GPIO hardware tests on a machine without GPIO lines
+  "*|no stored CPU output hashes for this instruction set"   # cpu_bits_test: bit hashes exist per ISA key
   "hardening|sanitizer build"                                 # exact malloc counters: the sanitizer owns malloc
   "hardening|ASan maps shadow pages"                          # stack-growth test: ASan's fake stacks
   "cross|too slow under emulation"                            # EDGEVIT_SKIP_IF_EMULATED (runs in the native stages)
