@@ -8,7 +8,7 @@
 //
 // What it brings: Engine (runtime/engine.h), Plan (runtime/plan.h: arena and total bytes, plan hash),
 // ModelSpec and load_model_spec (runtime/config.h), DeviceProfile and the profile registry / detection
-// (platform/), Status and Result (runtime/status.h), image decoding (runtime/inputs.h) and labels. Those
+// (platform/), Status and Result (base/status.h), image decoding (runtime/inputs.h) and labels. Those
 // headers are installed beside this one; kernels and the executor are not part of the API. The C++ API
 // follows the library's version (no ABI promise across versions); the C API (edgevit.h) is the stable one.
 // Errors are values (Status / Result); nothing here throws except std::bad_alloc.
@@ -26,7 +26,7 @@
 #include "runtime/inputs.h"
 #include "runtime/model_spec.h"
 #include "runtime/plan.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

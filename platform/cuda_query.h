@@ -5,7 +5,7 @@
 #include <string>
 
 #include "platform/device_profile.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

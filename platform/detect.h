@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "platform/device_profile.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -10,7 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 
 namespace edgevit {
 

@@ -1,5 +1,5 @@
 // Device profiles on disk: config/devices/NAME.yaml <-> DeviceProfile, and where to look for them.
-// Schema (every key, unit, default, range): docs/config.md. Loading goes through runtime/yaml_guard, so
+// Schema (every key, unit, default, range): docs/config.md. Loading goes through base/yaml_guard, so
 // errors read "<file>:<line>:<col>: <key.path>: <reason>" (kConfigError).
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "platform/device_profile.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

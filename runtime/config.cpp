@@ -8,7 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 
 namespace edgevit {
 

@@ -1,12 +1,12 @@
 // Model configs: config/models/*.yaml <-> ModelSpec (runtime/model_spec.h). The schema, with every key,
-// type, default and range, is documented in docs/config.md. Text goes through runtime/yaml_guard before
+// type, default and range, is documented in docs/config.md. Text goes through base/yaml_guard before
 // yaml-cpp sees it; every error is a kConfigError "<file>:<line>:<col>: <key.path>: <reason>".
 #pragma once
 
 #include <string>
 
 #include "runtime/model_spec.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

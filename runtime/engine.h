@@ -14,7 +14,7 @@
 #include "runtime/model_spec.h"
 #include "runtime/labels.h"  // load_labels, for the programs that print class names
 #include "runtime/plan.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "runtime/model_spec.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <new>
 
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 #include "runtime/safetensors.h"
 #include "runtime/stb_image_impl.h"
 

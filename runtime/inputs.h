@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/model_spec.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 
@@ -58,7 +58,7 @@ struct InputBatch {
 
 // An image file (one image) or a safetensors file whose tensor `input` is [N, C, H, W] (F32/F16/BF16;
 // other tensors ignored). Chosen by content: safetensors if it starts like one, else an image. Regular
-// files only (runtime/file_io.h), at most kMaxInputBytes. Every problem with the file's contents, a
+// files only (base/file_io.h), at most kMaxInputBytes. Every problem with the file's contents, a
 // malformed safetensors header included, is kInputError naming the file (and the tensor).
 Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spec);
 

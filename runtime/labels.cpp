@@ -1,6 +1,6 @@
 #include "runtime/labels.h"
 
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 
 namespace edgevit {
 

@@ -1,5 +1,5 @@
 // Labels files: one class name per line, named by a model config's `labels:` key. Read through
-// ReadOnlyFile (runtime/file_io.h): regular files only, bounded before anything is read.
+// ReadOnlyFile (base/file_io.h): regular files only, bounded before anything is read.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -24,7 +24,7 @@
 #include "platform/device_profile.h"
 #include "runtime/graph.h"
 #include "runtime/model_spec.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; so is every target");
 

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

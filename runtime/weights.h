@@ -36,7 +36,7 @@
 
 #include "runtime/model_spec.h"
 #include "runtime/safetensors.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/daemon/protocol.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit::daemon {
 

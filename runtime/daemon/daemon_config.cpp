@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 
 namespace edgevit::daemon {
 

@@ -1,5 +1,5 @@
 // edgevitd's configuration (config/daemon/edgevitd.yaml; every key documented in docs/daemon.md).
-// Read through runtime/yaml_guard like every edgevit config: errors are kConfigError
+// Read through base/yaml_guard like every edgevit config: errors are kConfigError
 // "<file>:<line>:<col>: <key.path>: <reason>"; unknown keys are errors.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit::daemon {
 

@@ -4,7 +4,7 @@
 //   edgevitd --model config/models/vit-digits.yaml --device host-cpu --socket /tmp/edgevitd.sock
 //
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads (the config file again, flags re-applied) on a
-// thread of its own, with a deadline. The handler only writes to a pipe; the main thread does the work. Exit codes: runtime/status.h exit_code_for (1 a
+// thread of its own, with a deadline. The handler only writes to a pipe; the main thread does the work. Exit codes: base/status.h exit_code_for (1 a
 // start-up self-test check failed, 3 config, 6 does not fit, 10 device (GPIO), ...).
 #include <fcntl.h>
 #include <malloc.h>

@@ -25,7 +25,7 @@
 
 #include "platform/gpio.h"
 #include "runtime/daemon/daemon_config.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit::daemon {
 

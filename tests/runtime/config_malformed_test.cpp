@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/config.h"
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {

@@ -13,7 +13,7 @@
 
 #include "platform/device_registry.h"
 #include "runtime/config.h"
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {

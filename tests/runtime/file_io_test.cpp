@@ -1,8 +1,8 @@
-// ReadOnlyFile (runtime/file_io.h) and every loader that reads a path through it: a FIFO, a character
+// ReadOnlyFile (base/file_io.h) and every loader that reads a path through it: a FIFO, a character
 // device and a directory are refused by name, at once (a FIFO with no writer used to block the reader
 // forever; /dev/zero grew a labels load to 2.2 GB, issue #22 items 5 and 6), and sizes are capped before
 // anything is read.
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

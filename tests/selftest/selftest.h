@@ -28,7 +28,7 @@
 #include "platform/detect.h"
 #include "platform/device_profile.h"
 #include "runtime/plan.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 class GpioBackend;  // platform/gpio.h

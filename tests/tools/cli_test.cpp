@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "runtime/safetensors.h"
-#include "runtime/status.h"
+#include "base/status.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {

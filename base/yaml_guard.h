@@ -19,7 +19,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace edgevit {
 
@@ -35,7 +35,7 @@ struct YamlLimits {
 Status check_yaml_text(const std::string& text, const std::string& display_name,
                        const YamlLimits& limits = YamlLimits());
 
-// Reads a whole config file through ReadOnlyFile (runtime/file_io.h), refusing files larger than max_bytes
+// Reads a whole config file through ReadOnlyFile (base/file_io.h), refusing files larger than max_bytes
 // before reading them (kNotFound when missing, kIoError when unreadable or not a regular file: a FIFO, a
 // device or a directory; kConfigError when too large).
 Result<std::string> read_config_file(const std::string& path, size_t max_bytes = YamlLimits().max_bytes);

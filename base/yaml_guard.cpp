@@ -1,4 +1,4 @@
-#include "runtime/yaml_guard.h"
+#include "base/yaml_guard.h"
 
 #include <yaml-cpp/eventhandler.h>
 
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 
 namespace edgevit {
 namespace {
