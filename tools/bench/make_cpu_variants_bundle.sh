@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Builds CPU-only edgevit variants (EDGEVIT_CUDA=OFF, Release) that differ only by experiment switches
 # (EDGEVIT_EXP_DEFS: compile definitions that reach kernels/cpu/gemm_packed.cpp and runtime/backend_cpu.cpp
-# only; docs/notes/cpu_gemm.md) and bundles them for the lent machine's 16-core host, where
+# only; docs/journal/cpu-gemm-history.md) and bundles them for the lent machine's 16-core host, where
 # tools/bench/cpu_vs_ort.py --variant LABEL=PATH times them against ONNX Runtime, alternated per round.
 # The switches are an experiment, not product code: they live in tools/bench/cpu_gemm_variants.patch
 # (session 4's cpu-exp branch), which this script applies to a throw-away worktree of HEAD
 # (build-exp-tree/, git-ignored) when the tree it runs from does not have them.
 # One Ninja build directory: switching variants recompiles the two files and relinks.
 # Writes DEST/variants.tar.gz (edgevit-LABEL for each variant and lib/, the non-glibc shared libraries as
-# make_cpu_bundle.sh copies them: ~20 MB packed, ~58 MB unpacked, OpenBLAS alone 36 MB), DEST/variants.txt
-# (label, definitions, source revision, sha256 prefix) and DEST/run.sh (the device-side command, which
+# tools/lib/bundle_libs.sh copies them: ~20 MB packed, ~58 MB unpacked, OpenBLAS alone 36 MB),
+# DEST/variants.txt (label, definitions, source revision, sha256 prefix) and DEST/run.sh (the device-side command, which
 # unpacks into /tmp/cpuexp/bundle).
 # Usage: tools/bench/make_cpu_variants_bundle.sh [DEST]   (default: this tree's .bundle-cpuexp)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:-$root/.bundle-cpuexp}
 cd "$root"
+. tools/lib/bundle_libs.sh
 if ! grep -q EDGEVIT_EXP_DEFS kernels/CMakeLists.txt; then
   tree=$root/build-exp-tree
   git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
@@ -51,10 +52,7 @@ for v in "${variants[@]}"; do
 done
 # Back to the base build, so the directory's binary is the default one.
 cmake -S . -B "$build" -DEDGEVIT_EXP_DEFS= >/dev/null
-ldd "$stage/edgevit-base" | awk '/=>/ {print $3}' |
-  grep -v -E '/lib(c|m|dl|rt|pthread|gcc_s|stdc\+\+)\.so' | while read -r lib; do
-    cp -L "$lib" "$stage/lib/"
-  done
+bundle_libs "$stage/lib" "$stage/edgevit-base"
 tar -C "$stage" -czf "$dest/variants.tar.gz" .
 rm -rf "$stage"
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds tools/bench/gemm_bench.cpp (the ViT GEMM shapes through OpenBLAS tiles, edgevit's libxsmm
 # PackedLinear, oneDNN's dnnl_sgemm and matmul primitive, BLIS) against BUILD's edgevit_kernels and copies
-# it, BUILD/bin/edgevit and every non-glibc shared library they need into .bundle-gemm/ (git-ignored
-# locally through .git/info/exclude), to run on another x86-64 machine (the lent GPU machine's 16-core
-# host). Needs libdnnl-dev, libblis-openmp-dev, libxsmm-dev, libbenchmark-dev.
+# it, BUILD/bin/edgevit and every non-glibc shared library they need (tools/lib/bundle_libs.sh) into
+# .bundle-gemm/ (git-ignored locally through .git/info/exclude), to run on another x86-64 machine (the lent
+# GPU machine's 16-core host). Needs libdnnl-dev, libblis-openmp-dev, libxsmm-dev, libbenchmark-dev.
 # Usage: tools/bench/make_gemm_bundle.sh [BUILD]   (default build-gemm; build target edgevit first)
 # Then:  .bundle-gemm/run gemm_bench --benchmark_filter=threads:1
 set -euo pipefail
@@ -24,10 +24,8 @@ g++ -fopenmp .bundle-gemm/gemm_bench.o "$build/kernels/libedgevit_kernels.a" /us
   -o .bundle-gemm/gemm_bench -lopenblas -L"$blis_lib" -lblis -ldnnl -lbenchmark -lpthread -ldl
 rm .bundle-gemm/gemm_bench.o
 cp "$build/bin/edgevit" .bundle-gemm/
-for exe in .bundle-gemm/gemm_bench .bundle-gemm/edgevit; do
-  ldd "$exe" | awk '/=>/ {print $3}' | grep -v -E '/lib(c|m|dl|rt|pthread|gcc_s|stdc\+\+)\.so' |
-    while read -r lib; do cp -L "$lib" .bundle-gemm/lib/; done
-done
+. tools/lib/bundle_libs.sh
+bundle_libs .bundle-gemm/lib .bundle-gemm/gemm_bench .bundle-gemm/edgevit
 cat >.bundle-gemm/run <<'EOF'
 #!/bin/sh
 # .bundle-gemm/run PROGRAM ARGS...: runs a bundled program against the bundled libraries.

@@ -25,4 +25,5 @@ nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC,-Wall,-Wextra --expt-relaxed-conste
 nvcc -std=c++17 -O3 -I"$root" "${gencode[@]}" tools/gpu/sm80_ceilings.cu -o .bundle/sm80_ceilings
 echo "bundle:"; ls -la .bundle
 echo "non-glibc, non-CUDA libraries needed (should be none):"
-ldd .bundle/mha_cuda_test .bundle/libedgevit_mha_bench.so .bundle/sm80_ceilings | grep -v -E 'linux-vdso|ld-linux|lib(c|m|dl|rt|pthread|gcc_s|stdc\+\+)\.so|libcu(dart|blasLt)\.so' | grep '=>' || true
+. tools/lib/bundle_libs.sh
+bundle_libs_list .bundle/mha_cuda_test .bundle/libedgevit_mha_bench.so .bundle/sm80_ceilings

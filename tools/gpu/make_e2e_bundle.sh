@@ -4,8 +4,9 @@
 #   payload.tar.xz  bin/: edgevit, edgevit-selftest, ops_cuda_test, cuda_engine_test, mha_cuda_test
 #                   (sm_87 + sm_90 SASS)
 #                   lib/: the shared libraries they need beyond glibc, libstdc++ (the GPU machine's is newer)
-#                   and CUDA's own (yaml-cpp, spdlog, fmt, OpenBLAS, ...); xz-compressed: OpenBLAS alone is
-#                   36 MB, the whole payload 8 MB compressed (the working tree that travels is capped at 64 MiB)
+#                   and CUDA's own (yaml-cpp, spdlog, fmt, OpenBLAS, ...: tools/lib/bundle_libs.sh);
+#                   xz-compressed: OpenBLAS alone is 36 MB, the whole payload 8 MB compressed (the working
+#                   tree that travels is capped at 64 MiB)
 #   golden/         ../shared/testdata/golden (the tests read it; ../shared does not travel with the checkout)
 # Same approach as tools/gpu/make_bundle.sh (attention kernels), for the whole runtime.
 #   usage: tools/gpu/make_e2e_bundle.sh [BUILD_DIR]     (default build-cb)
@@ -14,6 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-cb}
 bundle=$root/build-e2e-bundle
 cd "$root"
+. tools/lib/bundle_libs.sh
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"
 cmake --build "$build" -j2 --target edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test footprint_cuda_test
 rm -rf "$bundle"
@@ -23,9 +25,7 @@ mkdir -p "$stage/bin" "$stage/lib" "$bundle/golden"
 for b in edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test footprint_cuda_test; do cp "$build/bin/$b" "$stage/bin/"; done
 strip --strip-debug "$stage"/bin/*
 cp "$root"/../shared/testdata/golden/* "$bundle/golden/"
-ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas(Lt)?)\.so' |
-  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+bundle_libs "$stage/lib" "$stage"/bin/*
 tar cf - -C "$stage" bin lib | xz -T2 -6 >"$bundle/payload.tar.xz"
 tar tJvf "$bundle/payload.tar.xz"
 echo "bundle ($(du -sh "$bundle" | cut -f1)):"; ls -la "$bundle"
