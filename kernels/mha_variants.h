@@ -7,7 +7,7 @@
 // for each row it skips, why. A row may be limited to a range of grid sizes (blocks per SM, from batch x heads
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
-// tools/gpu/bench_mha.py on an H100 (docs/notes/mha.md, session 7 unless noted), for D = 64:
+// tools/gpu/bench_mha.py on an H100 (docs/journal/mha-history.md, session 7 unless noted), for D = 64:
 //   q16_w4_kv128_s2_ks4 first for launches of at most 16 query rows (the class-token tail's one query per
 //     image and head), whatever the grid: one 16-row group whose 4 warps split the keys (the grid-sized rows
 //     ran 1 valid row in blocks of 128: 33.5 us for ViT-B/16 batch 64's tail; session 6).

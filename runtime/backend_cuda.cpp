@@ -41,7 +41,7 @@
 //
 // Attention rows (EngineOptions::tune_attention, on by default; `--no-attention-tuning` turns it off): the
 // kernel table's windows (kernels/mha_variants.h) were measured on an H100, and where a grid's last wave is
-// nearly empty the row they pick can lose by 15-20% to another (docs/notes/mha.md, session 8). So for each
+// nearly empty the row they pick can lose by 15-20% to another (docs/kernels-mha.md, start-up tuning). So for each
 // captured size and each attention launch shape (full blocks; the class-token tail), after that size's
 // warm-up forward has left finite activations in the arena, init times every row the device can run
 // (mha_eligible_rows) as a captured chain of up to kAttnChain launches (as many as fit in kAttnChainMs, from

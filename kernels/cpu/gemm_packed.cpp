@@ -10,7 +10,7 @@
 // block (lda = w), B = x rows [r0, r0 + mt) (ldb = K) and C = y[r0:r0+mt, c0:c0+w] (ldc = N).
 //
 // Variants and what they measured (tools/bench/gemm_bench.cpp, 16-core lent host, us per GEMM, 1 / 16
-// threads; full table and caveats in docs/notes/cpu_gemm.md):
+// threads; full table and caveats in docs/kernels-cpu-gemm.md):
 //   ViT-Ti qkv 197x576x192: OpenBLAS tiles (linear_f32) 345 / 125, this (kept) 307 / 53,
 //     oneDNN matmul with packed weights 401 / 52 (allocates 7x per execute: unusable in infer()),
 //     BLIS 0.9 618 / 103
@@ -18,7 +18,7 @@
 // Serial runs of GEMMs with K > N (fc2) take the K chunks outermost (PackedTiling::k_outer), so each input
 // chunk is read from L2 for every column block: on the 16-core host, one core, xsmm_tile_bench's whole fc2
 // reaches 92.2% of the FMA peak with weights from L3 and 87.6% from DRAM with AL2 prefetch
-// (docs/notes/cpu_gemm.md).
+// (docs/kernels-cpu-gemm.md).
 #include <omp.h>
 
 #include <algorithm>
@@ -177,7 +177,7 @@ void PackedLinear::run(const float* x,     // (M, K)
   const bool prefetch = prefetch_kernels_[0] != nullptr && (serial || chunk >= row_tiles);
   // The first row tile of a block whose successor is a full block prefetches that successor's chunks into L2
   // (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each block's
-  // first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/notes/cpu_gemm.md).
+  // first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/kernels-cpu-gemm.md).
   const auto prefetches_next = [&](int c0, int h) {
     return prefetch && h == tr && c0 + 2 * col_block_ <= n && col_block_ >= kMinRowSafeWidth;
   };

@@ -58,7 +58,7 @@ bool cpu_packed_gemm_available();
 // The GEMM library that serves linear layers in this build on this CPU, for the user.
 const char* cpu_gemm_library();
 
-// PackedLinear's tile geometry (tuning; docs/notes/cpu_gemm.md). col_block 0 (the default) picks
+// PackedLinear's tile geometry (tuning; docs/kernels-cpu-gemm.md). col_block 0 (the default) picks
 // PackedLinear::auto_col_block(N); any other must be a multiple of 16 in [16, 128], tile_rows in
 // [1, PackedLinear::kMaxTileRows] and k_chunk >= 1, else init() refuses it. A fixed geometry gives the same bits
 // on every run, thread count and batch row. Between geometries the bits stay the same where N has no column tail
@@ -80,7 +80,7 @@ struct PackedTiling {
   // smaller) once per chunk. The first row tile of each (chunk, block) prefetches the next block's chunk (with
   // prefetch_next_block). -1 (auto): where K > N (the MLP's second GEMM), 0: never, 1: always. Speed only: the
   // same kernels and the same K order per output element, so the same bits. Not with lead rows (the class-token
-  // tail's qkv runs the usual order). Figures: docs/benchmarks.md, docs/notes/cpu_gemm.md.
+  // tail's qkv runs the usual order). Figures: docs/benchmarks.md, docs/kernels-cpu-gemm.md.
   int k_outer = -1;
 };
 
@@ -91,7 +91,7 @@ class PackedLinear {
   // team); tiles are the unit of OpenMP work and their bounds depend on the shape only, never on the thread
   // count, so results do not.
   // Why 48: on Sapphire Rapids libxsmm's 48-wide kernel (3 registers x 8 tokens) keeps more of the core's peak
-  // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/notes/cpu_gemm.md).
+  // than the 64-wide one (4 x 6), whose 64 KB weight chunk does not fit the 48 KB L1 (docs/kernels-cpu-gemm.md).
   // Where 48 does not divide N, 64: 48 could leave a tail narrower than kMinRowSafeWidth (vit-digits' N = 64
   // and 256), which runs row by row.
   static int auto_col_block(int n) { return n % 48 == 0 ? 48 : 64; }

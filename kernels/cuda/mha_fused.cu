@@ -13,7 +13,7 @@
 // whose rows all lie past Sq skip the arithmetic.
 //
 // Variants: the rows of kMhaVariants (kernels/mha_variants.h), flash_fwd_f16_d{D}_q{rows}_w{warps}_kv{keys}
-// _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/notes/mha.md):
+// _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/kernels-mha.md):
 //   v1 (16-row warps, exp2f, mask test on every tile, 131 regs): d64 B64 H12 S197: 96 us (q64_w4);
 //     0.37-0.68x of the best torch SDPA backend over the six ViT shapes.
 //   v2 (ex2.approx + FFMA scale, mask test only where needed, 128-register target, optional 32-row warps):

@@ -107,7 +107,7 @@ BENCHMARK(BM_Mha)
 // 1 proj 768x768, 2 fc1 3072x768, 3 fc2 768x3072), col_block (0: auto), tile_rows, k_chunk, prefetch of the next
 // block (0/1), threads. Meant to be run with --benchmark_enable_random_interleaving=true
 // --benchmark_repetitions=N: the "min" statistic (the least disturbed repetition) is what compares geometries on
-// a noisy host (docs/notes/cpu_gemm.md).
+// a noisy host (docs/kernels-cpu-gemm.md).
 void BM_PackedTiling(benchmark::State& st) {
   const int shapes[4][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
   const Epilogue eps[4] = {Epilogue::kNone, Epilogue::kResidualAdd, Epilogue::kGelu, Epilogue::kResidualAdd};

@@ -94,7 +94,7 @@ bool named(const MhaChoice& c, const char* fragment) {
 }
 
 TEST(MhaVariants, GridWindowsPickRowsByBlocksPerSm) {
-  // H100 (132 SMs): the measured winners of tools/gpu/bench_mha.py per grid size (docs/notes/mha.md).
+  // H100 (132 SMs): the measured winners of tools/gpu/bench_mha.py per grid size (docs/kernels-mha.md).
   const MhaGrid large{64, 12, 197, 132}, tiny{1, 12, 197, 132}, b8{8, 12, 197, 132}, s577{16, 6, 577, 132};
   const MhaChoice l = choose_mha(90, kH100Optin, 64, true, false, &large);
   EXPECT_TRUE(named(l, "_q128_w4_kv32_s2_qs")) << l.reason;

@@ -1,5 +1,5 @@
 // fma_peak: fp32 FMA throughput of this machine's cores (AVX-512: 12 independent zmm FMA chains per thread), the
-// ceiling the CPU GEMMs are measured against (docs/notes/cpu_gemm.md). Built by hand: g++ -O2 -fopenmp.
+// ceiling the CPU GEMMs are measured against (docs/kernels-cpu-gemm.md). Built by hand: g++ -O2 -fopenmp.
 // usage: fma_peak [threads...]   (default 1 2); prints GFLOP/s per thread and in total, best of 5 runs.
 #include <immintrin.h>
 #include <omp.h>

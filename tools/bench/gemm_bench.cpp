@@ -1,5 +1,5 @@
 // gemm_bench: the ViT GEMM shapes (batch 1: M = 197 tokens, head M = 1) through each candidate GEMM
-// provider, at 1 and 2 threads. Chooses the CPU backend's GEMM library (docs/notes/cpu_gemm.md).
+// provider, at 1 and 2 threads. Chooses the CPU backend's GEMM library (docs/kernels-cpu-gemm.md).
 //   Linear/...    edgevit's linear_f32 (OpenBLAS sgemm per OpenMP tile; what the backend ran before)
 //   DnnlSgemm/... oneDNN's dnnl_sgemm (no pre-packing; oneDNN's own OpenMP threading)
 //   DnnlMatmul/.. oneDNN matmul primitive, weights reordered once into the primitive's layout

@@ -1,7 +1,7 @@
 // Throughput ceilings of the SM80-class instructions the fused attention kernel is made of, measured on the
 // GPU it runs on: mma.sync m16n8k16 (fp16 x fp16 -> fp32), ldmatrix.x4 (shared-memory bandwidth) and
 // ex2.approx (the softmax's MUFU op). They bound what any mma.sync kernel can reach on that GPU, whatever its
-// tiling: docs/notes/mha.md compares the attention times against them. Hopper's wgmma is not SM80-class and
+// tiling: docs/kernels-mha.md compares the attention times against them. Hopper's wgmma is not SM80-class and
 // not measured here (cuBLAS's matmul rate in tools/gpu/bench_mha.py is that ceiling).
 //   build: nvcc -std=c++17 -O3 -arch=sm_90 -I. tools/gpu/sm80_ceilings.cu -o sm80_ceilings   (tools/gpu/make_bundle.sh)
 //   usage: sm80_ceilings          prints one line per instruction: rate per SM per clock and per second
