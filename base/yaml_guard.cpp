@@ -1,419 +1,18 @@
+// The typed side of base/yaml_guard.h: parse_yaml_mapping (after check_yaml_text, base/yaml_limits.cpp,
+// has checked the text) and ConfigMap, the strict schema reader.
 #include "base/yaml_guard.h"
 
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <locale>
 #include <sstream>
-#include <system_error>
 
 #include "base/file_io.h"
 
 namespace edgevit {
 namespace {
-
-std::string position(const std::string& display_name, int line, int col) {
-  return display_name + ":" + std::to_string(line) + ":" + std::to_string(col);
-}
-
-Status text_error(const std::string& display_name, int line, int col, const std::string& reason) {
-  return config_error(position(display_name, line, col) + ": " + reason);
-}
-
-// Pass 1: bytes. UTF-8 well-formedness (no overlongs, surrogates or > U+10FFFF), no NUL, no C0 control
-// other than tab/LF/CR, no DEL.
-Status check_bytes(const std::string& text, const std::string& display_name) {
-  int line = 1;
-  int col = 1;
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      if (c == 0) return text_error(display_name, line, col, "NUL byte in text");
-      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
-        char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02x", c);
-        return text_error(display_name, line, col, std::string("control character ") + hex + " in text");
-      }
-      // CRLF line ends are fine; a lone CR is a line break in YAML but part of the scalar for yaml-cpp 0.7
-      // (`path: x.safetensors\r` loaded with the CR in the file name; found by fuzz_model_config as a
-      // failed save/parse round trip).
-      if (c == '\r' && (i + 1 >= n || s[i + 1] != '\n'))
-        return text_error(display_name, line, col, "carriage return not followed by a line feed (use LF or CRLF line ends)");
-      if (c == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    uint32_t min_cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2, cp = c & 0x1f, min_cp = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3, cp = c & 0x0f, min_cp = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4, cp = c & 0x07, min_cp = 0x10000;
-    } else {
-      return text_error(display_name, line, col, "invalid UTF-8 byte");
-    }
-    if (i + len > n) return text_error(display_name, line, col, "truncated UTF-8 sequence");
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xc0) != 0x80) return text_error(display_name, line, col, "invalid UTF-8 sequence");
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if (cp < min_cp || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return text_error(display_name, line, col, "invalid UTF-8 sequence");
-    }
-    i += len;
-    ++col;
-  }
-  return Status::Ok();
-}
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-// yaml-cpp 0.7 starts a comment at a '#' wherever a token may start, with or without the space YAML asks
-// for: after a block scalar header (`>#`, `|-#`, Scanner::ScanBlockScalar) and after `[`, `{`, `,`, `]`,
-// `}` or a closing quote (Scanner::ScanToNextToken). The guard would read the rest of that line as text,
-// yaml-cpp skips it: `>#a: [` is a block scalar to yaml-cpp and a flow collection to the guard, so a ','
-// at the top of a later line looked to the guard like an entry of that collection while yaml-cpp looped on
-// it (finding 16 in docs/reliability.md). Refused: the two readings must not differ.
-Status glued_comment(const std::string& display_name, int line, int col, const std::string& after) {
-  return text_error(display_name, line, col,
-                    "'#' directly after '" + after +
-                        "': a comment needs a space before it (yaml-cpp 0.7 would skip the rest of the line as one)");
-}
-
-// Pass 2: structure, one linear scan with a little state (quotes and flow brackets span lines; block
-// scalars are skipped by indentation). It approximates the YAML grammar conservatively: it may count a
-// level too many, never too few, and treats `&`/`*` at the start of a node as anchor/alias.
-Status check_structure(const std::string& text, const std::string& display_name, const YamlLimits& limits) {
-  const size_t n = text.size();
-  std::vector<int> indents;  // block indentation stack; bounded by max_depth (checked below)
-  indents.reserve(static_cast<size_t>(limits.max_depth) + 2);
-  int flow_depth = 0;
-  int flow_open_line = 0, flow_open_col = 0;  // where the outermost open flow collection started
-  char flow_open = 0;
-  std::string flow_stack;  // the open brackets, innermost last; bounded by max_depth (checked on push)
-  flow_stack.reserve(static_cast<size_t>(limits.max_depth) + 1);
-  char quote = 0;             // '"' or '\'' while inside a quoted scalar
-  int block_scalar_indent = -1;  // inside a `|`/`>` scalar: the indentation of its header line
-  int block_scalar_need = 0;     // ...and the indentation its text lines need, as yaml-cpp 0.7 counts it
-  bool block_scalar_detect = false;  // ...still raised by leading blank lines (no text line yet, no digit)
-  int line = 0;
-  // A plain scalar that no ':' makes a key, as a document's first node or first on a line indented no
-  // deeper than that node (where yaml-cpp is back at the top level): edgevit needs a mapping there, and
-  // yaml-cpp 0.7 runs such a scalar on over the following lines (`V\n- | #\n ,` is one scalar "V - |"
-  // and a top-level ',', which loops it; ` :\n7\n| #\n ,` too), where the guard would read a block scalar
-  // header and skip the ','. Refused with the message parse_yaml_mapping gives a scalar (found by
-  // fuzz_device_profile).
-  bool root_seen = false;
-  int root_col = 0;  // 0-based column of the document's first node
-  int root_plain_line = 0, root_plain_col = 0;
-  bool line_has_key = false;
-
-  size_t i = 0;
-  while (i < n) {
-    ++line;
-    const size_t line_start = i;
-    size_t line_end = text.find('\n', i);
-    if (line_end == std::string::npos) line_end = n;
-    i = line_end + 1;
-
-    size_t p = line_start;
-    auto here = [&](size_t pos) { return static_cast<int>(pos - line_start) + 1; };
-
-    // Indentation (only meaningful in block context, outside quoted scalars).
-    size_t first = p;
-    while (first < line_end && (text[first] == ' ' || text[first] == '\t')) ++first;
-    const bool blank = first >= line_end || text[first] == '#' || (text[first] == '\r' && first + 1 >= line_end);
-    const int indent = static_cast<int>(first - line_start);
-
-    if (block_scalar_indent >= 0) {
-      // yaml-cpp 0.7 (ScanScalar) takes the text's indentation from the first text line, raised by any
-      // longer run of spaces on blank lines before it (or from the header's digit), and ends the scalar
-      // at the first non-blank line indented less, a comment line included; the lines after it are
-      // tokens again. Lines merely deeper than the header are not enough: `|\n  x\n ,`, `|\n  \n ,` and
-      // `>\n#\n  ,` loop yaml-cpp like a leading ',' (found by fuzz_model_config and fuzz_device_profile).
-      const bool empty = first >= line_end || (text[first] == '\r' && first + 1 >= line_end);
-      size_t spaces_end = line_start;
-      while (spaces_end < line_end && text[spaces_end] == ' ') ++spaces_end;
-      const int spaces = static_cast<int>(spaces_end - line_start);
-      if (empty) {
-        if (block_scalar_detect) block_scalar_need = std::max(block_scalar_need, spaces);
-        continue;
-      }
-      if (spaces >= block_scalar_need) {
-        if (block_scalar_detect) block_scalar_need = spaces;
-        block_scalar_detect = false;
-        continue;
-      }
-      block_scalar_indent = -1;
-    }
-
-    bool node_start = true;   // the next token starts a node (anchor, alias, tag, quote, flow, block scalar)
-    line_has_key = false;
-    bool line_first = quote == 0 && flow_depth == 0;  // no token of this line seen yet
-    int dash_levels = 0;
-    if (quote == 0 && flow_depth == 0) {
-      if (blank) continue;
-      const size_t tab = text.find('\t', line_start);
-      if (tab != std::string::npos && tab < first) {
-        return text_error(display_name, line, here(tab), "tab character in indentation (YAML indents with spaces)");
-      }
-      if (text[first] == '%') continue;  // directive line
-      if (text.compare(first, 3, "---") == 0 && indent == 0 &&
-          (first + 3 >= line_end || is_space(text[first + 3]))) {
-        indents.clear();
-        root_seen = false;
-        p = first + 3;
-      } else if (text.compare(first, 3, "...") == 0 && indent == 0 &&
-                 (first + 3 >= line_end || is_space(text[first + 3]))) {
-        indents.clear();
-        root_seen = false;
-        p = first + 3;  // yaml-cpp scans on after a document end marker: `... ,x` loops it too (fuzzers)
-      } else {
-        while (!indents.empty() && indents.back() >= indent) indents.pop_back();
-        indents.push_back(indent);
-        p = first;
-      }
-    }
-
-    auto depth = [&]() { return static_cast<int>(indents.size()) + dash_levels + flow_depth; };
-    auto too_deep = [&](size_t pos) {
-      return text_error(display_name, line, here(pos),
-                        "nesting deeper than " + std::to_string(limits.max_depth) + " levels");
-    };
-    if (depth() > limits.max_depth) return too_deep(p);
-
-    char prev = ' ';  // previous character on this line (space at line start)
-    while (p < line_end) {
-      const char c = text[p];
-      if (quote == '"') {
-        if (c == '\\') {
-          // yaml-cpp 0.7 decodes the escapes \_ (U+00A0) and \N (U+0085) to one raw byte, not UTF-8: the
-          // string it returns is invalid UTF-8 (found by fuzz_model_config as a failed save/parse round trip).
-          const char e = p + 1 < line_end ? text[p + 1] : '\0';
-          if (e == '_' || e == 'N')
-            return text_error(display_name, line, here(p),
-                              std::string("escape '\\") + e +
-                                  "' is not supported (yaml-cpp decodes it to invalid UTF-8; write the character itself)");
-          p += 2;
-          continue;
-        }
-        if (c == '"') {
-          quote = 0;
-          node_start = true;  // see below
-        }
-        prev = c;
-        ++p;
-        continue;
-      }
-      if (quote == '\'') {
-        if (c == '\'') {
-          if (p + 1 < line_end && text[p + 1] == '\'') {
-            p += 2;
-            continue;
-          }
-          quote = 0;
-          // yaml-cpp's scanner starts a new token after a quoted scalar or a flow collection, whatever
-          // the grammar says: `'a' ,x`, `[a],x` or `"" "",x` loop like a leading ',' and `"a" "b"` is
-          // two scalars (found by fuzz_model_config and fuzz_device_profile). So does the guard.
-          node_start = true;
-        }
-        prev = c;
-        ++p;
-        continue;
-      }
-      if (is_space(c)) {
-        prev = c;
-        ++p;
-        continue;
-      }
-      if (c == '#') {
-        if (is_space(prev)) break;  // comment to end of line
-        if (node_start) return glued_comment(display_name, line, here(p), std::string(1, prev));
-      }
-      const bool next_is_space = p + 1 >= line_end || is_space(text[p + 1]);
-      if ((!root_seen || (line_first && indent <= root_col)) && node_start && quote == 0 && flow_depth == 0 &&
-          c != '!' && c != '&') {
-        if (!root_seen) root_col = here(p) - 1;
-        root_seen = true;
-        const bool indicator = std::strchr(",[]{}#&*!|>'\"%@`", c) != nullptr ||
-                               ((c == '-' || c == '?' || c == ':') && next_is_space);
-        if (!indicator) {
-          root_plain_line = line;
-          root_plain_col = here(p);
-        }
-      }
-      if (c != '!' && c != '&') line_first = false;
-
-      if (node_start) {
-        if (c == ',' && flow_depth == 0) {
-          // No plain scalar starts with ','; yaml-cpp 0.7 loops forever on a document that does (found by
-          // fuzz_model_config and fuzz_device_profile).
-          return text_error(display_name, line, here(p), "',' outside a flow collection ([...] or {...})");
-        }
-        if (c == '?' && next_is_space) {
-          // Explicit ("complex") mapping keys: no edgevit config needs one, and yaml-cpp 0.7's LoadAll
-          // never returns on `!x: a` followed by `? b` (found by fuzz_device_profile).
-          return text_error(display_name, line, here(p), "explicit mapping key ('? ') is not supported in edgevit configs");
-        }
-        if (c == '-' && next_is_space && flow_depth == 0) {
-          ++dash_levels;  // block sequence entry / explicit key: one more level on this line
-          if (depth() > limits.max_depth) return too_deep(p);
-          prev = c;
-          ++p;
-          continue;
-        }
-        if (c == '&' || c == '*') {
-          if (!limits.allow_aliases) {
-            return text_error(display_name, line, here(p),
-                              std::string(c == '&' ? "anchor" : "alias") +
-                                  " not allowed in edgevit configs (quote text that starts with '" + c + "')");
-          }
-        }
-        if (c == '&' || c == '!') {  // anchor or tag: skip the token, the node still starts after it
-          // A verbatim tag `!<...>` may hold any URI character. Otherwise the token ends where yaml-cpp 0.7
-          // ends it and the node starts right there, space or not: an anchor name at a blank or one of
-          // `,[]{}`, a shorthand tag (`!!str`, `!local`) at the first character outside its tag set
-          // (Exp::Tag: letters, digits, `-#;/?:@&=+$_.~*'()`, `%` and two hex digits; `!` between handle
-          // and suffix). So a ',' right after one meets the leading-',' check above: yaml-cpp loops
-          // forever on `!t,x` just as on `,x`, and on `!" ",x` (a tag `!`, then a quoted scalar; the
-          // guard took the quote for part of the tag; both found by fuzz_model_config).
-          const size_t close = c == '!' && p + 1 < line_end && text[p + 1] == '<' ? text.find('>', p) : std::string::npos;
-          if (close != std::string::npos && close < line_end) {
-            p = close + 1;
-          } else if (c == '&') {
-            while (p < line_end && !is_space(text[p]) && std::strchr(",[]{}", text[p]) == nullptr) ++p;
-          } else {
-            auto alnum = [](char ch) {
-              return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-            };
-            auto hex = [&](size_t k) { return k < line_end && alnum(text[k]) && (text[k] <= '9' || (text[k] | 0x20) <= 'f'); };
-            ++p;
-            while (p < line_end) {
-              const char t = text[p];
-              if (alnum(t) || (t != '\0' && std::strchr("-#;/?:@&=+$_.~*'()!", t) != nullptr)) {
-                ++p;
-              } else if (t == '%' && hex(p + 1) && hex(p + 2)) {
-                p += 3;
-              } else {
-                break;
-              }
-            }
-          }
-          prev = ' ';
-          continue;
-        }
-        if (c == '"' || c == '\'') {
-          quote = c;
-          node_start = false;
-          prev = c;
-          ++p;
-          continue;
-        }
-        if ((c == '|' || c == '>') && flow_depth == 0) {
-          // The header as yaml-cpp 0.7 scans it: the indicator, a chomping indicator and/or an indentation
-          // digit (either order), blanks, then a comment or the line end. Anything else is its "unexpected
-          // character in block scalar", so the guard reads on as usual.
-          auto chomping = [&](size_t k) { return k < line_end && (text[k] == '+' || text[k] == '-'); };
-          auto digit = [&](size_t k) { return k < line_end && text[k] >= '0' && text[k] <= '9'; };
-          size_t q = p + 1;
-          if (chomping(q)) {
-            ++q;
-            if (digit(q)) ++q;
-          } else if (digit(q)) {
-            ++q;
-            if (chomping(q)) ++q;
-          }
-          if (q < line_end && text[q] == '#') return glued_comment(display_name, line, here(q), text.substr(p, q - p));
-          int digit_value = 0;
-          for (size_t k = p + 1; k < q; ++k) {
-            if (digit(k)) digit_value = text[k] - '0';
-          }
-          while (q < line_end && is_space(text[q])) ++q;
-          if (q >= line_end || text[q] == '#') {
-            block_scalar_indent = indent;
-            // yaml-cpp needs the digit (or 1) plus the enclosing block collection's indentation, none at
-            // the top level. Only there can a ',' loop it (inside a collection it is a syntax error), and
-            // there this line's indentation is at least that, so the guard ends no scalar too late.
-            block_scalar_need = indent + std::max(digit_value, 1);
-            block_scalar_detect = digit_value == 0;
-            break;
-          }
-        }
-      }
-      if (c == '[' || c == '{') {
-        if (node_start || flow_depth > 0) {
-          if (flow_depth == 0) {
-            flow_open_line = line;
-            flow_open_col = here(p);
-            flow_open = c;
-          }
-          ++flow_depth;
-          if (depth() > limits.max_depth) return too_deep(p);
-          flow_stack.push_back(c);
-          node_start = true;
-          prev = c;
-          ++p;
-          continue;
-        }
-      } else if ((c == ']' || c == '}') && flow_depth > 0) {
-        // A closer that does not match its opener (`[a}`) loops yaml-cpp 0.7 (found by fuzz_device_profile).
-        const char want = flow_stack.back() == '[' ? ']' : '}';
-        if (c != want)
-          return text_error(display_name, line, here(p),
-                            std::string("YAML syntax error: '") + c + "' closes a '" + flow_stack.back() +
-                                "' (expected '" + want + "')");
-        flow_stack.pop_back();
-        --flow_depth;
-        node_start = true;  // a new token follows (see the quoted scalars above)
-        prev = c;
-        ++p;
-        continue;
-      } else if (c == ',' && flow_depth > 0) {
-        node_start = true;
-        prev = c;
-        ++p;
-        continue;
-      } else if (c == ':' && (next_is_space || flow_depth > 0)) {
-        if (flow_depth == 0) line_has_key = true;
-        node_start = true;
-        prev = c;
-        ++p;
-        continue;
-      }
-      node_start = false;
-      prev = c;
-      ++p;
-    }
-    if (root_plain_line == line && !line_has_key)
-      return text_error(display_name, root_plain_line, root_plain_col,
-                        "top level must be a mapping of keys, got a scalar (yaml-cpp 0.7 runs a plain scalar there on "
-                        "over the next lines)");
-  }
-  if (quote != 0) return text_error(display_name, line, 1, "unterminated quoted string");
-  // A flow collection still open at the end is a syntax error yaml-cpp reports, except that some such
-  // documents (`[[>>>...` with a block-scalar indicator inside, found by fuzz_device_profile) make yaml-cpp
-  // 0.7 loop forever instead: refuse them all here, before it parses.
-  if (flow_depth > 0)
-    return text_error(display_name, flow_open_line, flow_open_col,
-                      std::string("YAML syntax error: '") + flow_open + "' is never closed (missing '" +
-                          (flow_open == '[' ? ']' : '}') + "')");
-  return Status::Ok();
-}
 
 const char* type_name(const YAML::Node& node) {
   switch (node.Type()) {
@@ -472,15 +71,6 @@ std::string format_range_value(double v) { return format_double_exact(v); }
 
 }  // namespace
 
-Status check_yaml_text(const std::string& text, const std::string& display_name, const YamlLimits& limits) {
-  if (text.size() > limits.max_bytes) {
-    return config_error(display_name + ": file is " + std::to_string(text.size()) + " bytes, more than the " +
-                        std::to_string(limits.max_bytes) + "-byte limit for configs");
-  }
-  EV_RETURN_IF_ERROR(check_bytes(text, display_name));
-  return check_structure(text, display_name, limits);
-}
-
 Result<std::string> read_config_file(const std::string& path, size_t max_bytes) {
   EV_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::open(path, "config file"));
   if (file.size() > static_cast<int64_t>(max_bytes))
@@ -524,6 +114,35 @@ class DocumentCounter final : public YAML::EventHandler {
   YAML::Mark extra_ = YAML::Mark::null_mark();
 };
 
+// Duplicate keys (yaml-cpp keeps both and lookups see the first): walks every mapping iteratively.
+Status check_duplicate_keys(const YAML::Node& root, const std::string& display_name) {
+  // The tree is acyclic and its size bounded by max_nodes because check_yaml_text counted aliases expanded.
+  std::vector<std::pair<YAML::Node, std::string>> todo{{root, ""}};
+  while (!todo.empty()) {
+    auto [node, path] = std::move(todo.back());
+    todo.pop_back();
+    if (node.IsMap()) {
+      std::vector<std::pair<std::string, int>> seen;  // key -> 1-based line
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const YAML::Node key = it->first;  // a copy: it-> is a temporary proxy, a reference would dangle
+        if (!key.IsScalar()) return yaml_error(display_name, key.Mark(), path, "keys must be plain strings");
+        const std::string child = path.empty() ? key.Scalar() : path + "." + key.Scalar();
+        for (const auto& s : seen) {
+          if (s.first == key.Scalar()) {
+            return yaml_error(display_name, key.Mark(), child,
+                              "duplicate key (first given at line " + std::to_string(s.second) + ")");
+          }
+        }
+        seen.emplace_back(key.Scalar(), key.Mark().line + 1);
+        todo.emplace_back(it->second, child);
+      }
+    } else if (node.IsSequence()) {
+      for (size_t k = 0; k < node.size(); ++k) todo.emplace_back(node[k], path + "[" + std::to_string(k) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<YAML::Node> parse_yaml_mapping(const std::string& text, const std::string& display_name,
@@ -533,7 +152,7 @@ Result<YAML::Node> parse_yaml_mapping(const std::string& text, const std::string
   // every form findings 4, 6, 11, 13, 14 and 16 of docs/reliability.md took), yaml-cpp 0.7 returns an empty
   // document and LoadAll asks for the next one forever. Documents are counted through the parser directly,
   // at most max_documents + 1 of them, so any such input ends as "more than N documents" whether or not the
-  // guard above recognised it; YAML::Load then builds the first document only.
+  // libyaml pass (check_yaml_text) refused it first; YAML::Load then builds the first document only.
   YAML::Node root;
   try {
     std::istringstream counted(text);
@@ -561,31 +180,7 @@ Result<YAML::Node> parse_yaml_mapping(const std::string& text, const std::string
                       std::string("top level must be a mapping of keys, got ") + type_name(root));
   }
 
-  // Duplicate keys (yaml-cpp keeps both and lookups see the first): walk every mapping iteratively.
-  // The tree is acyclic and its size bounded by the text because aliases were checked above.
-  std::vector<std::pair<YAML::Node, std::string>> todo{{root, ""}};
-  while (!todo.empty()) {
-    auto [node, path] = std::move(todo.back());
-    todo.pop_back();
-    if (node.IsMap()) {
-      std::vector<std::pair<std::string, int>> seen;  // key -> 1-based line
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        const YAML::Node key = it->first;  // a copy: it-> is a temporary proxy, a reference would dangle
-        if (!key.IsScalar()) return yaml_error(display_name, key.Mark(), path, "keys must be plain strings");
-        const std::string child = path.empty() ? key.Scalar() : path + "." + key.Scalar();
-        for (const auto& s : seen) {
-          if (s.first == key.Scalar()) {
-            return yaml_error(display_name, key.Mark(), child,
-                              "duplicate key (first given at line " + std::to_string(s.second) + ")");
-          }
-        }
-        seen.emplace_back(key.Scalar(), key.Mark().line + 1);
-        todo.emplace_back(it->second, child);
-      }
-    } else if (node.IsSequence()) {
-      for (size_t k = 0; k < node.size(); ++k) todo.emplace_back(node[k], path + "[" + std::to_string(k) + "]");
-    }
-  }
+  EV_RETURN_IF_ERROR(check_duplicate_keys(root, display_name));
   return root;
 }
 

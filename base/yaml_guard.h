@@ -1,11 +1,12 @@
 // Hardened YAML reading shared by every edgevit config (models, device profiles, the daemon).
 //
-// yaml-cpp parses recursively and expands nothing lazily, so hostile text can exhaust the stack (deep
-// `[[[[` / `{{{{` / indentation nests) or the CPU/memory of whoever walks the tree (alias bombs). The
-// text is therefore checked BEFORE yaml-cpp sees it, by a single linear, non-recursive scan:
-//   size <= max_bytes, valid UTF-8 without NUL/control bytes, no tab in indentation,
-//   nesting depth (block indentation levels + `- ` entries + open flow brackets) <= max_depth,
-//   no anchors/aliases (`&a`, `*a`) unless explicitly allowed, at most max_documents documents.
+// yaml-cpp parses recursively and expands aliases when the tree is walked, so hostile text can exhaust the
+// stack (deep `[[[[` / `{{{{` / indentation nests) or the CPU/memory of whoever walks the tree (alias bombs).
+// The text is therefore checked BEFORE yaml-cpp sees it (check_yaml_text, base/yaml_limits.cpp): a byte
+// scan (valid UTF-8, no NUL/control bytes, no lone CR), then libyaml's event parser, which is
+// non-recursive and fuzzed upstream, enforcing YamlLimits event by event and stopping at the first
+// violation. Any libyaml syntax error refuses the text too, so yaml-cpp only ever sees text that a
+// conforming YAML parser reads within the limits.
 // Then ConfigMap reads the parsed tree strictly: every key must be known, every scalar of the expected
 // type and range, duplicate keys are errors, and every message has the form
 //   "<file>:<line>:<col>: <key.path>: <reason>"      (1-based line and column)
@@ -24,14 +25,20 @@
 namespace edgevit {
 
 struct YamlLimits {
-  size_t max_bytes = 1 << 20;  // 1 MiB: configs are a few hundred bytes
-  int max_depth = 64;          // nesting levels; edgevit schemas need 3
-  bool allow_aliases = false;  // anchors/aliases have no use in edgevit configs
-  int max_documents = 1;       // `---` separated documents
+  size_t max_bytes = 1 << 20;          // 1 MiB: configs are a few hundred bytes
+  int max_depth = 64;                  // nested lists/mappings, the top-level mapping included; edgevit needs 3
+  bool allow_aliases = false;          // anchors/aliases have no use in edgevit configs
+  int max_documents = 1;               // `---` separated documents
+  size_t max_nodes = 1 << 16;          // scalars, lists and mappings; an alias counts as the nodes it stands for
+  size_t max_scalar_bytes = 1 << 16;   // one scalar's decoded text (paths and names are far shorter)
+  int max_aliases = 1024;              // alias uses, when allow_aliases
 };
 
-// Checks `text` against `limits` without recursion, in O(text.size()) time and O(1) extra memory.
-// Errors are kConfigError "<display_name>:<line>:<col>: <reason>".
+// Checks `text` against `limits` in O(text.size()) time, without recursion, before any tree is built:
+// bytes, libyaml syntax, depth, node count, scalar length, anchors/aliases and their expansion, the number
+// of documents, explicit keys ('? ', which yaml-cpp 0.7 reads differently), and a top level that is a
+// mapping (or empty). Errors are kConfigError "<display_name>:<line>:<col>: <reason>"; a syntax error
+// carries libyaml's problem text.
 Status check_yaml_text(const std::string& text, const std::string& display_name,
                        const YamlLimits& limits = YamlLimits());
 

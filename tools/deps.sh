@@ -4,7 +4,7 @@
 # The CUDA toolkit is not installed here: with nvcc on PATH (or in /usr/local/cuda) the CUDA backend is
 # built too (EDGEVIT_CUDA=AUTO).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libopenblas-dev
+pkgs=(build-essential cmake pkg-config libyaml-cpp-dev libyaml-dev libspdlog-dev libfmt-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libstb-dev libgtest-dev libgmock-dev libbenchmark-dev
       libxxhash-dev libgpiod-dev libsystemd-dev
       python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-wheel python3-venv)
