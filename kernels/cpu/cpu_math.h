@@ -211,4 +211,101 @@ inline void bias_gelu(float* x, const float* bias, int64_t n) {
   }
 }
 
+// Tanh-approximation GELU (PyTorch's F.gelu(x, approximate='tanh'), SigLIP's gelu_pytorch_tanh, timm's
+// gelu_tanh): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Since 1 + tanh(u) = 2 / (1 + e^-2u),
+// this is x / (1 + e^-2u), computed with e = e^-2|u| <= 1 only (no overflow): x / (1 + e) for x >= 0 and
+// x e / (1 + e) for x < 0, so neither tail cancels.
+// 2|u| = a (kA + kB a^2), a = |x|, is formed in double and split into hi + lo floats, e = e^-hi (1 - lo): in
+// the left tail the result is about x e^-2|u| and inherits the absolute error of 2|u| (up to 87 before it
+// underflows near x = -10.4) as relative error; formed in fp32 that was 1.3e-5 near x = -10, this way the
+// whole range is within 3e-7 of gelu_tanh_ref (gelu_test). a is clamped to 64 first (e is 0 from a ~ 10.4 on),
+// so nothing overflows: large x gives x, large negative x -0, +inf +inf; -inf gives NaN (-inf * 0), as
+// gelu_erf and PyTorch do; NaN stays NaN.
+constexpr double kGeluTanh2A = 1.5957691216057308;    // 2 sqrt(2/pi)
+constexpr double kGeluTanh2B = 0.07135481627260025;   // 2 sqrt(2/pi) 0.044715
+constexpr int32_t kGeluTanhClampBits = 0x42800000;  // bits of 64.f
+EV_ALWAYS_INLINE float gelu_tanh(float x) {
+  float a = std::fabs(x);
+  int32_t ab;
+  std::memcpy(&ab, &a, sizeof ab);
+  ab = ab > kGeluTanhClampBits ? kGeluTanhClampBits : ab;  // min(a, 64) on the bits (a >= 0); NaN -> 64
+  std::memcpy(&a, &ab, sizeof a);
+  const double ad = a;
+  const double t = ad * (kGeluTanh2A + kGeluTanh2B * (ad * ad));  // 2|u|
+  const float hi = static_cast<float>(t);
+  const float lo = static_cast<float>(t - static_cast<double>(hi));
+  const float e = exp_approx(-hi) * (1.f - lo);  // e^-2|u|, in (0, 1]
+  return x * select_by_sign(x, e, 1.f) / (1.f + e);
+}
+
+// x (n) <- gelu_tanh(x) (n) [+ bias (n) first when bias != nullptr], one vectorised pass.
+EV_ALWAYS_INLINE void bias_gelu_tanh_body(float* __restrict x, const float* __restrict bias, int64_t n) {
+  if (bias != nullptr) {
+    for (int64_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i] + bias[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i]);
+  }
+}
+#if EV_HAVE_AVX2_CLONE
+// gelu_tanh for 16 lanes with AVX-512's own instructions, as gelu_erf_avx512: 2|u| in double on two halves
+// of 8 lanes, the reciprocal of 1 + e (in [1, 2]) as vrcp14ps + one Newton step (|rel. error| ~2^-28),
+// exp_approx_avx512, the tail masked. (maskz_ forms with full masks, as in exp_approx_avx512.)
+// 2|u| (8 lanes) in double, split into hi + lo (gelu_tanh).
+EV_TARGET_AVX512 inline void gelu_tanh_arg_avx512(__m256 a, __m256& hi, __m256& lo) {
+  const __m512d ad = _mm512_maskz_cvtps_pd(0xFF, a);
+  const __m512d t = _mm512_mul_pd(ad, _mm512_fmadd_pd(_mm512_mul_pd(ad, ad), _mm512_set1_pd(kGeluTanh2B),
+                                                      _mm512_set1_pd(kGeluTanh2A)));
+  hi = _mm512_maskz_cvtpd_ps(0xFF, t);
+  lo = _mm512_maskz_cvtpd_ps(0xFF, _mm512_sub_pd(t, _mm512_maskz_cvtps_pd(0xFF, hi)));
+}
+EV_TARGET_AVX512 inline __m512 gelu_tanh_avx512(__m512 x) {
+  const __mmask16 all = 0xFFFF;
+  // NaN -> 64 (min returns its second operand)
+  const __m512 a = _mm512_maskz_min_ps(all, _mm512_abs_ps(x), _mm512_set1_ps(64.f));
+  __m256 hi0, lo0, hi1, lo1;
+  gelu_tanh_arg_avx512(_mm512_maskz_extractf32x8_ps(0xFF, a, 0), hi0, lo0);
+  gelu_tanh_arg_avx512(_mm512_maskz_extractf32x8_ps(0xFF, a, 1), hi1, lo1);
+  const __m512 hi = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(hi0), hi1, 1);
+  const __m512 lo = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(lo0), lo1, 1);
+  const __m512 e = _mm512_mul_ps(exp_approx_avx512(_mm512_sub_ps(_mm512_setzero_ps(), hi)),
+                                 _mm512_sub_ps(_mm512_set1_ps(1.f), lo));  // e^-2|u|
+  const __m512 den = _mm512_add_ps(e, _mm512_set1_ps(1.f));
+  __m512 r = _mm512_maskz_rcp14_ps(all, den);
+  r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(1.f)), r);
+  const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
+  const __m512 num = _mm512_mask_blend_ps(neg, _mm512_set1_ps(1.f), e);  // x < 0: e, else 1
+  return _mm512_mul_ps(_mm512_mul_ps(x, num), r);
+}
+
+EV_TARGET_AVX512 inline void bias_gelu_tanh_avx512(float* x, const float* bias, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + i));
+    _mm512_storeu_ps(x + i, gelu_tanh_avx512(v));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
+    _mm512_mask_storeu_ps(x + i, m, gelu_tanh_avx512(v));
+  }
+}
+#else
+inline void bias_gelu_tanh_avx512(float* x, const float* bias, int64_t n) { bias_gelu_tanh_body(x, bias, n); }
+#endif
+EV_TARGET_AVX2 inline void bias_gelu_tanh_avx2(float* x, const float* bias, int64_t n) {
+  bias_gelu_tanh_body(x, bias, n);
+}
+inline void bias_gelu_tanh_base(float* x, const float* bias, int64_t n) { bias_gelu_tanh_body(x, bias, n); }
+inline void bias_gelu_tanh(float* x, const float* bias, int64_t n) {
+  if (use_avx512()) {
+    bias_gelu_tanh_avx512(x, bias, n);
+  } else if (use_avx2()) {
+    bias_gelu_tanh_avx2(x, bias, n);
+  } else {
+    bias_gelu_tanh_base(x, bias, n);
+  }
+}
+
 }  // namespace edgevit::cpu_detail

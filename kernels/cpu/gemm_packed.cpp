@@ -51,27 +51,31 @@ SmmKernel dispatch(int w, int rows, int kk, int ldb_k, int ldc_n, float beta,
   return libxsmm_smmdispatch(w, rows, kk, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
-// The tile epilogue: y (h, bw; row stride ldy) += bias (bw), then GELU when `gelu`. One call per tile,
-// compiled for AVX-512 and AVX2+FMA (libxsmm needs AVX2): the bias add ran as baseline SSE2 before.
-EV_ALWAYS_INLINE void tile_epilogue_body(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
+// The tile epilogue: y (h, bw; row stride ldy) += bias (bw), then GELU (erf or tanh form) as `ep` says. One call
+// per tile, compiled for AVX-512 and AVX2+FMA (libxsmm needs AVX2): the bias add ran as baseline SSE2 before.
+EV_ALWAYS_INLINE void tile_epilogue_body(float* y, int64_t ldy, const float* bias, int h, int bw, Epilogue ep) {
   for (int i = 0; i < h; ++i) {
     float* row = y + i * ldy;  // (bw)
-    if (gelu) {
+    if (ep == Epilogue::kGelu) {
       cpu_detail::bias_gelu_body(row, bias, bw);
+    } else if (ep == Epilogue::kGeluTanh) {
+      cpu_detail::bias_gelu_tanh_body(row, bias, bw);
     } else {
       for (int j = 0; j < bw; ++j) row[j] += bias[j];
     }
   }
 }
-EV_TARGET_AVX512 void tile_epilogue_avx512(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
-  if (!gelu) {
-    tile_epilogue_body(y, ldy, bias, h, bw, false);
-    return;
+EV_TARGET_AVX512 void tile_epilogue_avx512(float* y, int64_t ldy, const float* bias, int h, int bw, Epilogue ep) {
+  if (ep == Epilogue::kGelu) {
+    for (int i = 0; i < h; ++i) cpu_detail::bias_gelu_avx512(y + i * ldy, bias, bw);
+  } else if (ep == Epilogue::kGeluTanh) {
+    for (int i = 0; i < h; ++i) cpu_detail::bias_gelu_tanh_avx512(y + i * ldy, bias, bw);
+  } else {
+    tile_epilogue_body(y, ldy, bias, h, bw, ep);
   }
-  for (int i = 0; i < h; ++i) cpu_detail::bias_gelu_avx512(y + i * ldy, bias, bw);
 }
-EV_TARGET_AVX2 void tile_epilogue_avx2(float* y, int64_t ldy, const float* bias, int h, int bw, bool gelu) {
-  tile_epilogue_body(y, ldy, bias, h, bw, gelu);
+EV_TARGET_AVX2 void tile_epilogue_avx2(float* y, int64_t ldy, const float* bias, int h, int bw, Epilogue ep) {
+  tile_epilogue_body(y, ldy, bias, h, bw, ep);
 }
 
 bool libxsmm_cpu_ok() {
@@ -201,14 +205,17 @@ void PackedLinear::run(const float* x,     // (M, K)
       reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][h])(a, xt, yt);
     }
   };
-  // After a tile's last chunk: bias, then GELU where the epilogue says so.
+  // After a tile's last chunk: bias, then GELU where the epilogue says so (the residual epilogue's sum is
+  // already in y: it adds the bias like kNone).
+  const bool gelu = ep_ == Epilogue::kGelu || ep_ == Epilogue::kGeluTanh;
+  const Epilogue tile_ep = gelu ? ep_ : Epilogue::kNone;
   const auto tile_epilogue = [&](int c0, int bw, int r0, int h) {
-    if (ep_ != Epilogue::kGelu && bias == nullptr) return;
+    if (!gelu && bias == nullptr) return;
     float* yt = y + static_cast<int64_t>(r0) * n + c0;
     if (avx512) {
-      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
     } else {
-      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, ep_ == Epilogue::kGelu);
+      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
     }
   };
   auto tile = [&](int t) {

@@ -42,6 +42,7 @@ enum class Epilogue {
   kNone,         // y = x W^T + b
   kGelu,         // y = gelu_erf(x W^T + b)
   kResidualAdd,  // y = y + x W^T + b          (y holds the residual stream on entry; in place)
+  kGeluTanh,     // y = gelu_tanh(x W^T + b)   (PyTorch's approximate='tanh'; SigLIP, timm gelu_tanh)
 };
 
 // y (M, N) = epilogue(x (M, K) @ w (N, K)^T + bias (N)). w is torch Linear layout. bias may be nullptr.
@@ -146,6 +147,10 @@ void layernorm_ref(const float* x, const float* gamma, const float* beta, float*
 // Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), in place over n elements.
 void gelu_f32(float* x, int64_t n, int threads);
 void gelu_ref(float* x, int64_t n, int threads);
+// Tanh-approximation GELU, PyTorch's F.gelu(x, approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+// x^3))), in place over n elements. Large |x| saturates without overflow: x for x > 0, -0 for x < 0.
+void gelu_tanh_f32(float* x, int64_t n, int threads);
+void gelu_tanh_ref(float* x, int64_t n, int threads);
 
 // Patch extraction for the patch-embedding GEMM.
 // img (B, C, Hi, Wi) NCHW with Hi = Wi = img_size; cols (B * P, C * p * p) with P = (img/p)^2, patches in

@@ -1,4 +1,5 @@
 // linear_f32: y = epilogue(x W^T + b) with OpenBLAS sgemm and one fused pass over y for the epilogue.
+// kGeluTanh is kGelu's pass with cpu_math.h's gelu_tanh.
 // kResidualAdd lets sgemm accumulate into the residual stream (beta = 1) and then adds the bias.
 // The epilogue pass runs on OpenMP's default team (set by cpu_init_threads) when y is large.
 // Measured (ViT-Ti/16 shapes, M = 197, BM_Linear, 1 thread; the only variant):
@@ -33,11 +34,14 @@ void linear_tile(const float* x, const float* w, const float* bias, float* y, in
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < cols; ++j) yt[static_cast<int64_t>(i) * n + j] = 0.f;
   }
-  if (ep != Epilogue::kGelu && bias == nullptr) return;
+  const bool gelu = ep == Epilogue::kGelu || ep == Epilogue::kGeluTanh;
+  if (!gelu && bias == nullptr) return;
   for (int i = 0; i < m; ++i) {
     float* row = yt + static_cast<int64_t>(i) * n;  // (cols)
     if (ep == Epilogue::kGelu) {
       cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, cols);
+    } else if (ep == Epilogue::kGeluTanh) {
+      cpu_detail::bias_gelu_tanh(row, bias ? bias + c0 : nullptr, cols);
     } else {
       for (int j = 0; j < cols; ++j) row[j] += bias[c0 + j];
     }

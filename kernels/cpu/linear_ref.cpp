@@ -21,6 +21,11 @@ void linear_ref(const float* x,     // (M, K)
         case Epilogue::kNone: out = static_cast<float>(acc); break;
         case Epilogue::kGelu: out = static_cast<float>(0.5 * acc * std::erfc(-acc / std::sqrt(2.0))); break;  // = 1 + erf
         case Epilogue::kResidualAdd: out = static_cast<float>(out + acc); break;
+        case Epilogue::kGeluTanh: {  // 0.5 acc (1 + tanh u) = acc / (1 + e^-2u), no cancellation (gelu_tanh_ref)
+          const double u = std::sqrt(2.0 / 3.14159265358979323846) * (acc + 0.044715 * acc * acc * acc);
+          out = static_cast<float>(acc / (1.0 + std::exp(-2.0 * u)));
+          break;
+        }
       }
     }
   }

@@ -62,6 +62,16 @@ cudaError_t layernorm_f16(const __half* x, const __half* gamma, const __half* be
 // epilogue is the tanh approximation, up to 4.7e-4 away, too far for the fp32 end-to-end tolerance).
 cudaError_t gelu_f32(float* x, int64_t n, cudaStream_t stream);
 
+// Tanh-approximation GELU (meaning of gelu_tanh_ref; PyTorch's F.gelu(x, approximate='tanh'), SigLIP's
+// gelu_pytorch_tanh, timm's gelu_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place over n
+// elements, fp32 math (fp16 values widened on load, rounded once on store). gelu_tanh_f32 is the fp32 plans'
+// path after a bias-only GEMM epilogue; gelu_tanh_f16 serves a GEMM that runs without a fused epilogue.
+// cuBLASLt's CUBLASLT_EPILOGUE_GELU and CUBLASLT_EPILOGUE_GELU_BIAS compute this same tanh form (not the erf
+// GELU: hence gelu_f32 above), so for tanh-GELU models the fused cuBLASLt epilogue is the same function; how
+// close its own arithmetic comes to gelu_tanh_ref is not measured here.
+cudaError_t gelu_tanh_f32(float* x, int64_t n, cudaStream_t stream);
+cudaError_t gelu_tanh_f16(__half* x, int64_t n, cudaStream_t stream);
+
 // Pooling (meaning of pool_ref): out (B, E) = x[:, 0, :] (avg == false) or the mean of tokens [prefix, T)
 // (accumulated in fp32).
 cudaError_t pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix,

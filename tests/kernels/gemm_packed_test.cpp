@@ -65,7 +65,7 @@ TEST(PackedLinear, AllEpiloguesAndTails) {
   const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 197}, {197, 576, 192}, {197, 192, 768},
                            {197, 768, 192}, {1, 1000, 192}, {5, 7, 1}, {33, 65, 9}, {64, 128, 64}};
   for (const auto& s : shapes)
-    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
       for (bool bias : {true, false}) check(s[0], s[0], s[1], s[2], ep, bias, seed += 10);
 }
 
@@ -75,7 +75,7 @@ TEST(PackedLinear, KChunks) {
   cpu_init_threads(1);
   uint32_t seed = 300;
   for (int k_chunk : {1, 64, 100, 256})
-    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
       check(45, 45, 70, 197, ep, true, seed += 10, {0, PackedLinear::kTileRows, k_chunk});
   check(197, 197, 192, 3072, Epilogue::kResidualAdd, true, seed += 10);  // ViT-B fc2: 12 chunks of 256
 }
@@ -93,7 +93,7 @@ TEST(PackedLinear, TwoThreads) {
   SKIP_WITHOUT_PACKED_GEMM();
   cpu_init_threads(2);
   uint32_t seed = 1000;
-  for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+  for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
     check(197, 197, 768, 192, ep, true, seed += 10);
   cpu_init_threads(1);
 }
@@ -199,7 +199,7 @@ TEST(PackedLinear, TilingChangesSpeedNotBits) {
                                   {48, 32, 256, true, 0}};
   uint32_t seed = 910;
   for (const auto& t : tilings)
-    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
       check(197, 197, 336, 384, ep, true, seed += 10, t);
   const int m = 197, n = 384, k = 384;
   const auto x = testutil::random_floats(static_cast<size_t>(m) * k, 900);
@@ -253,7 +253,7 @@ TEST(PackedLinear, RowBitsDoNotDependOnItsPlaceInTheBatch) {
   const int k = 64, max_rows = 40;
   uint32_t seed = 1200;
   for (const int n : {10, 64, 192, 256, 576, 1000})
-    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu}) {
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh}) {
       SCOPED_TRACE("n " + std::to_string(n) + " epilogue " + std::to_string(static_cast<int>(ep)));
       const auto x = testutil::random_floats(static_cast<size_t>(max_rows) * k, seed += 10);
       std::vector<float> w = testutil::random_floats(static_cast<size_t>(n) * k, seed += 10);

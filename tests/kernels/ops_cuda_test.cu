@@ -317,6 +317,84 @@ TEST(OpsCuda, GeluF32IsExactErfGelu) {
   expect_fp32(d.get_f32(), ref, "gelu_f32");
 }
 
+// gelu_tanh_f32 / f16 against gelu_tanh_ref (double): normwise over random values in [-12, 12] (both tails,
+// the left one down to its underflow), element by element over [-20, 20] for fp32, the fp16 rule for fp16
+// (|x| <= 6, fp16's useful range for activations), and the non-finite inputs as the CPU kernel treats them.
+TEST(OpsCuda, GeluTanhMatchesTheReference) {
+  for (const int64_t n : {int64_t{1}, int64_t{197 * 768 + 3}}) {
+    auto x = testutil::random_floats(static_cast<size_t>(n), fresh_seed(), -12.f, 12.f);
+    std::vector<float> ref = x;
+    gelu_tanh_ref(ref.data(), n, 1);
+    DevBuf<float> d(n);
+    d.set(x);
+    EV_ASSERT_CUDA(gpu::gelu_tanh_f32(d.get(), n, nullptr));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    expect_fp32(d.get_f32(), ref, "gelu_tanh_f32 n " + std::to_string(n));
+
+    auto x16 = testutil::random_floats(static_cast<size_t>(n), fresh_seed(), -6.f, 6.f);
+    std::vector<float> ref_exact = x16, ref16 = round16(x16);
+    gelu_tanh_ref(ref_exact.data(), n, 1);
+    gelu_tanh_ref(ref16.data(), n, 1);
+    DevBuf<__half> h(n);
+    h.set(x16);
+    EV_ASSERT_CUDA(gpu::gelu_tanh_f16(h.get(), n, nullptr));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    expect_fp16(h.get_f32(), ref_exact, ref16, "gelu_tanh_f16 n " + std::to_string(n));
+  }
+  std::vector<float> grid;
+  for (int i = -20 * 64; i <= 20 * 64; ++i) grid.push_back(static_cast<float>(i) / 64.f);
+  std::vector<float> ref = grid;
+  gelu_tanh_ref(ref.data(), static_cast<int64_t>(ref.size()), 1);
+  DevBuf<float> d(grid.size());
+  d.set(grid);
+  EV_ASSERT_CUDA(gpu::gelu_tanh_f32(d.get(), static_cast<int64_t>(grid.size()), nullptr));
+  EV_ASSERT_CUDA(cudaDeviceSynchronize());
+  const auto out = d.get_f32();
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (std::fabs(ref[i]) < 1e-37f) {  // underflow: nothing left but the size
+      EXPECT_LE(std::fabs(out[i]), 1e-37f) << "x = " << grid[i];
+    } else {
+      EXPECT_LE(std::fabs(static_cast<double>(out[i]) - ref[i]), tol::kFp32Kernel * std::fabs(ref[i]))
+          << "x = " << grid[i];
+    }
+  }
+}
+
+TEST(OpsCuda, GeluTanhNonFiniteAndHugeInputs) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> in = {inf, -inf, nan, big, -big, 1e4f, -1e4f, 0.f, -0.f};
+  DevBuf<float> d(in.size());
+  d.set(in);
+  EV_ASSERT_CUDA(gpu::gelu_tanh_f32(d.get(), static_cast<int64_t>(in.size()), nullptr));
+  EV_ASSERT_CUDA(cudaDeviceSynchronize());
+  const auto out = d.get_f32();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float v = in[i];
+    if (std::isnan(v) || v == -inf) {
+      EXPECT_TRUE(std::isnan(out[i])) << "x = " << v;
+    } else if (v > 0.f) {
+      EXPECT_EQ(out[i], v) << "x = " << v;
+    } else {
+      EXPECT_EQ(out[i], 0.f) << "x = " << v;
+      EXPECT_EQ(std::signbit(out[i]), std::signbit(v)) << "x = " << v;
+    }
+  }
+  // fp16: +-inf and NaN as above; 6e4 (near fp16's max) stays itself, -6e4 gives -0.
+  const std::vector<float> in16 = {inf, -inf, nan, 65504.f, -65504.f};
+  DevBuf<__half> h(in16.size());
+  h.set(in16);
+  EV_ASSERT_CUDA(gpu::gelu_tanh_f16(h.get(), static_cast<int64_t>(in16.size()), nullptr));
+  EV_ASSERT_CUDA(cudaDeviceSynchronize());
+  const auto out16 = h.get_f32();
+  EXPECT_EQ(out16[0], inf);
+  EXPECT_TRUE(std::isnan(out16[1]));
+  EXPECT_TRUE(std::isnan(out16[2]));
+  EXPECT_EQ(out16[3], 65504.f);
+  EXPECT_EQ(out16[4], 0.f);
+  EXPECT_TRUE(std::signbit(out16[4]));
+}
+
 TEST(OpsCuda, PoolTokenAndAverage) {
   const int b = 3, t = 197, e = 192;
   for (const bool avg : {false, true}) {
