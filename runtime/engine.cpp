@@ -69,7 +69,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
   // The plan names what this engine runs from here on (the backend's choices at load and start-up tuning).
   std::vector<std::string> kernels;
   for (const OpTiming& t : e->backend_->op_timings()) kernels.push_back(t.kernel);
-  resolve_kernels(&e->plan_, kernels);
+  resolve_kernels(&e->plan_, kernels, e->backend_->tuning(), e->backend_->resolve_notes());
   return e;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "platform/device_profile.h"
+#include "runtime/fault.h"
 #include "runtime/model_spec.h"
 #include "runtime/labels.h"  // load_labels, for the programs that print class names
 #include "runtime/plan.h"
@@ -18,8 +19,6 @@
 
 namespace edgevit {
 
-// Test-only fault injection (edgevit-selftest must prove it can fail). Never set in production paths.
-enum class InjectedFault { kNone, kWrongAttentionScale, kCorruptWeightByte };
 
 struct EngineOptions {
   PlanOptions plan;
@@ -104,6 +103,10 @@ class Backend {
   // the last infer(); CUDA: what was captured into the graph of the largest batch). A test compares it with
   // the resolved plan (the plan is the program).
   virtual std::vector<std::string> executed_kernels() const = 0;
+  // The decisions the backend's kernels made at start-up (Plan::tuning), and the op-table rows it had to
+  // substitute on this machine (resolve_rows' notes).
+  virtual std::vector<TuningRecord> tuning() const { return {}; }
+  virtual std::vector<std::string> resolve_notes() const { return {}; }
 };
 
 class Engine {

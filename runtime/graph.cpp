@@ -115,6 +115,107 @@ class Builder {
   Graph& g_;
 };
 
+// The model's dimensions at the graph's batch.
+struct Dims {
+  Dims(const VitArch& a, int batch)
+      : B(batch), P(a.num_patches()), T(a.num_tokens()), E(a.embed_dim), M(a.mlp_hidden()), H(a.num_heads),
+        D(a.head_dim()), C(a.in_chans), K(int64_t{a.in_chans} * a.patch_size * a.patch_size) {}
+  int64_t B, P, T, E, M, H, D, C, K;
+};
+
+// Patch embedding: im2col + GEMM, then class/register tokens and position embeddings. Returns x (B, T, E).
+int add_stem(Builder& b, Graph& g, const Dims& d) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  g.input = b.tensor("input", {d.B, d.C, a.img_size, a.img_size}, TensorKind::kInput, g.act_elem_bytes());
+  const int cols = b.act("patch_embed.cols", {d.B * d.P, d.K});
+  {
+    Op& o = b.op(OpKind::kIm2col, "patch_embed.im2col", {g.input}, {cols});
+    o.bytes = eb * 2.0 * d.B * d.P * d.K;
+  }
+  const int patches = b.act("patch_embed.out", {d.B, d.P, d.E});
+  b.linear("patch_embed.proj", cols, patches, d.B * d.P, d.E, d.K, true, 0);
+  const int x = b.act("x", {d.B, d.T, d.E});
+  std::vector<int> w;
+  if (a.class_token) w.push_back(b.weight("cls_token", {1, 1, d.E}));
+  if (a.reg_tokens > 0) w.push_back(b.weight("reg_token", {1, a.reg_tokens, d.E}));
+  w.push_back(b.weight("pos_embed", {1, a.pos_embed_len(), d.E}));
+  Op& o = b.op(OpKind::kAssembleTokens, "assemble_tokens", {patches}, {x}, w);
+  o.bytes = eb * (d.B * d.P * d.E + d.B * d.T * d.E + a.pos_embed_len() * d.E);
+  o.flops = static_cast<double>(d.B * d.T * d.E);
+  return x;
+}
+
+// Block i over the residual stream x. `last`: the class-token tail (graph.h); returns its class-token rows
+// xc (B, E), else -1.
+int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  const std::string blk = "blocks." + std::to_string(i);
+  const int64_t rows = d.B * d.T;
+  const int64_t sq = last ? 1 : d.T;    // query tokens per image from this block's attention on
+  const int64_t r = last ? d.B : rows;  // rows of the ops after the attention
+  const int h1 = b.act(blk + ".norm1.out", {d.B, d.T, d.E});
+  b.layernorm(blk + ".norm1", x, h1, rows, d.E, a.layer_norm_eps);
+  const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
+  b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * d.E, d.E, a.qkv_bias, 0);
+  const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
+  Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
+  at.seq_q = sq;
+  at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
+  at.bytes = eb * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
+  if (g.attention == AttentionPath::kExplicit) {
+    b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
+    at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
+  }
+  int res = x;  // the residual stream this block's second half updates
+  int xc = -1;
+  if (last) {
+    xc = b.act(blk + ".cls", {d.B, d.E});
+    Op& o = b.op(OpKind::kPool, "pool.token", {x}, {xc});
+    o.bytes = eb * 2.0 * d.B * d.E;
+    res = xc;
+  }
+  b.linear(blk + ".attn.proj", ctx, res, r, d.E, d.E, true, 2);
+  const int h2 = b.act(blk + ".norm2.out", {d.B, last ? 1 : d.T, d.E});
+  b.layernorm(blk + ".norm2", res, h2, r, d.E, a.layer_norm_eps);
+  const int mlp = b.act(blk + ".mlp.hidden", {d.B, last ? 1 : d.T, d.M});
+  b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, 1);
+  b.linear(blk + ".mlp.fc2", mlp, res, r, d.E, d.M, true, 2);
+  return xc;
+}
+
+// Final norm, pooling and head: pre_logits (B, E) and logits (B, classes) (pre_logits when classes == 0).
+void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  g.pre_logits = b.tensor("pre_logits", {d.B, d.E}, TensorKind::kOutput, g.act_elem_bytes());
+  const char* pool_name = a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token";
+  const bool avg = a.global_pool == GlobalPool::kAvg;
+  const double pool_bytes = eb * (avg ? d.B * (d.T - a.num_prefix_tokens()) * d.E + d.B * d.E : 2.0 * d.B * d.E);
+  if (xc >= 0) {
+    b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, d.B, d.E, a.layer_norm_eps);
+  } else if (!a.fc_norm) {
+    const int hn = b.act("norm.out", {d.B, d.T, d.E});
+    b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+    Op& o = b.op(OpKind::kPool, pool_name, {hn}, {g.pre_logits});
+    o.avg_pool = avg;
+    o.bytes = pool_bytes;
+  } else {
+    const int pooled = b.act("pool.out", {d.B, d.E});
+    Op& o = b.op(OpKind::kPool, pool_name, {x}, {pooled});
+    o.avg_pool = avg;
+    o.bytes = pool_bytes;
+    b.layernorm("fc_norm", pooled, g.pre_logits, d.B, d.E, a.layer_norm_eps);
+  }
+  if (a.num_classes > 0) {
+    g.logits = b.tensor("logits", {d.B, a.num_classes}, TensorKind::kOutput, g.act_elem_bytes());
+    b.linear("head", g.pre_logits, g.logits, d.B, a.num_classes, d.E, true, 0);
+  } else {
+    g.logits = g.pre_logits;  // features only: the model's output is the pooled feature vector
+  }
+}
+
 }  // namespace
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
@@ -125,94 +226,16 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   g.precision = precision;
   g.attention = attention;
   Builder b(g);
-
-  const int64_t B = batch, P = a.num_patches(), T = a.num_tokens(), E = a.embed_dim,
-                M = a.mlp_hidden(), H = a.num_heads, D = a.head_dim(), p = a.patch_size,
-                C = a.in_chans, K = C * p * p;
-  const double eb = static_cast<double>(g.act_elem_bytes());
-
-  g.input = b.tensor("input", {B, C, a.img_size, a.img_size}, TensorKind::kInput, g.act_elem_bytes());
-
-  // Patch embedding: im2col + GEMM, then class/register tokens and position embeddings.
-  const int cols = b.act("patch_embed.cols", {B * P, K});
-  {
-    Op& o = b.op(OpKind::kIm2col, "patch_embed.im2col", {g.input}, {cols});
-    o.bytes = eb * 2.0 * B * P * K;
-  }
-  const int patches = b.act("patch_embed.out", {B, P, E});
-  b.linear("patch_embed.proj", cols, patches, B * P, E, K, true, 0);
-  const int x = b.act("x", {B, T, E});
-  {
-    std::vector<int> w;
-    if (a.class_token) w.push_back(b.weight("cls_token", {1, 1, E}));
-    if (a.reg_tokens > 0) w.push_back(b.weight("reg_token", {1, a.reg_tokens, E}));
-    w.push_back(b.weight("pos_embed", {1, a.pos_embed_len(), E}));
-    Op& o = b.op(OpKind::kAssembleTokens, "assemble_tokens", {patches}, {x}, w);
-    o.bytes = eb * (B * P * E + B * T * E + a.pos_embed_len() * E);
-    o.flops = static_cast<double>(B * T * E);
-  }
-
-  const int64_t rows = B * T;
+  const Dims d(a, batch);
+  const int x = add_stem(b, g, d);
   // The class-token tail (see graph.h): token pooling reads token 0 only.
   const bool tail = !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token;
   int xc = -1;  // tail: the class token's row per image, (B, E)
   for (int i = 0; i < a.depth; ++i) {
-    const std::string blk = "blocks." + std::to_string(i);
-    const bool last = tail && i == a.depth - 1;
-    const int64_t sq = last ? 1 : T;       // query tokens per image from this block's attention on
-    const int64_t r = last ? B : rows;     // rows of the ops after the attention
-    const int h1 = b.act(blk + ".norm1.out", {B, T, E});
-    b.layernorm(blk + ".norm1", x, h1, rows, E, a.layer_norm_eps);
-    const int qkv = b.act(blk + ".attn.qkv.out", {B, T, 3, H, D});
-    b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * E, E, a.qkv_bias, 0);
-    const int ctx = b.act(blk + ".attn.out", {B, sq, H, D});
-    Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
-    at.seq_q = sq;
-    at.flops = 4.0 * B * H * sq * T * D + 5.0 * B * H * sq * T;
-    at.bytes = eb * (3.0 * B * T * E + B * sq * E);
-    if (attention == AttentionPath::kExplicit) {
-      b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
-      at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
-    }
-    int res = x;  // the residual stream this block's second half updates
-    if (last) {
-      xc = b.act(blk + ".cls", {B, E});
-      Op& o = b.op(OpKind::kPool, "pool.token", {x}, {xc});
-      o.bytes = eb * 2.0 * B * E;
-      res = xc;
-    }
-    b.linear(blk + ".attn.proj", ctx, res, r, E, E, true, 2);
-    const int h2 = b.act(blk + ".norm2.out", {B, last ? 1 : T, E});
-    b.layernorm(blk + ".norm2", res, h2, r, E, a.layer_norm_eps);
-    const int mlp = b.act(blk + ".mlp.hidden", {B, last ? 1 : T, M});
-    b.linear(blk + ".mlp.fc1", h2, mlp, r, M, E, true, 1);
-    b.linear(blk + ".mlp.fc2", mlp, res, r, E, M, true, 2);
+    const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);
+    if (c >= 0) xc = c;
   }
-
-  const int out_kind_dim = a.num_classes > 0 ? a.num_classes : static_cast<int>(E);
-  g.pre_logits = b.tensor("pre_logits", {B, E}, TensorKind::kOutput, g.act_elem_bytes());
-  if (tail) {
-    b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, B, E, a.layer_norm_eps);
-  } else if (!a.fc_norm) {
-    const int hn = b.act("norm.out", {B, T, E});
-    b.layernorm("norm", x, hn, rows, E, a.layer_norm_eps);
-    Op& o = b.op(OpKind::kPool, a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token", {hn},
-                 {g.pre_logits});
-    o.avg_pool = a.global_pool == GlobalPool::kAvg;
-    o.bytes = eb * (o.avg_pool ? B * (T - a.num_prefix_tokens()) * E + B * E : 2.0 * B * E);
-  } else {
-    const int pooled = b.act("pool.out", {B, E});
-    Op& o = b.op(OpKind::kPool, a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token", {x}, {pooled});
-    o.avg_pool = a.global_pool == GlobalPool::kAvg;
-    o.bytes = eb * (o.avg_pool ? B * (T - a.num_prefix_tokens()) * E + B * E : 2.0 * B * E);
-    b.layernorm("fc_norm", pooled, g.pre_logits, B, E, a.layer_norm_eps);
-  }
-  if (a.num_classes > 0) {
-    g.logits = b.tensor("logits", {B, out_kind_dim}, TensorKind::kOutput, g.act_elem_bytes());
-    b.linear("head", g.pre_logits, g.logits, B, a.num_classes, E, true, 0);
-  } else {
-    g.logits = g.pre_logits;  // features only: the model's output is the pooled feature vector
-  }
+  add_head(b, g, d, x, xc);
 
   // Weights, inputs and outputs live for the whole graph.
   const int last = static_cast<int>(g.ops.size()) - 1;

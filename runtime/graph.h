@@ -73,7 +73,9 @@ struct Op {
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm
   bool avg_pool = false;         // kPool
-  std::string kernel;            // chosen implementation, e.g. "cpu.mha_fused_f32", "cuda.mha_fused_d64"
+  std::string row;               // the op-table row that serves it (runtime/op_table.h), e.g. "cpu.mha_fused_f32"
+  std::string kernel;            // what runs: the row's name, or a more specific one (CUDA fused attention:
+                                 // "cuda.flash_fwd_f16_d64_..."; after resolve: the GEMM library, algorithm)
   std::string reason;            // why this kernel
   // Cost model at max batch (for the roofline estimate and the per-op profile).
   double flops = 0;
@@ -85,6 +87,7 @@ struct Graph {
   int batch = 1;                 // max batch the graph is built for
   Precision precision = Precision::kFp32;
   AttentionPath attention = AttentionPath::kFused;
+  AttentionImpl attention_request = AttentionImpl::kAuto;  // the config's or flag's ask (op-table rows read it)
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   int input = -1, pre_logits = -1, logits = -1;  // tensor ids

@@ -7,8 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/mha_variants.h"
+#include "runtime/op_table.h"
 #include "runtime/planner.h"
 
 namespace edgevit {
@@ -21,48 +20,31 @@ std::string Plan::hash_hex() const {
 
 namespace {
 
-struct AttentionDecision {
-  AttentionPath path;
-  std::string kernel;
-  std::string reason;
-  bool fallback;
-};
+// The row for an attention op. On a graph built for the explicit path (the arena holds its scratch) only
+// rows that use that scratch qualify.
+RowChoice choose_attention(const Op& op, const Graph& g, const DeviceProfile& device) {
+  RowChoice c = choose_row(op, g, device);
+  if (g.attention != AttentionPath::kExplicit || c.row == nullptr || c.row->scratch_bytes != nullptr) return c;
+  for (const OpRow& row : op_table(device.kind)) {
+    if (row.kind != op.kind || row.precision != g.precision || row.scratch_bytes == nullptr) continue;
+    const Support s = row.supports(op, g, device);
+    if (!s.ok) continue;
+    return RowChoice{&row, s.kernel.empty() ? row.name : s.kernel, s.reason + " (as the model's other blocks)", c.fallback};
+  }
+  return c;
+}
 
-// seq_q: query tokens per image of the launch judged (0: all tokens; the class-token tail's last block has 1).
-AttentionDecision decide_attention(const VitArch& arch, const DeviceProfile& dev, Precision precision,
-                                   AttentionImpl requested, int batch, int seq_q = 0) {
-  const int d = arch.head_dim();
-  if (dev.kind == DeviceKind::kCpu) {
-    if (requested == AttentionImpl::kExplicit)
-      return {AttentionPath::kExplicit, "cpu.mha_explicit_f32",
-              "explicit attention forced by config/flag: Q K^T -> softmax -> V with an S x S scratch", false};
-    if (d > kMhaFusedMaxHeadDim) {
-      // Loud, like the CUDA side: the fused kernel was not forced off, yet it cannot serve this head_dim.
-      std::string reason = "cpu: fused kernel serves head_dim <= " + std::to_string(kMhaFusedMaxHeadDim) +
-                           " (its tiles live on the stack), this model has head_dim " + std::to_string(d) +
-                           "; explicit attention with an S x S scratch runs instead";
-      if (requested == AttentionImpl::kFused) reason = "fused attention requested but unavailable: " + reason;
-      return {AttentionPath::kExplicit, "cpu.mha_explicit_f32", reason, true};
-    }
-    return {AttentionPath::kFused, "cpu.mha_fused_f32",
-            "cpu: tiled online-softmax kernel serves head_dim <= " + std::to_string(kMhaFusedMaxHeadDim) +
-                " (here " + std::to_string(d) + "); no S x S buffer",
-            false};
+// Every op's row, kernel and reason from the device's op table.
+Status choose_rows(Graph* g, const DeviceProfile& device) {
+  for (Op& o : g->ops) {
+    const RowChoice c = o.kind == OpKind::kAttention ? choose_attention(o, *g, device) : choose_row(o, *g, device);
+    if (c.row == nullptr)
+      return unsupported("op '" + o.name + "' cannot run on device '" + device.name + "': " + c.reason);
+    o.row = c.row->name;
+    o.kernel = c.kernel;
+    o.reason = c.reason;
   }
-  const bool force_unfused = requested == AttentionImpl::kExplicit;
-  // The plan's batch on the profile's SMs; the launcher judges each captured batch size on the real device.
-  const MhaGrid grid{batch, arch.num_heads, seq_q > 0 ? seq_q : arch.num_tokens(), dev.sm_count};
-  const MhaChoice choice = choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, d,
-                                      precision == Precision::kFp16, force_unfused, &grid);
-  if (choice.fused) {
-    return {AttentionPath::kFused, std::string("cuda.") + choice.variant->name, choice.reason, false};
-  }
-  std::string reason = choice.reason;
-  if (force_unfused) reason = "unfused attention forced by config/flag; " + reason;
-  // Loud: the fused kernel was not forced off, yet it cannot serve.
-  const bool fallback = !force_unfused;
-  if (requested == AttentionImpl::kFused) reason = "fused attention requested but unavailable: " + reason;
-  return {AttentionPath::kExplicit, "cuda.mha_unfused_cublas", reason, fallback};
+  return Status::Ok();
 }
 
 void hash_str(XXH3_state_t* st, const std::string& s) {
@@ -115,18 +97,91 @@ uint64_t hash_plan(const Plan& p) {
     hash_i64(st, o.scratch);
   }
   hash_i64(st, p.arena_bytes);
+  for (const TuningRecord& t : p.tuning) {  // resolved plans: what start-up tuning pinned
+    hash_str(st, t.op);
+    hash_i64(st, t.batch);
+    hash_str(st, t.choice);
+  }
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
 }
 
-std::string linear_kernel(const DeviceProfile& dev, Precision prec, int epilogue) {
-  static const char* kEpi[] = {"", "+bias_gelu", "+bias_residual"};
-  // CPU: which library serves the GEMM (libxsmm's packed kernels on x86-64 with AVX2, else OpenBLAS) is this
-  // machine's to say: the forecast names the op, the engine resolves it (resolve_kernels).
-  if (dev.kind == DeviceKind::kCpu) return std::string("cpu.linear_f32") + (epilogue ? kEpi[epilogue] : "+bias");
-  return std::string("cuda.cublaslt_") + (prec == Precision::kFp16 ? "f16" : "f32") +
-         (epilogue ? kEpi[epilogue] : "+bias");
+// The graph, its path decided by the row the device's table picks for attention: a row with a scratch (the
+// explicit path) gets its workspace planned in the arena. Fills the plan's attention summary and notes.
+Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const PlanOptions& options, int batch,
+                  Precision precision, Plan* plan) {
+  const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
+  const VitArch& a = spec.arch;
+  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens);
+  graph.attention_request = requested;
+  const Op* first_attention = nullptr;
+  for (const Op& o : graph.ops)
+    if (o.kind == OpKind::kAttention && first_attention == nullptr) first_attention = &o;
+  const RowChoice att = choose_row(*first_attention, graph, device);
+  if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
+  if (att.row->scratch_bytes != nullptr) {
+    graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
+                            options.all_tokens);
+    graph.attention_request = requested;
+  }
+  plan->graph = std::move(graph);
+  plan->attention_kernel = att.kernel;
+  plan->attention_reason = att.reason;
+  plan->attention_fallback = att.fallback;
+  if (att.fallback && requested == AttentionImpl::kFused)
+    plan->attention_reason = "fused attention requested but unavailable: " + att.reason;
+  if (att.fallback) plan->notes.push_back("FALLBACK: attention runs unfused (" + att.reason + ")");
+  for (const Op& o : plan->graph.ops) {
+    if (o.kind != OpKind::kAttention || o.seq_q >= a.num_tokens()) continue;
+    plan->class_token_tail = true;
+    plan->notes.push_back("class-token tail: token pooling reads only the class token, so " +
+                          o.name.substr(0, o.name.find(".attn")) +
+                          " runs its attention for that query alone and its proj, MLP and the final norm on one "
+                          "row per image (same outputs; --all-tokens keeps every token)");
+  }
+  return choose_rows(&plan->graph, device);
+}
+
+// Offsets and region sizes. Region 1: weights, in graph order. Region 2: io. Region 3: planned activations
+// and scratch (shared where lifetimes do not intersect). Region 4: the backend's workspace.
+void lay_out_arena(const DeviceProfile& device, Plan* plan) {
+  const Graph& g = plan->graph;
+  plan->offsets.assign(g.tensors.size(), -1);
+  int64_t cursor = 0;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind != TensorKind::kWeight) continue;
+    plan->offsets[t.id] = cursor;
+    cursor += align_up(t.bytes(), kArenaAlignment);
+  }
+  plan->weights_bytes = cursor;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind != TensorKind::kInput && t.kind != TensorKind::kOutput) continue;
+    plan->offsets[t.id] = cursor;
+    cursor += align_up(t.bytes(), kArenaAlignment);
+  }
+  plan->io_bytes = cursor - plan->weights_bytes;
+
+  MemoryPlanner planner(kArenaAlignment);
+  std::vector<int> buffer_of(g.tensors.size(), -1);
+  int64_t scratch_peak = 0;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind != TensorKind::kActivation && t.kind != TensorKind::kScratch) continue;
+    buffer_of[t.id] = planner.AddBuffer(t.bytes(), t.first_op, t.last_op);
+    if (t.kind == TensorKind::kScratch) scratch_peak = std::max(scratch_peak, align_up(t.bytes(), kArenaAlignment));
+  }
+  const int64_t act_base = cursor;
+  for (const TensorDesc& t : g.tensors)
+    if (buffer_of[t.id] >= 0) plan->offsets[t.id] = act_base + planner.OffsetOf(buffer_of[t.id]);
+  plan->activations_bytes = planner.ArenaBytes();
+  plan->activations_lower_bound_bytes = planner.LowerBoundBytes();
+  cursor += plan->activations_bytes;
+
+  const int64_t backend_ws = device.kind == DeviceKind::kCuda ? kCudaLtWorkspaceBytes : 0;
+  cursor += backend_ws;
+  plan->workspace_bytes = backend_ws + scratch_peak;
+  plan->arena_bytes = cursor;
+  plan->lower_bound_bytes = plan->weights_bytes + plan->io_bytes + plan->activations_lower_bound_bytes + backend_ws;
 }
 
 }  // namespace
@@ -142,105 +197,11 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
     return unsupported("precision fp16 is not supported on device '" + device.name +
                        "' (kind cpu): the CPU backend computes in fp32; use --precision fp32");
 
-  const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
-  const AttentionDecision att = decide_attention(spec.arch, device, precision, requested, batch);
-
-  const VitArch& a = spec.arch;
-  const int64_t s = a.num_tokens();
-  // Explicit path scratch. CPU: the full (B, H, S, S) fp32 score matrix (the kernel uses one S x S slice
-  // per thread, at most B*H of them).
-  // CUDA's unfused launcher works one batch element at a time and says how much it needs.
-  int64_t scratch_bytes = 0;
-  if (att.path == AttentionPath::kExplicit)
-    scratch_bytes = device.kind == DeviceKind::kCpu
-                        ? int64_t{batch} * a.num_heads * s * s * 4
-                        : mha_unfused_workspace_bytes_for(a.num_heads, static_cast<int>(s), static_cast<int>(s));
-
   Plan plan;
   plan.model_name = spec.name;
   plan.device = device;
-  plan.graph = build_vit_graph(a, batch, precision, att.path, scratch_bytes, options.all_tokens);
-  plan.attention_kernel = att.kernel;
-  plan.attention_reason = att.reason;
-  plan.attention_fallback = att.fallback;
-  if (att.fallback)
-    plan.notes.push_back("FALLBACK: attention runs unfused (" + att.reason + ")");
-  for (const Op& o : plan.graph.ops) {
-    if (o.kind != OpKind::kAttention || o.seq_q >= a.num_tokens()) continue;
-    plan.class_token_tail = true;
-    plan.notes.push_back("class-token tail: token pooling reads only the class token, so " +
-                         o.name.substr(0, o.name.find(".attn")) +
-                         " runs its attention for that query alone and its proj, MLP and the final norm on one "
-                         "row per image (same outputs; --all-tokens keeps every token)");
-  }
-
-  Graph& g = plan.graph;
-  for (Op& o : g.ops) {
-    switch (o.kind) {
-      case OpKind::kAttention:
-        o.kernel = att.kernel;
-        o.reason = att.reason;
-        if (o.seq_q < a.num_tokens() && att.path == AttentionPath::kFused && device.kind == DeviceKind::kCuda) {
-          // The tail's launch has its own grid (one query row per head): the launcher judges it as such.
-          const AttentionDecision t = decide_attention(a, device, precision, requested, batch,
-                                                       static_cast<int>(o.seq_q));
-          if (t.path == AttentionPath::kFused) {
-            o.kernel = t.kernel;
-            o.reason = t.reason;
-          }
-        }
-        break;
-      case OpKind::kLinear:
-        o.kernel = linear_kernel(device, precision, o.epilogue);
-        o.reason = o.epilogue == 2 ? "residual add fused as GEMM accumulate (in place)"
-                 : o.epilogue == 1 ? "GELU fused into the GEMM epilogue" : "bias fused into the GEMM epilogue";
-        break;
-      case OpKind::kLayerNorm:
-        o.kernel = device.kind == DeviceKind::kCpu ? "cpu.layernorm_f32" : "cuda.layernorm_fp32stats";
-        o.reason = "statistics in fp32";
-        break;
-      default:
-        o.kernel = std::string(device.kind == DeviceKind::kCpu ? "cpu." : "cuda.") + to_string(o.kind);
-        break;
-    }
-  }
-
-  // Region 1: weights, in graph order. Region 2: io. Region 3: planned activations + scratch.
-  plan.offsets.assign(g.tensors.size(), -1);
-  int64_t cursor = 0;
-  for (const TensorDesc& t : g.tensors) {
-    if (t.kind != TensorKind::kWeight) continue;
-    plan.offsets[t.id] = cursor;
-    cursor += align_up(t.bytes(), kArenaAlignment);
-  }
-  plan.weights_bytes = cursor;
-  for (const TensorDesc& t : g.tensors) {
-    if (t.kind != TensorKind::kInput && t.kind != TensorKind::kOutput) continue;
-    plan.offsets[t.id] = cursor;
-    cursor += align_up(t.bytes(), kArenaAlignment);
-  }
-  plan.io_bytes = cursor - plan.weights_bytes;
-
-  MemoryPlanner planner(kArenaAlignment);
-  std::vector<int> buffer_of(g.tensors.size(), -1);
-  int64_t scratch_peak = 0;
-  for (const TensorDesc& t : g.tensors) {
-    if (t.kind != TensorKind::kActivation && t.kind != TensorKind::kScratch) continue;
-    buffer_of[t.id] = planner.AddBuffer(t.bytes(), t.first_op, t.last_op);
-    if (t.kind == TensorKind::kScratch) scratch_peak = std::max(scratch_peak, align_up(t.bytes(), kArenaAlignment));
-  }
-  const int64_t act_base = cursor;
-  for (const TensorDesc& t : g.tensors)
-    if (buffer_of[t.id] >= 0) plan.offsets[t.id] = act_base + planner.OffsetOf(buffer_of[t.id]);
-  plan.activations_bytes = planner.ArenaBytes();
-  plan.activations_lower_bound_bytes = planner.LowerBoundBytes();
-  cursor += plan.activations_bytes;
-
-  const int64_t backend_ws = device.kind == DeviceKind::kCuda ? kCudaLtWorkspaceBytes : 0;
-  cursor += backend_ws;
-  plan.workspace_bytes = backend_ws + scratch_peak;
-  plan.arena_bytes = cursor;
-  plan.lower_bound_bytes = plan.weights_bytes + plan.io_bytes + plan.activations_lower_bound_bytes + backend_ws;
+  EV_RETURN_IF_ERROR(plan_graph(spec, device, options, batch, precision, &plan));
+  lay_out_arena(device, &plan);
 
   plan.context_bytes = device.kind == DeviceKind::kCuda ? device.cuda_context_bytes : 0;
   plan.budget_bytes = device.memory_budget_bytes;
@@ -253,7 +214,8 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
   return plan;
 }
 
-void resolve_kernels(Plan* p, const std::vector<std::string>& kernels) {
+void resolve_kernels(Plan* p, const std::vector<std::string>& kernels, const std::vector<TuningRecord>& tuning,
+                     const std::vector<std::string>& notes) {
   assert(kernels.size() == p->graph.ops.size());
   for (size_t i = 0; i < p->graph.ops.size() && i < kernels.size(); ++i) {
     Op& o = p->graph.ops[i];
@@ -266,6 +228,8 @@ void resolve_kernels(Plan* p, const std::vector<std::string>& kernels) {
     p->attention_kernel = o.kernel;
     break;
   }
+  p->tuning = tuning;
+  for (const std::string& n : notes) p->notes.push_back(n);
   p->resolved = true;
   p->hash = hash_plan(*p);
 }

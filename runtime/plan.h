@@ -54,6 +54,16 @@ struct MemoryLine {
   bool load_only = false;
 };
 
+// One decision an engine's kernel made at start-up: what it timed and what it pinned (CUDA: the cuBLASLt
+// algorithm per GEMM and captured size, the fused-attention row). A resolved plan carries them and its hash
+// covers them, so the plan names the algorithm that runs.
+struct TuningRecord {
+  std::string op;      // op name
+  int batch = 0;       // the batch size the decision is for (a captured size on CUDA)
+  std::string choice;  // what was pinned, e.g. "id 21 tile 18 stages 8 splitK 1", "flash_fwd_f16_d64_q64_w4"
+  std::string detail;  // what was timed, e.g. "8 candidates: first 5.2 us, chosen 4.7 us"
+};
+
 struct Plan {
   std::string model_name;
   DeviceProfile device;
@@ -89,6 +99,7 @@ struct Plan {
   // what it runs on this machine (resolve_kernels: the GEMM library, tile kernels, cuBLASLt algorithm and
   // attention row pinned at start-up); the hash covers the names either way.
   bool resolved = false;
+  std::vector<TuningRecord> tuning;  // resolved plans: the engine's start-up decisions (empty: none made)
 
   uint64_t hash = 0;
   std::string hash_hex() const;   // 16 lowercase hex digits
@@ -97,7 +108,10 @@ struct Plan {
 // Replaces every op's kernel name with what the engine runs (`kernels`, one per op, in op order), marks the
 // plan resolved and recomputes its hash. An op whose name changes keeps its reason with the forecast added
 // ("...; forecast: <name>").
-void resolve_kernels(Plan* plan, const std::vector<std::string>& kernels);
+// `tuning`: the engine's start-up decisions (Plan::tuning); `notes`: row substitutions made on this machine
+// (resolve_rows), added to Plan::notes.
+void resolve_kernels(Plan* plan, const std::vector<std::string>& kernels,
+                     const std::vector<TuningRecord>& tuning = {}, const std::vector<std::string>& notes = {});
 
 // Fills plan->memory and the totals from the plan's shapes and the device profile (runtime/plan_memory.cpp).
 // `threads`: the CPU kernel threads (PlanOptions::threads).

@@ -47,42 +47,55 @@ bool is_planned(const TensorDesc& t) {
 
 }  // namespace
 
-std::string format_plan_text(const Plan& p, bool verbose) {
-  const Graph& g = p.graph;
-  // Non-verbose listings show the stem, block 0, the head, and the last block when it is the class-token
-  // tail (runtime/graph.h), which differs from block 0.
-  const bool tail = p.class_token_tail;
-  const std::string last_block = "blocks." + std::to_string(g.arch.depth - 1) + ".";
-  const auto hidden = [&](const std::string& name) {
+namespace {
+
+// Non-verbose listings show the stem, block 0, the head, and the last block when it is the class-token tail
+// (runtime/graph.h), which differs from block 0.
+struct Listing {
+  const Plan& p;
+  bool verbose;
+  bool hidden(const std::string& name) const {
+    const std::string last_block = "blocks." + std::to_string(p.graph.arch.depth - 1) + ".";
     return !verbose && name.rfind("blocks.", 0) == 0 && name.rfind("blocks.0.", 0) != 0 &&
-           !(tail && name.rfind(last_block, 0) == 0);
-  };
-  std::ostringstream os;
-  char line[512];
+           !(p.class_token_tail && name.rfind(last_block, 0) == 0);
+  }
+};
+
+void header_text(const Plan& p, std::ostringstream& os) {
+  const Graph& g = p.graph;
   os << "plan: model " << p.model_name << " on " << p.device.name << " (" << to_string(p.device.kind)
      << "), batch " << g.batch << ", " << to_string(g.precision) << ", plan hash " << p.hash_hex() << "\n";
   os << "attention: " << p.attention_kernel << " -- " << p.attention_reason << "\n";
   os << "kernels: "
      << (p.resolved ? "resolved: what this engine runs (library, tiles, algorithm and row pinned at start-up)"
-                    : "forecast from the kernel tables; an engine resolves them to what runs on its machine "
+                    : "forecast from the op table; an engine resolves them to what runs on its machine "
                       "(`run -v`, `bench --profile`)")
      << "\n";
   for (const std::string& n : p.notes) os << "note: " << n << "\n";
+  for (const TuningRecord& t : p.tuning)
+    os << "tuned: " << t.op << " at batch " << t.batch << ": " << t.choice << (t.detail.empty() ? "" : " (" + t.detail + ")")
+       << "\n";
   os << "\n";
+}
 
+void tensors_text(const Listing& l, std::ostringstream& os) {
+  const Plan& p = l.p;
+  const Graph& g = p.graph;
+  char line[512];
   os << "tensors (non-weight; offsets from the arena base):\n";
   std::snprintf(line, sizeof line, "  %-26s %-10s %-20s %12s %12s %5s %5s\n", "name", "kind", "shape", "offset",
                 "bytes", "first", "last");
   os << line;
   for (const TensorDesc& t : g.tensors) {
     if (t.kind == TensorKind::kWeight) continue;
-    if (is_planned(t) && hidden(t.name)) continue;
+    if (is_planned(t) && l.hidden(t.name)) continue;
     std::snprintf(line, sizeof line, "  %-26s %-10s %-20s %12lld %12lld %5d %5d\n", t.name.c_str(),
                   to_string(t.kind), shape_str(t.shape).c_str(), static_cast<long long>(p.offsets[t.id]),
                   static_cast<long long>(t.bytes()), t.first_op, t.last_op);
     os << line;
   }
-  if (!verbose && g.arch.depth > 1) {
+  const bool tail = p.class_token_tail;
+  if (!l.verbose && g.arch.depth > 1) {
     const int last_same = tail ? g.arch.depth - 2 : g.arch.depth - 1;
     if (last_same >= 1) os << "  (blocks 1.." << last_same << " repeat block 0's pattern";
     else os << "  (";
@@ -93,8 +106,13 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   int weight_count = 0;
   for (const TensorDesc& t : g.tensors) weight_count += t.kind == TensorKind::kWeight;
   os << "  weights: " << weight_count << " tensors, " << p.weights_bytes << " bytes at offset 0\n\n";
+}
 
-  // Arena occupancy chart of the planned region: one row per op, 64 columns over the region.
+// Arena occupancy chart of the planned region: one row per op, 64 columns over the region.
+void arena_chart_text(const Listing& l, std::ostringstream& os) {
+  const Plan& p = l.p;
+  const Graph& g = p.graph;
+  char line[512];
   const int64_t base = p.weights_bytes + p.io_bytes;
   const int64_t region = std::max<int64_t>(p.activations_bytes, 1);
   const int kCols = 64;
@@ -102,7 +120,7 @@ std::string format_plan_text(const Plan& p, bool verbose) {
      << ", each column " << human_bytes((region + kCols - 1) / kCols) << "; # live, . free):\n";
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& o = g.ops[i];
-    if (hidden(o.name)) continue;
+    if (l.hidden(o.name)) continue;
     std::string bar(kCols, '.');
     int64_t live = 0;
     for (const TensorDesc& t : g.tensors) {
@@ -118,37 +136,44 @@ std::string format_plan_text(const Plan& p, bool verbose) {
     os << line;
   }
   os << "\n";
+}
 
-  if (p.device.kind == DeviceKind::kCuda) {
-    double total_us = 0;
-    std::ostringstream ops;
-    for (const Op& o : g.ops) {
-      const Predicted pr = predict(o, p.device);
-      total_us += pr.us;
-      if (hidden(o.name)) continue;
-      std::snprintf(line, sizeof line, "  %-26s %-40s %8.2f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
-                    o.kernel.c_str(), o.flops / 1e9, o.bytes / 1e6, pr.us, pr.memory_bound ? "memory" : "compute");
-      ops << line;
-    }
-    std::snprintf(line, sizeof line, "%.3f ms", total_us / 1e3);
-    os << "predicted (roofline from the profile: " << p.device.fp16_dense_tflops << " TFLOP/s fp16, "
-       << p.device.dram_bandwidth_gbps << " GB/s; a floor, not a measurement): total " << line << "\n"
-       << ops.str() << "\n";
+void roofline_text(const Listing& l, std::ostringstream& os) {
+  const Plan& p = l.p;
+  if (p.device.kind != DeviceKind::kCuda) return;
+  char line[512];
+  double total_us = 0;
+  std::ostringstream ops;
+  for (const Op& o : p.graph.ops) {
+    const Predicted pr = predict(o, p.device);
+    total_us += pr.us;
+    if (l.hidden(o.name)) continue;
+    std::snprintf(line, sizeof line, "  %-26s %-40s %8.2f GFLOP %9.2f MB %9.2f us %s\n", o.name.c_str(),
+                  o.kernel.c_str(), o.flops / 1e9, o.bytes / 1e6, pr.us, pr.memory_bound ? "memory" : "compute");
+    ops << line;
   }
+  std::snprintf(line, sizeof line, "%.3f ms", total_us / 1e3);
+  os << "predicted (roofline from the profile: " << p.device.fp16_dense_tflops << " TFLOP/s fp16, "
+     << p.device.dram_bandwidth_gbps << " GB/s; a floor, not a measurement): total " << line << "\n"
+     << ops.str() << "\n";
+}
 
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "weights", static_cast<long long>(p.weights_bytes), human_bytes(p.weights_bytes).c_str());
-  os << "memory:\n" << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "io (input + outputs)", static_cast<long long>(p.io_bytes), human_bytes(p.io_bytes).c_str());
+void bytes_line(std::ostringstream& os, const char* label, int64_t bytes, const std::string& extra = "") {
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s%s)\n", label, static_cast<long long>(bytes),
+                human_bytes(bytes).c_str(), extra.c_str());
   os << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s; lower bound %lld)\n", "activations (planned)",
-                static_cast<long long>(p.activations_bytes), human_bytes(p.activations_bytes).c_str(),
-                static_cast<long long>(p.activations_lower_bound_bytes));
-  os << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "workspace", static_cast<long long>(p.workspace_bytes), human_bytes(p.workspace_bytes).c_str());
-  os << line;
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s; lower bound %lld)\n", "arena total",
-                static_cast<long long>(p.arena_bytes), human_bytes(p.arena_bytes).c_str(), static_cast<long long>(p.lower_bound_bytes));
-  os << line;
+}
+
+void memory_text(const Plan& p, std::ostringstream& os) {
+  char line[512];
+  os << "memory:\n";
+  bytes_line(os, "weights", p.weights_bytes);
+  bytes_line(os, "io (input + outputs)", p.io_bytes);
+  bytes_line(os, "activations (planned)", p.activations_bytes,
+             "; lower bound " + std::to_string(p.activations_lower_bound_bytes));
+  bytes_line(os, "workspace", p.workspace_bytes);
+  bytes_line(os, "arena total", p.arena_bytes, "; lower bound " + std::to_string(p.lower_bound_bytes));
   os << "process memory (everything the engine holds):\n";
   for (const MemoryLine& l : p.memory) {
     std::snprintf(line, sizeof line, "  %-6s %-58s %14lld  (%s; %s%s)\n", to_string(l.space), l.name.c_str(),
@@ -156,28 +181,31 @@ std::string format_plan_text(const Plan& p, bool verbose) {
                   l.load_only ? "; not in the total" : "");
     os << line;
   }
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "host total", static_cast<long long>(p.host_total_bytes), human_bytes(p.host_total_bytes).c_str());
-  os << line;
-  if (p.device.kind == DeviceKind::kCuda) {
-    std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "device total", static_cast<long long>(p.device_total_bytes), human_bytes(p.device_total_bytes).c_str());
-    os << line;
-  }
+  bytes_line(os, "host total", p.host_total_bytes);
+  if (p.device.kind == DeviceKind::kCuda) bytes_line(os, "device total", p.device_total_bytes);
   const char* total_label = p.device.kind == DeviceKind::kCpu ? "total (host)"
                             : p.device.unified_memory   ? "total (host + device: unified memory)"
                                                         : "total (device memory)";
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", total_label, static_cast<long long>(p.total_bytes), human_bytes(p.total_bytes).c_str());
-  os << line;
-  if (p.load_peak_extra_bytes > 0) {
-    std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "during load, also", static_cast<long long>(p.load_peak_extra_bytes), human_bytes(p.load_peak_extra_bytes).c_str());
-    os << line;
-  }
-  std::snprintf(line, sizeof line, "  %-34s %14lld  (%s)\n", "budget", static_cast<long long>(p.budget_bytes), human_bytes(p.budget_bytes).c_str());
-  os << line;
+  bytes_line(os, total_label, p.total_bytes);
+  if (p.load_peak_extra_bytes > 0) bytes_line(os, "during load, also", p.load_peak_extra_bytes);
+  bytes_line(os, "budget", p.budget_bytes);
   if (p.fits) {
     os << "verdict: FITS (" << p.budget_bytes - p.total_bytes << " bytes to spare)\n";
   } else {
     os << "verdict: DOES NOT FIT (" << does_not_fit_message(p) << ")\n";
   }
+}
+
+}  // namespace
+
+std::string format_plan_text(const Plan& p, bool verbose) {
+  std::ostringstream os;
+  const Listing listing{p, verbose};
+  header_text(p, os);
+  tensors_text(listing, os);
+  arena_chart_text(listing, os);
+  roofline_text(listing, os);
+  memory_text(p, os);
   return os.str();
 }
 
@@ -217,6 +245,10 @@ std::string format_plan_json(const Plan& p) {
   j["attention_fallback"] = p.attention_fallback;
   j["class_token_tail"] = p.class_token_tail;
   j["notes"] = p.notes;
+  ordered_json tuning = ordered_json::array();
+  for (const TuningRecord& t : p.tuning)
+    tuning.push_back({{"op", t.op}, {"batch", t.batch}, {"choice", t.choice}, {"detail", t.detail}});
+  j["tuning"] = tuning;
   ordered_json tensors = ordered_json::array();
   for (const TensorDesc& t : g.tensors) {
     tensors.push_back({{"name", t.name}, {"kind", to_string(t.kind)}, {"shape", t.shape},
@@ -227,7 +259,7 @@ std::string format_plan_json(const Plan& p) {
   ordered_json ops = ordered_json::array();
   double total_us = 0;
   for (const Op& o : g.ops) {
-    ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"kernel", o.kernel}, {"reason", o.reason},
+    ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"row", o.row}, {"kernel", o.kernel}, {"reason", o.reason},
                     {"flops", o.flops}, {"bytes", o.bytes}};
     if (p.device.kind == DeviceKind::kCuda) {
       const Predicted pr = predict(o, p.device);

@@ -1,0 +1,119 @@
+// The CPU op table (fp32). Rows in order of preference per op kind:
+//   im2col            cpu.im2col
+//   linear            cpu.gemm_libxsmm_packed (x86-64 + AVX2 builds with libxsmm: weights re-laid out once
+//                     at load, JIT kernels), cpu.sgemm_openblas (everywhere)
+//   assemble_tokens   cpu.assemble_tokens
+//   layernorm         cpu.layernorm_f32 (fp32 statistics)
+//   attention         cpu.mha_fused_f32 (online softmax, head_dim <= kMhaFusedMaxHeadDim),
+//                     cpu.mha_explicit_f32 (S x S scratch per image and head)
+//   pool              cpu.pool
+#include <cmath>
+
+#include "kernels/cpu/kernels.h"
+#include "runtime/cpu/ops_cpu.h"
+
+namespace edgevit {
+
+namespace {
+
+Support serves(std::string reason) { return Support{true, std::move(reason), "", false}; }
+Support always(const Op&, const Graph&, const DeviceProfile&) { return serves(""); }
+std::string runs_everywhere() { return ""; }
+
+template <typename K>
+std::unique_ptr<OpKernel> bind_kernel(const Op& op) {
+  return std::make_unique<K>(op);
+}
+
+// ---- im2col, assemble, pool, layernorm ------------------------------------------------------------------
+
+class Im2col final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const VitArch& a = ctx.plan.graph.arch;
+    im2col_patches_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.in_chans, a.img_size, a.patch_size);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+};
+
+class Assemble final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status prepare(ExecContext& c) override {
+    const Graph& g = c.plan.graph;
+    for (int id : op_.weights) {
+      const std::string& name = g.tensors[static_cast<size_t>(id)].name;
+      if (name == "cls_token") cls_ = id;
+      if (name == "reg_token") reg_ = id;
+      if (name == "pos_embed") pos_ = id;
+    }
+    return Status::Ok();
+  }
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const VitArch& a = ctx.plan.graph.arch;
+    assemble_tokens_f32(ctx.f32(op_.inputs[0]), cls_ >= 0 ? ctx.f32(cls_) : nullptr,
+                        reg_ >= 0 ? ctx.f32(reg_) : nullptr, a.reg_tokens, pos_ >= 0 ? ctx.f32(pos_) : nullptr,
+                        a.no_embed_class, ctx.f32(op_.outputs[0]), n, a.num_patches(), a.embed_dim);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+
+ private:
+  int cls_ = -1, reg_ = -1, pos_ = -1;
+};
+
+class Pool final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const VitArch& a = ctx.plan.graph.arch;
+    pool_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.num_tokens(), a.embed_dim, op_.avg_pool,
+             a.num_prefix_tokens());
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+};
+
+class LayerNorm final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
+    layernorm_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]),
+                  ctx.f32(op_.outputs[0]), rows, static_cast<int>(op_.n), static_cast<float>(op_.eps), ctx.threads);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+};
+
+Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) { return serves("statistics in fp32"); }
+
+}  // namespace
+
+// Linear and attention rows: runtime/cpu/ops_cpu_linear.cpp, runtime/cpu/ops_cpu_attention.cpp.
+void append_cpu_linear_rows(std::vector<OpRow>* rows);
+void append_cpu_attention_rows(std::vector<OpRow>* rows);
+
+const std::vector<OpRow>& cpu_op_table() {
+  static const std::vector<OpRow> table = [] {
+    std::vector<OpRow> t;
+    t.push_back({OpKind::kIm2col, Precision::kFp32, "cpu.im2col", always, runs_everywhere, bind_kernel<Im2col>});
+    append_cpu_linear_rows(&t);
+    t.push_back({OpKind::kAssembleTokens, Precision::kFp32, "cpu.assemble_tokens", always, runs_everywhere,
+                 bind_kernel<Assemble>});
+    t.push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f32", layernorm_supports, runs_everywhere,
+                 bind_kernel<LayerNorm>});
+    append_cpu_attention_rows(&t);
+    t.push_back({OpKind::kPool, Precision::kFp32, "cpu.pool", always, runs_everywhere, bind_kernel<Pool>});
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace edgevit
