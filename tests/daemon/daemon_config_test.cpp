@@ -2,7 +2,7 @@
 // kConfigError naming file:line:col and the key.
 #include <gtest/gtest.h>
 
-#include "runtime/daemon/daemon_config.h"
+#include "serving/daemon_config.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit::daemon {

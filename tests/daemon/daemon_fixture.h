@@ -23,9 +23,9 @@
 
 #include "platform/device_registry.h"
 #include "runtime/config.h"
-#include "runtime/daemon/edgevit_client.h"
-#include "runtime/daemon/server.h"
 #include "runtime/engine.h"
+#include "serving/edgevit_client.h"
+#include "serving/server.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit::daemon::testing {

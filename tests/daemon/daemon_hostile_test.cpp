@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/daemon/client.h"
-#include "runtime/daemon/json_text.h"
 #include "runtime/inputs.h"
 #include "runtime/safetensors.h"
+#include "serving/client.h"
+#include "serving/json_text.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/runtime/image_fixtures.h"
 #include "tests/testutil/testutil.h"

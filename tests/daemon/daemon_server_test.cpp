@@ -1,4 +1,4 @@
-// In-process edgevitd (runtime/daemon/server.h) on the digits model over loopback Unix sockets: answers
+// In-process edgevitd (serving/server.h) on the digits model over loopback Unix sockets: answers
 // bit-identical to an in-process Engine, malformed frames, busy, peer allow-list, socket mode, hot reload
 // (beside, drain-and-replace, rollback) under load.
 #include <gtest/gtest.h>

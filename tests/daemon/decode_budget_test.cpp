@@ -1,4 +1,4 @@
-// DecodeBudget (runtime/daemon/decode_budget.h), the daemon's shared image decode budget: grants in
+// DecodeBudget (serving/decode_budget.h), the daemon's shared image decode budget: grants in
 // arrival order, never above the capacity, waits until a deadline, and gives up on a stop.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/daemon/decode_budget.h"
+#include "serving/decode_budget.h"
 
 namespace edgevit::daemon {
 namespace {

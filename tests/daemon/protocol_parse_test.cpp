@@ -1,4 +1,4 @@
-// protocol::check_header / parse_payload / parse_request (runtime/daemon/protocol.cpp), the daemon's
+// protocol::check_header / parse_payload / parse_request (serving/protocol.cpp), the daemon's
 // validation of request frames, without a socket: one row per accepted request kind and per rejection,
 // each checking the error code and the exact message the daemon sends.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/daemon/protocol.h"
+#include "serving/protocol.h"
 
 namespace edgevit::protocol {
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target: the daemon's request parser (protocol::parse_request, runtime/daemon/protocol.cpp) on
+// libFuzzer target: the daemon's request parser (protocol::parse_request, serving/protocol.cpp) on
 // whole frames: the first 24 bytes are the header (fewer if the input is shorter), the rest the payload.
 // Two served models: the digits model (1x8x8, batch 4) and a 3x8x8 one with batch 1. Beyond "no crash":
 //   - a refusal carries a known error code and a non-empty message;
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/daemon/protocol.h"
+#include "serving/protocol.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the daemon's JSON text encoding of arbitrary bytes (runtime/daemon/json_text.h), the
+// libFuzzer target: the daemon's JSON text encoding of arbitrary bytes (serving/json_text.h), the
 // path that took edgevitd down (issue #22: a failed reload's message quoted raw checkpoint bytes and
 // health's dump() threw on them). Beyond "no crash":
 //   - valid_utf8(bytes) is accepted by nlohmann's strict dump (the default that threw), and survives a
@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/daemon/json_text.h"
+#include "serving/json_text.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/daemon/protocol.h"
 #include "runtime/safetensors.h"
+#include "serving/protocol.h"
 
 namespace {
 

@@ -22,10 +22,10 @@
 #include "platform/gpio.h"
 #include <sys/mman.h>
 
-#include "tests/selftest/alloc_counter.h"
-#include "tests/selftest/checks.h"
+#include "selftest/alloc_counter.h"
+#include "selftest/checks.h"
 #include "tests/selftest/model_fixtures.h"
-#include "tests/selftest/selftest.h"
+#include "selftest/selftest.h"
 #include "tests/testutil/testutil.h"
 
 #if defined(EDGEVIT_SANITIZER_BUILD)
