@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 const char* to_string(GlobalPool v) { return v == GlobalPool::kToken ? "token" : "avg"; }
 const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
 const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
+const char* to_string(Activation v) { return v == Activation::kGeluTanh ? "gelu_tanh" : "gelu"; }
 const char* to_string(AttentionImpl v) {
   switch (v) {
     case AttentionImpl::kAuto: return "auto";
@@ -50,8 +51,8 @@ const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Pre
                                                                      {"fp16", Precision::kFp16}};
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
     {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
-enum class Activation { kGelu };
-const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu}};
+const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu},
+                                                                       {"gelu_tanh", Activation::kGeluTanh}};
 
 std::string resolve_path(const std::string& base_dir, const std::string& p) {
   const fs::path q(p);
@@ -101,8 +102,8 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(m.get_bool("fc_norm", false, &a->fc_norm));
   EV_RETURN_IF_ERROR(m.get_int("num_classes", true, 0, kMaxClasses, &a->num_classes));
   EV_RETURN_IF_ERROR(m.get_double("layer_norm_eps", false, 0.0, 1.0, &a->layer_norm_eps, /*lo_open=*/true));
-  Activation act = Activation::kGelu;
-  EV_RETURN_IF_ERROR(m.get_enum("act", false, kActivations, &act));
+  a->act = Activation::kGelu;
+  EV_RETURN_IF_ERROR(m.get_enum("act", false, kActivations, &a->act));
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
@@ -213,7 +214,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::Key << "fc_norm" << YAML::Value << a.fc_norm;
   e << YAML::Key << "num_classes" << YAML::Value << a.num_classes;
   e << YAML::Key << "layer_norm_eps" << YAML::Value << format_double_exact(a.layer_norm_eps);
-  e << YAML::Key << "act" << YAML::Value << "gelu";
+  e << YAML::Key << "act" << YAML::Value << to_string(a.act);
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);

@@ -180,7 +180,7 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   const int h2 = b.act(blk + ".norm2.out", {d.B, last ? 1 : d.T, d.E});
   b.layernorm(blk + ".norm2", res, h2, r, d.E, a.layer_norm_eps);
   const int mlp = b.act(blk + ".mlp.hidden", {d.B, last ? 1 : d.T, d.M});
-  b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, 1);
+  b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, a.act == Activation::kGeluTanh ? 3 : 1);
   b.linear(blk + ".mlp.fc2", mlp, res, r, d.E, d.M, true, 2);
   return xc;
 }

@@ -68,7 +68,8 @@ struct Op {
   std::vector<int> weights;      // tensor ids
   int scratch = -1;              // tensor id of this op's workspace, or -1
   // Parameters (meaning depends on kind).
-  int epilogue = 0;              // kLinear: 0 none, 1 gelu, 2 residual add (in place into outputs[0])
+  int epilogue = 0;              // kLinear: 0 none, 1 gelu (erf), 2 residual add (in place into outputs[0]),
+                                 // 3 gelu_tanh
   int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm

@@ -20,6 +20,11 @@ const char* to_string(WeightNaming v);  // "timm" | "hf"
 const char* to_string(Precision v);     // "fp32" | "fp16"
 const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"
 
+// The MLP's activation: exact (erf) GELU (timm's default, nn.GELU()) or its tanh approximation
+// (nn.GELU(approximate='tanh'): timm's `gelu_tanh`, SigLIP's `gelu_pytorch_tanh`).
+enum class Activation { kGelu, kGeluTanh };
+const char* to_string(Activation v);    // "gelu" | "gelu_tanh"
+
 struct VitArch {
   int img_size = 224;     // square input, pixels
   int patch_size = 16;    // square patches; img_size % patch_size == 0
@@ -36,7 +41,7 @@ struct VitArch {
   bool fc_norm = false;          // LayerNorm after pooling instead of before (timm fc_norm)
   int num_classes = 1000;        // 0 = features only (logits are the pooled features)
   double layer_norm_eps = 1e-6;
-  // act is always exact (erf) GELU; the loader rejects anything else.
+  Activation act = Activation::kGelu;
 
   int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
   int num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }

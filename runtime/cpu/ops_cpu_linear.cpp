@@ -13,16 +13,30 @@ namespace edgevit {
 
 namespace {
 
+// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU.
 Epilogue epilogue_of(const Op& o) {
-  return o.epilogue == 1 ? Epilogue::kGelu : o.epilogue == 2 ? Epilogue::kResidualAdd : Epilogue::kNone;
+  switch (o.epilogue) {
+    case 1: return Epilogue::kGelu;
+    case 2: return Epilogue::kResidualAdd;
+    case 3: return Epilogue::kGeluTanh;
+    default: return Epilogue::kNone;
+  }
 }
 const char* epilogue_suffix(const Op& o) {
-  return o.epilogue == 1 ? "+bias_gelu" : o.epilogue == 2 ? "+bias_residual" : "+bias";
+  switch (o.epilogue) {
+    case 1: return "+bias_gelu";
+    case 2: return "+bias_residual";
+    case 3: return "+bias_gelu_tanh";
+    default: return "+bias";
+  }
 }
 const char* epilogue_reason(const Op& o) {
-  return o.epilogue == 2   ? "residual add fused as GEMM accumulate (in place)"
-         : o.epilogue == 1 ? "GELU fused into the GEMM epilogue"
-                           : "bias fused into the GEMM epilogue";
+  switch (o.epilogue) {
+    case 1: return "GELU fused into the GEMM epilogue";
+    case 2: return "residual add fused as GEMM accumulate (in place)";
+    case 3: return "tanh-approximation GELU fused into the GEMM epilogue";
+    default: return "bias fused into the GEMM epilogue";
+  }
 }
 
 class OpenblasLinear final : public CpuKernel {

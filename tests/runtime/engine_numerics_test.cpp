@@ -105,6 +105,49 @@ TEST(EngineNumerics, EveryHeadDimRunsAKernelThatServesIt) {
   std::filesystem::remove_all(dir);
 }
 
+// The tanh-approximation GELU (SigLIP's MLP): the fc1 GEMMs run its epilogue, the plan names it, and the
+// outputs match the reference forward with gelu_tanh_ref (and differ from the erf model's).
+TEST(EngineNumerics, TanhGeluModelMatchesItsReference) {
+  const std::string dir = testutil::make_temp_dir("gelutanh");
+  VitArch a = arch_with_head_dim(32, 2);
+  a.depth = 2;
+  const std::string path = dir + "/tanh.safetensors";
+  const testutil::TensorMap w = write_checkpoint(a, path, 4242);
+  const int batch = 3;
+  const auto input = testutil::random_floats(static_cast<size_t>(batch) * 3 * 16 * 16, 4243);
+  const size_t n = static_cast<size_t>(batch) * a.num_classes;
+  a.act = Activation::kGelu;
+  const testutil::VitRefOutputs ref_erf = testutil::vit_forward_ref(a, w, input.data(), batch);
+  a.act = Activation::kGeluTanh;
+  const testutil::VitRefOutputs ref_tanh = testutil::vit_forward_ref(a, w, input.data(), batch);
+  for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
+    SCOPED_TRACE(to_string(act));
+    a.act = act;
+    EngineOptions o;
+    o.threads = 2;
+    auto engine = Engine::create(spec_for(a, path, batch), host_cpu(), o);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    int fc1 = 0;
+    for (const Op& op : (*engine)->plan().graph.ops) {
+      if (op.name.find("mlp.fc1") == std::string::npos) continue;
+      ++fc1;
+      const bool tanh_named = op.kernel.find("+bias_gelu_tanh") != std::string::npos;
+      EXPECT_EQ(tanh_named, act == Activation::kGeluTanh) << op.kernel;
+    }
+    EXPECT_EQ(fc1, a.depth);
+    ASSERT_TRUE((*engine)->infer(input.data(), batch).ok());
+    const auto& own = act == Activation::kGeluTanh ? ref_tanh : ref_erf;
+    const auto& other = act == Activation::kGeluTanh ? ref_erf : ref_tanh;
+    const double e_own = testutil::rel_error((*engine)->logits(), own.logits.data(), n);
+    const double e_other = testutil::rel_error((*engine)->logits(), other.logits.data(), n);
+    EXPECT_LE(e_own, tol::kFp32EndToEnd);
+    // The two GELUs differ by < 5e-4 absolute, so the models' logits are close; each engine must still be
+    // an order of magnitude nearer its own reference than the other's.
+    EXPECT_LT(10 * e_own, e_other) << "own " << e_own << ", other " << e_other;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(EngineNumerics, FusedRequestedAboveItsHeadDimIsRefusedLoudly) {
   const VitArch a = arch_with_head_dim(160, 2);
   PlanOptions o;

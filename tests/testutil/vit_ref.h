@@ -47,7 +47,11 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
     layernorm_ref(x.data(), W(b + "norm2.weight"), W(b + "norm2.bias"), h.data(), rows, e, eps, 1);
     linear_ref(h.data(), W(b + "mlp.fc1.weight"), W(b + "mlp.fc1.bias"), mlp.data(), rows, hid, e, Epilogue::kNone);
-    gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
+    if (a.act == Activation::kGeluTanh) {
+      gelu_tanh_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
+    } else {
+      gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
+    }
     linear_ref(mlp.data(), W(b + "mlp.fc2.weight"), W(b + "mlp.fc2.bias"), h.data(), rows, e, hid, Epilogue::kNone);
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
   }
