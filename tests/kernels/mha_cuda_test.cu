@@ -1,7 +1,7 @@
 // CUDA attention (kernels/cuda/mha.h) against a float64 reference, through the launchers the runtime calls.
 //
 // Every case draws fresh inputs, poisons the output (fp16 NaN) before each run and checks the rule of
-// tests/testutil/tolerances.h: ||out - ref|| / ||ref|| <= 2x that of the reference computed from
+// base/tolerances.h: ||out - ref|| / ||ref|| <= 2x that of the reference computed from
 // fp16-rounded inputs with an fp16-rounded output, and <= 5e-3; never NaN/Inf; padding between output rows
 // left untouched. The reference (kernels/cpu/mha_ref) sees the unrounded fp32 inputs, the kernels their
 // fp16 roundings.
@@ -30,7 +30,7 @@
 #include "kernels/mha_variants.h"
 #include "tests/testutil/cuda_main.h"
 #include "tests/testutil/testutil.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit {
 namespace {
@@ -285,21 +285,33 @@ TEST_P(MhaCudaTest, MatchesFloat64Reference) {
   bool padding_intact = false;
 
   if (has_fused(c.head_dim)) {
-    // The launcher's own choice, then every row of the table for this head dim.
-    std::vector<int> variants = {-1};
+    // The table's row for this launch on this device (as the CUDA backend picks it untuned), then every row
+    // of the table for this head dim.
+    int device = 0, major = 0, minor = 0, optin = 0, sms = 0;
+    EV_ASSERT_CUDA(cudaGetDevice(&device));
+    EV_ASSERT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    EV_ASSERT_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    EV_ASSERT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    EV_ASSERT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const MhaGrid grid{c.batch, c.heads, c.seq_q, sms};
+    const MhaChoice table = choose_mha(major * 10 + minor, optin, c.head_dim, true, false, &grid);
+    ASSERT_TRUE(table.fused) << table.reason;
+    std::vector<int> variants = {static_cast<int>(table.variant - kMhaVariants)};
     for (size_t i = 0; i < kNumMhaVariants; ++i)
       if (kMhaVariants[i].head_dim == c.head_dim) variants.push_back(static_cast<int>(i));
-    for (int variant : variants) {
-      const std::string what = variant < 0 ? "fused (chosen)" : std::string("fused ") + kMhaVariants[variant].name;
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      const int variant = variants[vi];
+      const std::string what = std::string(vi == 0 ? "fused (table's row) " : "fused ") + kMhaVariants[variant].name;
       EV_ASSERT_CUDA(dev.poison());
-      EV_ASSERT_CUDA(mha_fused_f16_variant(dev.params(), dev.q(), dev.k(), dev.v(), dev.o(), variant, nullptr));
+      EV_ASSERT_CUDA(mha_fused_f16(dev.params(), dev.q(), dev.k(), dev.v(), dev.o(), variant, nullptr));
       EV_ASSERT_CUDA(cudaDeviceSynchronize());
       EV_ASSERT_CUDA(dev.download(&out, &padding_intact));
       EXPECT_TRUE(padding_intact) << what << " wrote outside the output rows";
       EXPECT_TRUE(within_tolerance(out, ref, what));
     }
   } else {
-    EXPECT_EQ(mha_fused_f16(dev.params(), dev.q(), dev.k(), dev.v(), dev.o(), nullptr), cudaErrorNotSupported);
+    // No row of this head dim: a row of another is refused.
+    EXPECT_EQ(mha_fused_f16(dev.params(), dev.q(), dev.k(), dev.v(), dev.o(), 0, nullptr), cudaErrorInvalidValue);
   }
 
   const size_t ws_bytes = mha_unfused_workspace_bytes(dev.params());
@@ -353,7 +365,9 @@ TEST(MhaCudaLauncher, RejectsMisalignedInputs) {
   AttnParams p = attn_params_packed_qkv(1, 8, 1, 64, 0.125f);
   DeviceBuffer<__half> buf(3 * 8 * 64 + 8);
   EV_ASSERT_CUDA(buf.status);
-  EXPECT_EQ(mha_fused_f16(p, buf.ptr + 1, buf.ptr + 65, buf.ptr + 129, buf.ptr, nullptr), cudaErrorInvalidValue);
+  int row = 0;
+  while (kMhaVariants[row].head_dim != 64) ++row;
+  EXPECT_EQ(mha_fused_f16(p, buf.ptr + 1, buf.ptr + 65, buf.ptr + 129, buf.ptr, row, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(MhaCudaLauncher, ChosenVariantMatchesDevice) {

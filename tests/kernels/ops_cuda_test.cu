@@ -1,7 +1,7 @@
 // The CUDA ops of kernels/cuda/ops.h against their CPU references (kernels/cpu/*_ref.cpp), through the same
 // launchers the CUDA backend calls. Every case draws fresh inputs and poisons the output (all bytes 0xFF:
 // NaN in fp16 and fp32) before the launch, so an element left unwritten fails.
-// Rules (tests/testutil/tolerances.h): fp32 ops within tol::kFp32Kernel of the reference; fp16 ops within
+// Rules (base/tolerances.h): fp32 ops within tol::kFp32Kernel of the reference; fp16 ops within
 // tol::kFp16KernelVsFp16RefFactor x the error of the reference computed on fp16-rounded inputs with an
 // fp16-rounded output, and within tol::kFp16Kernel; pure data movement (casts, im2col, token pooling) exact.
 #include <cuda_fp16.h>
@@ -20,7 +20,7 @@
 #include "kernels/cuda/ops.h"
 #include "tests/testutil/cuda_main.h"
 #include "tests/testutil/testutil.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit {
 namespace {

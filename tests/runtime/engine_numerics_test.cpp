@@ -14,7 +14,7 @@
 #include "runtime/plan.h"
 #include "tests/runtime/checkpoint_fixtures.h"
 #include "tests/testutil/testutil.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 #include "tests/testutil/vit_ref.h"
 
 namespace edgevit {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit::testutil {
 

@@ -1,4 +1,5 @@
-// The one tolerance table (../shared/STYLE.md). Every comparison in the tests uses these; each says why.
+// The one tolerance table (../shared/STYLE.md): every comparison of a kernel or a forward with its reference
+// uses these (the tests, the op-case checks and the self-test); each says why.
 // A tolerance is never loosened to make a test pass.
 #pragma once
 
