@@ -1,0 +1,270 @@
+#include "runtime/op_check.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/tolerances.h"
+#include "kernels/cpu/kernels.h"
+#include "runtime/cpu/ops_cpu.h"
+
+namespace edgevit {
+
+namespace {
+
+// ---- inputs -----------------------------------------------------------------------------------------------
+
+std::vector<float> uniform(size_t n, uint32_t* state, float lo, float hi) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    *state = *state * 1664525u + 1013904223u;
+    x = lo + (hi - lo) * static_cast<float>(*state >> 8) / static_cast<float>(1u << 24);
+  }
+  return v;
+}
+
+// Values for tensor t read by `op`: activations in [-1, 1]; GEMM weights scaled by 1/sqrt(K) so outputs stay
+// of order one; LayerNorm gamma near 1.
+std::vector<float> values_for(const Op& op, const TensorDesc& t, uint32_t* state) {
+  const size_t n = static_cast<size_t>(t.numel());
+  if (t.kind != TensorKind::kWeight) return uniform(n, state, -1.f, 1.f);
+  if (op.kind == OpKind::kLayerNorm && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0)
+    return uniform(n, state, 0.8f, 1.2f);
+  if (op.kind == OpKind::kLinear && t.shape.size() == 2) {
+    const float s = 1.f / std::sqrt(static_cast<float>(op.k));
+    return uniform(n, state, -s, s);
+  }
+  return uniform(n, state, -0.5f, 0.5f);
+}
+
+Epilogue epilogue_of(int e) {
+  switch (e) {
+    case 1: return Epilogue::kGelu;
+    case 2: return Epilogue::kResidualAdd;
+    case 3: return Epilogue::kGeluTanh;
+    default: return Epilogue::kNone;
+  }
+}
+
+const float* weight_named(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v, const char* name) {
+  for (int id : op.weights)
+    if (plan.graph.tensors[static_cast<size_t>(id)].name == name) return v[static_cast<size_t>(id)].data();
+  return nullptr;
+}
+
+// ---- the reference ----------------------------------------------------------------------------------------
+
+// The op's output computed by its kernel's reference from the values in `v` (per tensor id).
+std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
+  const Graph& g = plan.graph;
+  const VitArch& a = g.arch;
+  const int b = g.batch;
+  const auto in = [&](size_t i) { return v[static_cast<size_t>(op.inputs[i])].data(); };
+  const auto w = [&](size_t i) { return i < op.weights.size() ? v[static_cast<size_t>(op.weights[i])].data() : nullptr; };
+  std::vector<float> out(static_cast<size_t>(g.tensors[static_cast<size_t>(op.outputs[0])].numel()));
+  switch (op.kind) {
+    case OpKind::kIm2col:
+      im2col_patches_ref(in(0), out.data(), b, a.in_chans, a.img_size, a.patch_size);
+      break;
+    case OpKind::kLinear:
+      if (op.epilogue == 2) out = v[static_cast<size_t>(op.outputs[0])];
+      linear_ref(in(0), w(0), w(1), out.data(), static_cast<int>(op.m), static_cast<int>(op.n), static_cast<int>(op.k),
+                 epilogue_of(op.epilogue));
+      break;
+    case OpKind::kAssembleTokens:
+      assemble_tokens_ref(in(0), weight_named(plan, op, v, "cls_token"), weight_named(plan, op, v, "reg_token"),
+                          a.reg_tokens, weight_named(plan, op, v, "pos_embed"), a.no_embed_class, out.data(), b,
+                          a.num_patches(), a.embed_dim);
+      break;
+    case OpKind::kLayerNorm:
+      layernorm_ref(in(0), w(0), w(1), out.data(), static_cast<int>(op.m), static_cast<int>(op.n),
+                    static_cast<float>(op.eps), 1);
+      break;
+    case OpKind::kAttention: {
+      const AttnParams p = attn_params_packed_qkv(b, a.num_tokens(), a.num_heads, a.head_dim(),
+                                                  1.0f / std::sqrt(static_cast<float>(a.head_dim())),
+                                                  static_cast<int>(op.seq_q));
+      const float* q = in(0);
+      mha_ref(p, q, q + packed_k_offset(a.num_heads, a.head_dim()), q + packed_v_offset(a.num_heads, a.head_dim()),
+              out.data(), 1);
+      break;
+    }
+    case OpKind::kPool:
+      pool_ref(in(0), out.data(), b, a.num_tokens(), a.embed_dim, op.avg_pool, a.num_prefix_tokens());
+      break;
+  }
+  return out;
+}
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  if (!std::isfinite(num)) return INFINITY;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// ---- one row ----------------------------------------------------------------------------------------------
+
+// Every tensor the op reads (inputs, weights, and the residual it accumulates into) gets fresh values, read
+// back as stored (fp16 rounds), so the reference sees exactly what the kernel sees.
+Status fill_inputs(const Plan& plan, const Op& op, Arena& arena, OpCaseDevice& device, uint32_t seed,
+                   std::vector<std::vector<float>>* v) {
+  v->assign(plan.graph.tensors.size(), {});
+  std::vector<int> ids = op.inputs;
+  ids.insert(ids.end(), op.weights.begin(), op.weights.end());
+  uint32_t state = seed;
+  for (int id : ids) {
+    const TensorDesc& t = plan.graph.tensors[static_cast<size_t>(id)];
+    if (!(*v)[static_cast<size_t>(id)].empty()) continue;
+    EV_RETURN_IF_ERROR(device.write(arena, t, values_for(op, t, &state)));
+    EV_RETURN_IF_ERROR(device.read(arena, t, &(*v)[static_cast<size_t>(id)]));
+  }
+  return Status::Ok();
+}
+
+Result<OpCaseResult> run_row(const Plan& plan, const Op& op, const OpRow& row, OpCaseDevice& device, uint32_t seed) {
+  OpCaseResult r;
+  r.row = row.name;
+  r.bound = plan.graph.precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32Kernel;
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena, Arena::create(plan, device.memory()));
+  std::vector<std::vector<float>> v;
+  EV_RETURN_IF_ERROR(fill_inputs(plan, op, *arena, device, seed, &v));
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<ExecContext> ctx, device.context(plan, *arena));
+  ctx->sizes = {plan.graph.batch};
+  std::unique_ptr<OpKernel> kernel = row.bind(op);
+  if (kernel == nullptr) return unsupported(std::string("row ") + row.name + " does not bind in this build");
+  EV_RETURN_IF_ERROR(kernel->prepare(*ctx));
+  EV_RETURN_IF_ERROR(kernel->run(*ctx, plan.graph.batch));
+  EV_RETURN_IF_ERROR(device.sync(*ctx));
+  r.kernel = kernel->resolved(plan.graph.batch);
+  std::vector<float> got;
+  EV_RETURN_IF_ERROR(device.read(*arena, plan.graph.tensors[static_cast<size_t>(op.outputs[0])], &got));
+  const std::vector<float> want = reference(plan, op, v);
+  r.error = rel_error(got, want);
+  r.ok = r.error <= r.bound;
+  if (!r.ok) r.detail = "error " + std::to_string(r.error) + " > " + std::to_string(r.bound);
+  return r;
+}
+
+// ---- the CPU device -----------------------------------------------------------------------------------------
+
+class CpuDevice final : public OpCaseDevice {
+ public:
+  std::unique_ptr<ArenaMemory> memory() override { return host_arena_memory(); }
+  Result<std::unique_ptr<ExecContext>> context(const Plan& plan, Arena& arena) override {
+    return std::unique_ptr<ExecContext>(std::make_unique<CpuContext>(plan, arena, InjectedFault::kNone, 2));
+  }
+  Status write(Arena& arena, const TensorDesc& t, const std::vector<float>& values) override {
+    std::memcpy(arena.at(t.id), values.data(), values.size() * sizeof(float));
+    return Status::Ok();
+  }
+  Status read(Arena& arena, const TensorDesc& t, std::vector<float>* values) override {
+    values->resize(static_cast<size_t>(t.numel()));
+    std::memcpy(values->data(), arena.at(t.id), values->size() * sizeof(float));
+    return Status::Ok();
+  }
+  Status sync(ExecContext&) override { return Status::Ok(); }
+};
+
+// ---- cases ------------------------------------------------------------------------------------------------
+
+VitArch small_arch(int img, int patch, int embed, int heads, int depth) {
+  VitArch a;
+  a.img_size = img;
+  a.patch_size = patch;
+  a.embed_dim = embed;
+  a.num_heads = heads;
+  a.depth = depth;
+  a.mlp_ratio = 2.0;
+  a.num_classes = 10;
+  return a;
+}
+
+OpCase make_case(const std::string& name, const VitArch& a, int batch, const std::string& op, Precision p,
+                 AttentionImpl att = AttentionImpl::kAuto, bool all_tokens = true) {
+  return OpCase{name, a, batch, op, p, att, all_tokens};
+}
+
+}  // namespace
+
+std::unique_ptr<OpCaseDevice> cpu_op_case_device() { return std::make_unique<CpuDevice>(); }
+#ifndef EDGEVIT_HAVE_CUDA
+std::unique_ptr<OpCaseDevice> cuda_op_case_device() { return nullptr; }
+#endif
+
+std::vector<OpCase> standard_op_cases(Precision p) {
+  std::vector<OpCase> cases;
+  // 40 px / 8 px patches: 25 patches + class token = 26 tokens (odd tile tails everywhere).
+  const VitArch base = small_arch(40, 8, 64, 2, 2);
+  for (const char* op : {"patch_embed.im2col", "patch_embed.proj", "assemble_tokens", "blocks.0.norm1",
+                         "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "norm",
+                         "pool.token", "head"})
+    cases.push_back(make_case(std::string("vit-40/8 ") + op, base, 3, op, p));
+  VitArch tanh = base;
+  tanh.act = Activation::kGeluTanh;
+  cases.push_back(make_case("gelu_tanh blocks.0.mlp.fc1", tanh, 3, "blocks.0.mlp.fc1", p));
+  VitArch reg = base;
+  reg.reg_tokens = 4;
+  reg.no_embed_class = true;
+  reg.global_pool = GlobalPool::kAvg;
+  reg.fc_norm = true;
+  for (const char* op : {"assemble_tokens", "pool.avg", "fc_norm", "blocks.0.attn.sdpa"})
+    cases.push_back(make_case(std::string("reg4 no_embed_class avg ") + op, reg, 2, op, p));
+  for (int d : {32, 64, 80, 96, 128, 160}) {
+    const VitArch a = small_arch(48, 8, 2 * d, 2, 2);  // 36 patches + 1 = 37 tokens
+    for (AttentionImpl att : {AttentionImpl::kAuto, AttentionImpl::kExplicit}) {
+      cases.push_back(make_case("attention d" + std::to_string(d) + " " + to_string(att), a, 2,
+                                "blocks.0.attn.sdpa", p, att));
+      cases.push_back(make_case("attention d" + std::to_string(d) + " class-token tail " + to_string(att), a, 2,
+                                "blocks.1.attn.sdpa", p, att, false));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p) {
+  std::vector<OpCase> cases;
+  VitArch a = spec.arch;
+  a.depth = 1;  // the first block's shapes are every block's
+  const bool avg = a.global_pool == GlobalPool::kAvg;
+  std::vector<std::string> ops = {"patch_embed.im2col", "patch_embed.proj", "assemble_tokens", "blocks.0.norm1",
+                                  "blocks.0.attn.qkv", "blocks.0.attn.sdpa", "blocks.0.attn.proj",
+                                  "blocks.0.norm2", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2",
+                                  avg ? "pool.avg" : "pool.token", a.fc_norm ? "fc_norm" : "norm"};
+  if (a.num_classes > 0) ops.push_back("head");
+  for (const std::string& op : ops)
+    cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true));
+  return cases;
+}
+
+Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfile& profile, OpCaseDevice& device,
+                                              uint32_t seed) {
+  ModelSpec spec;
+  spec.name = "op-case";
+  spec.arch = c.arch;
+  spec.max_batch = c.batch;
+  PlanOptions o;
+  o.batch = c.batch;
+  o.precision = c.precision;
+  o.attention = c.attention;
+  o.all_tokens = c.all_tokens;
+  EV_ASSIGN_OR_RETURN(Plan plan, make_plan(spec, profile, o));
+  const Op* op = nullptr;
+  for (const Op& candidate : plan.graph.ops)
+    if (candidate.name == c.op) op = &candidate;
+  if (op == nullptr) return invalid_argument("op case '" + c.name + "': the model has no op '" + c.op + "'");
+  std::vector<OpCaseResult> results;
+  for (const OpRow& row : op_table(profile.kind)) {
+    if (row.kind != op->kind || row.precision != plan.graph.precision) continue;
+    if ((row.scratch_bytes != nullptr) != (op->scratch >= 0)) continue;  // the plan's arena fits its path's rows
+    if (!row.supports(*op, plan.graph, profile).ok || !row.available().empty()) continue;
+    EV_ASSIGN_OR_RETURN(OpCaseResult r, run_row(plan, *op, row, device, seed));
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace edgevit
