@@ -2,14 +2,14 @@
 // explicit each) on the packed qkv layout the runtime uses, LayerNorm, and the GEMM with each epilogue the
 // ViT block uses (qkv: none, fc1: GELU, fc2: residual add; the packed libxsmm kernels where the engine runs
 // them), each against its float64-accumulating reference in kernels/cpu, normwise bound tol::kFp32Kernel
-// (tests/testutil/tolerances.h). Inputs are fresh for each run (the seed is reported).
+// (base/tolerances.h). Inputs are fresh for each run (the seed is reported).
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "kernels/cpu/kernels.h"
 #include "selftest/checks.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit::selftest {
 

@@ -22,7 +22,7 @@
 #include "runtime/safetensors.h"
 #include "selftest/alloc_counter.h"
 #include "selftest/checks.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit::selftest {
 namespace fs = std::filesystem;

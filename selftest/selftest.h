@@ -5,7 +5,7 @@
 //   kernel.*   attention (the kernel the CPU plan runs, fused, explicit; CUDA fused/unfused on a CUDA build
 //              with a GPU), LayerNorm and the three GEMM epilogues at each model's real shapes with fresh
 //              random inputs, against the float64 references of kernels/cpu, bounds from
-//              tests/testutil/tolerances.h
+//              base/tolerances.h
 //   e2e.*      the model against stored expected outputs (vit-digits: the 360-image test split; --quick: the
 //              first batch): predictions identical, logits within the end-to-end tolerance
 //   numerics.* every output (logits, pre_logits) of an inference on the model's inputs is finite, and
