@@ -1,13 +1,16 @@
-// Kernel checks at a model's real shapes: attention (the kernel a CPU plan of the model runs, then fused and
-// explicit each) on the packed qkv layout the runtime uses, LayerNorm, and the GEMM with each epilogue the
-// ViT block uses (qkv: none, fc1: GELU, fc2: residual add; the packed libxsmm kernels where the engine runs
-// them), each against its float64-accumulating reference in kernels/cpu, normwise bound tol::kFp32Kernel
+// Kernel checks at a model's real shapes:
+//   kernel.attention.*  the attention kernel a CPU plan of the model runs, then fused and explicit each, on
+//                       the packed qkv layout the runtime uses (the attention-scale fault makes them fail);
+//   kernel.op.*         the shared op-case list (runtime/op_check.h) at the model's shapes: every op of its
+//                       stem, first block and head on every CPU op-table row this build can run;
+// each against its float64-accumulating reference in kernels/cpu, normwise bound tol::kFp32Kernel
 // (base/tolerances.h). Inputs are fresh for each run (the seed is reported).
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "kernels/cpu/kernels.h"
+#include "runtime/op_check.h"
 #include "selftest/checks.h"
 #include "base/tolerances.h"
 
@@ -141,69 +144,42 @@ void attention_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
   out->push_back(check_kernel("kernel.attention.explicit_vs_ref", kExplicit, ""));
 }
 
-void layernorm_check(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
-  const int rows = s.batch * s.arch.num_tokens(), c = s.arch.embed_dim;
-  const uint64_t seed = s.seed ^ 0x1a7e;
-  Stopwatch w;
-  // Offset inputs (mean ~1.5) so that a kernel that does not centre is caught.
-  const std::vector<float> x = random_uniform(static_cast<size_t>(rows) * c, seed, -1.f, 4.f);
-  const std::vector<float> gamma = random_uniform(c, seed + 1, 0.5f, 1.5f), beta = random_uniform(c, seed + 2, -.5f, .5f);
-  std::vector<float> y(x.size(), NAN), ref(x.size());
-  const float eps = static_cast<float>(s.arch.layer_norm_eps);
-  layernorm_f32(x.data(), gamma.data(), beta.data(), y.data(), rows, c, eps, s.threads);
-  layernorm_ref(x.data(), gamma.data(), beta.data(), ref.data(), rows, c, eps, s.threads);
-  out->push_back(rel_error_check("kernel.layernorm_vs_ref", s.model, rel_error(y.data(), ref.data(), y.size()),
-                                 tol::kFp32Kernel,
-                                 "rows=" + std::to_string(rows) + " C=" + std::to_string(c) + " eps " + fmt_g(eps) +
-                                     ", " + seed_text(seed),
-                                 w.seconds()));
-}
-
-void linear_check(const KernelCheckSpec& s, const char* name, int m, int n, int k, Epilogue ep, uint64_t seed,
-                  std::vector<CheckResult>* out) {
-  Stopwatch w;
-  const float wr = 1.0f / std::sqrt(static_cast<float>(k));  // torch Linear's init range: outputs of order 1
-  const std::vector<float> x = random_uniform(static_cast<size_t>(m) * k, seed, -1.f, 1.f);
-  const std::vector<float> wt = random_uniform(static_cast<size_t>(n) * k, seed + 1, -wr, wr);
-  const std::vector<float> bias = random_uniform(n, seed + 2, -wr, wr);
-  std::vector<float> y(static_cast<size_t>(m) * n, NAN), ref(y.size());
-  if (ep == Epilogue::kResidualAdd) {
-    y = random_uniform(y.size(), seed + 3, -1.f, 1.f);  // the residual stream, accumulated into in place
-    ref = y;
+// The op-case list at the model's shapes, every available CPU row: one check per (op, row).
+void op_case_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
+  ModelSpec spec;
+  spec.name = s.model;
+  spec.arch = s.arch;
+  DeviceProfile host;
+  host.name = "host";
+  host.kind = DeviceKind::kCpu;
+  host.cpu_cores = s.threads;
+  auto device = cpu_op_case_device();
+  uint32_t seed = static_cast<uint32_t>(s.seed ^ 0x0c5e);
+  for (const OpCase& c : model_op_cases(spec, s.batch, Precision::kFp32)) {
+    Stopwatch w;
+    auto results = run_op_case(c, host, *device, ++seed);
+    if (!results.ok()) {
+      CheckResult r;
+      r.name = "kernel.op." + c.op;
+      r.model = s.model;
+      r.outcome = Outcome::kFail;
+      r.measured = "could not run";
+      r.detail = results.status().to_string();
+      out->push_back(r);
+      continue;
+    }
+    for (const OpCaseResult& r : *results)
+      out->push_back(rel_error_check("kernel.op." + c.op + "[" + r.row + "]", s.model, r.error, r.bound,
+                                     r.kernel + ", batch " + std::to_string(s.batch) + ", " + seed_text(seed),
+                                     w.seconds()));
   }
-  linear_ref(x.data(), wt.data(), bias.data(), ref.data(), m, n, k, ep);
-  // The GEMM the CPU engine runs for this layer: libxsmm's packed kernels where they serve the shape
-  // (runtime/backend_cpu.cpp), else linear_f32.
-  std::string kernel = "cpu.linear_f32 (" + std::string(cpu_gemm_library()) + ")";
-  PackedLinear packed;
-  std::vector<float> wp;
-  std::string why = "libxsmm not available";
-  if (cpu_packed_gemm_available()) {
-    wp = wt;
-    why = packed.init(wp.data(), m, n, k, ep);
-  }
-  if (why.empty()) {
-    kernel = "cpu.gemm_libxsmm_packed";
-    packed.run(x.data(), bias.data(), y.data(), m);
-  } else {
-    if (cpu_packed_gemm_available()) kernel += ", libxsmm refused: " + why;
-    linear_f32(x.data(), wt.data(), bias.data(), y.data(), m, n, k, ep);
-  }
-  out->push_back(rel_error_check(name, s.model, rel_error(y.data(), ref.data(), y.size()), tol::kFp32Kernel,
-                                 kernel + ", M=" + std::to_string(m) + " N=" + std::to_string(n) +
-                                     " K=" + std::to_string(k) + ", " + seed_text(seed),
-                                 w.seconds()));
 }
 
 }  // namespace
 
 void run_cpu_kernel_checks(const KernelCheckSpec& s, std::vector<CheckResult>* out) {
   attention_checks(s, out);
-  layernorm_check(s, out);
-  const int m = s.batch * s.arch.num_tokens(), e = s.arch.embed_dim, hidden = s.arch.mlp_hidden();
-  linear_check(s, "kernel.linear.qkv_vs_ref", m, 3 * e, e, Epilogue::kNone, s.seed ^ 0x9c1, out);
-  linear_check(s, "kernel.linear.fc1_gelu_vs_ref", m, hidden, e, Epilogue::kGelu, s.seed ^ 0x9c2, out);
-  linear_check(s, "kernel.linear.fc2_residual_vs_ref", m, e, hidden, Epilogue::kResidualAdd, s.seed ^ 0x9c3, out);
+  op_case_checks(s, out);
 }
 
 }  // namespace edgevit::selftest

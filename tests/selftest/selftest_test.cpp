@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "kernels/cpu/kernels.h"
 #include "platform/cuda_query.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
@@ -140,9 +141,23 @@ TEST(Selftest, CleanQuickRunPassesEveryCheck) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->passed()) << format_report_text(*r);
   EXPECT_EQ(selftest_exit_code(r), 0);
+  // The shared op-case list at the model's shapes: every op of the stem, first block and head, on every CPU
+  // row this build runs (the packed GEMM too where libxsmm is built in).
+  int op_checks = 0;
+  for (const CheckResult& c : r->checks) op_checks += c.name.rfind("kernel.op.", 0) == 0;
+  EXPECT_GE(op_checks, 13);
+  if (cpu_packed_gemm_available()) {
+    ASSERT_NE(find(*r, "kernel.op.blocks.0.mlp.fc1[cpu.gemm_libxsmm_packed]"), nullptr);
+    EXPECT_EQ(find(*r, "kernel.op.blocks.0.mlp.fc1[cpu.gemm_libxsmm_packed]")->outcome, Outcome::kPass);
+  }
   for (const char* name : {"memory.plan_fits", "kernel.attention.planned_vs_ref", "kernel.attention.fused_vs_ref",
-                           "kernel.attention.explicit_vs_ref", "numerics.outputs_finite", "kernel.layernorm_vs_ref", "kernel.linear.qkv_vs_ref", "kernel.linear.fc1_gelu_vs_ref",
-                           "kernel.linear.fc2_residual_vs_ref", "e2e.predictions", "e2e.logits",
+                           "kernel.attention.explicit_vs_ref", "numerics.outputs_finite",
+                           "kernel.op.blocks.0.norm1[cpu.layernorm_f32]",
+                           "kernel.op.blocks.0.attn.qkv[cpu.sgemm_openblas]",
+                           "kernel.op.blocks.0.mlp.fc1[cpu.sgemm_openblas]",
+                           "kernel.op.blocks.0.mlp.fc2[cpu.sgemm_openblas]", "kernel.op.patch_embed.im2col[cpu.im2col]",
+                           "kernel.op.assemble_tokens[cpu.assemble_tokens]", "kernel.op.head[cpu.sgemm_openblas]",
+                           "e2e.predictions", "e2e.logits",
                            "memory.available_now", "memory.arena_single_allocation", "memory.zero_allocations",
                            "memory.no_new_mappings", "memory.bit_identical"}) {
     const CheckResult* c = find(*r, name);
@@ -191,7 +206,7 @@ TEST(Selftest, WrongAttentionScaleFailsTheAttentionAndEndToEndChecks) {
   EXPECT_TRUE(f.count("kernel.attention.explicit_vs_ref"));
   EXPECT_TRUE(f.count("kernel.attention.planned_vs_ref"));
   EXPECT_TRUE(f.count("e2e.logits"));
-  EXPECT_FALSE(f.count("kernel.layernorm_vs_ref"));
+  EXPECT_FALSE(f.count("kernel.op.blocks.0.norm1[cpu.layernorm_f32]"));
   EXPECT_FALSE(f.count("memory.zero_allocations"));
   EXPECT_EQ(r->fault, "attention-scale");
   const std::string text = format_report_text(*r);
