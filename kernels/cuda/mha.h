@@ -2,7 +2,7 @@
 // Host-compilable: includers need only the CUDA runtime API header; __half is forward-declared.
 //
 //   mha_fused_f16    FlashAttention-2 style kernel (kernels/cuda/mha_fused.cu), head_dim in
-//                    {32, 64, 80, 96, 128}; variant chosen from kernels/mha_variants.h for the current device.
+//                    {32, 64, 80, 96, 128}; one row of kernels/mha_variants.h, named by the caller.
 //   mha_unfused_f16  cuBLASLt GEMM (S = scale Q K^T, fp32) + fp32-statistics softmax (P, fp16) + cuBLASLt
 //                    GEMM (O = P V) (kernels/cuda/mha_unfused.cu); any head_dim; S x S scratch in workspace.
 //
@@ -23,13 +23,12 @@ typedef struct cublasLtContext* cublasLtHandle_t;
 
 namespace edgevit {
 
-// Fused attention. Requires scale > 0, 16-byte aligned q/k/v/o and strides that are multiples of 8 elements
-// (cudaErrorInvalidValue otherwise), and a head_dim the table covers (cudaErrorNotSupported otherwise:
-// use mha_unfused_f16). variant_index >= 0 forces a row of kMhaVariants (tests, benchmarks); -1 chooses.
+// Fused attention with row `row` of kMhaVariants (the caller chooses it: choose_mha for the table's row, the
+// CUDA backend's start-up tuning, or a test naming every row). Requires scale > 0, 16-byte aligned q/k/v/o,
+// strides that are multiples of 8 elements and a row of the launch's head_dim (cudaErrorInvalidValue
+// otherwise).
 cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
-                          cudaStream_t stream);
-cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __half* k, const __half* v,
-                                  __half* o, int variant_index, cudaStream_t stream);
+                          int row, cudaStream_t stream);
 
 // Blocks of row `variant_index` of kMhaVariants that one SM of the current device holds at once (the CUDA
 // occupancy calculator over the instantiated kernel: its registers, shared memory and threads).

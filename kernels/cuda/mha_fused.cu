@@ -41,7 +41,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/mha.h"
@@ -97,45 +96,13 @@ constexpr std::array<LaunchFn, kNumMhaVariants> kLaunch =
 constexpr std::array<ResidentFn, kNumMhaVariants> kResident =
     make_resident_table(std::make_index_sequence<kNumMhaVariants>{});
 
-// Device capabilities, queried once per device.
-struct DeviceCaps {
-  int sm = 0;
-  int sm_count = 0;
-  int64_t smem_optin = 0;
-  cudaError_t status = cudaSuccess;
-};
-DeviceCaps device_caps(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::mutex mu;
-  static DeviceCaps caps[kMaxDevices];
-  static bool known[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return DeviceCaps{0, 0, 0, cudaErrorInvalidDevice};
-  std::lock_guard<std::mutex> lock(mu);
-  if (!known[device]) {
-    int major = 0, minor = 0, optin = 0;
-    DeviceCaps c;
-    c.status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (c.status == cudaSuccess)
-      c.status = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (c.status == cudaSuccess)
-      c.status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (c.status == cudaSuccess)
-      c.status = cudaDeviceGetAttribute(&c.sm_count, cudaDevAttrMultiProcessorCount, device);
-    c.sm = major * 10 + minor;
-    c.smem_optin = optin;
-    caps[device] = c;
-    known[device] = true;
-  }
-  return caps[device];
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool strides_ok(const AttnStrides& s) { return s.batch % 8 == 0 && s.row % 8 == 0 && s.head % 8 == 0; }
 
 }  // namespace
 
-cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __half* k, const __half* v,
-                                  __half* o, int variant_index, cudaStream_t stream) {
+cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
+                          int row, cudaStream_t stream) {
   if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.batch > 65535 || p.heads > 65535)
     return cudaErrorInvalidValue;
   if (!(p.scale > 0.f)) return cudaErrorInvalidValue;  // the running max is kept in scaled units
@@ -143,37 +110,17 @@ cudaError_t mha_fused_f16_variant(const AttnParams& p, const __half* q, const __
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o) || !strides_ok(p.q) ||
       !strides_ok(p.k) || !strides_ok(p.v) || !strides_ok(p.o))
     return cudaErrorInvalidValue;
-  size_t row = 0;
-  if (variant_index >= 0) {
-    if (static_cast<size_t>(variant_index) >= kNumMhaVariants ||
-        kMhaVariants[variant_index].head_dim != p.head_dim)
-      return cudaErrorInvalidValue;
-    row = static_cast<size_t>(variant_index);
-  } else {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    const DeviceCaps caps = device_caps(device);
-    if (caps.status != cudaSuccess) return caps.status;
-    const MhaGrid grid{p.batch, p.heads, p.seq_q, caps.sm_count};
-    const MhaChoice choice = choose_mha(caps.sm, caps.smem_optin, p.head_dim, true, false, &grid);
-    if (!choice.fused) return cudaErrorNotSupported;
-    row = static_cast<size_t>(choice.variant - kMhaVariants);
-  }
+  if (row < 0 || static_cast<size_t>(row) >= kNumMhaVariants || kMhaVariants[row].head_dim != p.head_dim)
+    return cudaErrorInvalidValue;
   FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
                  p.scale * 1.4426950408889634f};
-  return kLaunch[row](args, p.batch, p.heads, stream);
+  return kLaunch[static_cast<size_t>(row)](args, p.batch, p.heads, stream);
 }
 
 cudaError_t mha_fused_resident_blocks(int variant_index, int* blocks) {
   if (blocks == nullptr || variant_index < 0 || static_cast<size_t>(variant_index) >= kNumMhaVariants)
     return cudaErrorInvalidValue;
   return kResident[static_cast<size_t>(variant_index)](blocks);
-}
-
-cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
-                          cudaStream_t stream) {
-  return mha_fused_f16_variant(p, q, k, v, o, -1, stream);
 }
 
 }  // namespace edgevit

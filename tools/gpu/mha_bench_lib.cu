@@ -55,11 +55,13 @@ int edgevit_mha_choice(int batch, int heads, int seq_q, int head_dim, char* buf,
   return c.fused ? static_cast<int>(c.variant - edgevit::kMhaVariants) : -1;
 }
 
-// Returns a cudaError_t value (0 = success). variant -1: the launcher's choice.
+// Returns a cudaError_t value (0 = success). variant -1: the table's row (edgevit_mha_choice).
 int edgevit_mha_fused_bhsd(int batch, int heads, int seq_q, int seq_kv, int head_dim, float scale, const void* q,
                            const void* k, const void* v, void* o, int variant, void* stream) {
   const edgevit::AttnParams p = bhsd_params(batch, heads, seq_q, seq_kv, head_dim, scale);
-  return edgevit::mha_fused_f16_variant(p, static_cast<const __half*>(q), static_cast<const __half*>(k),
+  if (variant < 0) variant = edgevit_mha_choice(batch, heads, seq_q, head_dim, nullptr, 0);
+  if (variant < 0) return cudaErrorNotSupported;
+  return edgevit::mha_fused_f16(p, static_cast<const __half*>(q), static_cast<const __half*>(k),
                                         static_cast<const __half*>(v), static_cast<__half*>(o), variant,
                                         static_cast<cudaStream_t>(stream));
 }

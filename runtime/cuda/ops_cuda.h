@@ -1,0 +1,36 @@
+// The CUDA op table (rows: runtime/cuda_rows.cpp, compiled in every build, so plans for CUDA devices are
+// made on any machine; kernels: runtime/cuda/*.cpp, compiled only with CUDA). Includes no CUDA header.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/op_table.h"
+
+namespace edgevit {
+
+// Rows in order of preference per op kind and precision (runtime/op_table.h).
+const std::vector<OpRow>& cuda_op_table();
+
+// The kernel name of a linear op on CUDA: "cuda.cublaslt_f16+bias", "...+bias_gelu", "...+bias_residual",
+// "...+bias_gelu_tanh" (epilogue: Op::epilogue). The row serves it; the name says the epilogue.
+std::string cuda_linear_kernel_name(bool fp16, int epilogue);
+
+// Kernel makers the rows bind to (runtime/cuda/; defined only in a CUDA build).
+namespace cuda_kernels {
+std::unique_ptr<OpKernel> make_im2col(const Op& op);
+std::unique_ptr<OpKernel> make_assemble_tokens(const Op& op);
+std::unique_ptr<OpKernel> make_layernorm(const Op& op);
+std::unique_ptr<OpKernel> make_pool(const Op& op);
+std::unique_ptr<OpKernel> make_linear(const Op& op);
+std::unique_ptr<OpKernel> make_mha_fused(const Op& op);
+std::unique_ptr<OpKernel> make_mha_unfused(const Op& op);
+std::unique_ptr<OpKernel> make_mha_f32(const Op& op);
+}  // namespace cuda_kernels
+
+// fp32 attention (gpu::mha_f32) holds a query and its scores in shared memory: head_dim + tokens floats at
+// most (gpu::kMhaF32MaxSmemFloats, static_asserted equal where CUDA is built).
+constexpr int64_t kCudaMhaF32MaxSmemFloats = 48 * 1024 / 4;
+
+}  // namespace edgevit

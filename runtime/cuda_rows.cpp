@@ -1,0 +1,173 @@
+// The CUDA op table's rows (runtime/op_table.h). Compiled in every build: a plan for a CUDA device is made
+// on any machine (`plan --device orin-nx-16gb` on a CPU-only host), from the rows' names and supports(),
+// which read only the op, the graph and the device profile. available() and bind() reach the kernels of
+// runtime/cuda/ only in a build with CUDA.
+//
+//   im2col, assemble_tokens, pool   one row per precision: kernels/cuda/ops.h
+//   layernorm                       one row per precision, statistics in fp32
+//   linear                          cuBLASLt (kernels/cuda/gemm_lt.h), the epilogue in the kernel name
+//   attention, fp16                 the fused kernel (its kMhaVariants row in the kernel name), then the
+//                                   unfused cuBLASLt path (S x S scratch)
+//   attention, fp32                 gpu::mha_f32
+#include <string>
+#include <vector>
+
+#include "kernels/mha_variants.h"
+#include "runtime/cuda/ops_cuda.h"
+
+namespace edgevit {
+
+namespace {
+
+std::string available_with_cuda() {
+#ifdef EDGEVIT_HAVE_CUDA
+  return "";
+#else
+  return "built without CUDA";
+#endif
+}
+
+#ifdef EDGEVIT_HAVE_CUDA
+#define EV_CUDA_BIND(make) cuda_kernels::make
+#else
+// A build without CUDA has no kernels to bind (available() says why first).
+std::unique_ptr<OpKernel> bind_unavailable(const Op& op) {
+  (void)op;
+  return nullptr;
+}
+#define EV_CUDA_BIND(make) bind_unavailable
+#endif
+
+Support serves(const char* kernel, std::string reason) {
+  Support s;
+  s.ok = true;
+  s.kernel = kernel;
+  s.reason = std::move(reason);
+  return s;
+}
+
+Support im2col(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.im2col", "patch extraction, one thread per element");
+}
+Support assemble_tokens(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.assemble_tokens", "prefix tokens and position embedding in one pass");
+}
+Support pool(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.pool", "class token or mean over tokens, accumulated in fp32");
+}
+Support layernorm(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.layernorm_fp32stats", "statistics in fp32");
+}
+
+Support linear(const Op& op, const Graph& graph, const DeviceProfile&) {
+  const bool fp16 = graph.precision == Precision::kFp16;
+  Support s;
+  s.ok = true;
+  s.kernel = cuda_linear_kernel_name(fp16, op.epilogue);
+  s.reason = op.epilogue == 2   ? "residual add fused as GEMM accumulate (in place)"
+             : op.epilogue == 0 ? "bias fused into the GEMM epilogue"
+             : fp16             ? "GELU fused into the GEMM epilogue (cuBLASLt's GELU: the tanh form)"
+             : op.epilogue == 3 ? "bias fused into the GEMM epilogue, then tanh GELU (gpu::gelu_tanh_f32)"
+                                : "bias fused into the GEMM epilogue, then exact erf GELU (gpu::gelu_f32)";
+  return s;
+}
+
+// The fused kernel's row for the full blocks' launch (every token) at the plan's batch on the profile's SMs.
+MhaChoice full_block_choice(const Graph& graph, const DeviceProfile& dev) {
+  const VitArch& a = graph.arch;
+  const MhaGrid grid{graph.batch, a.num_heads, a.num_tokens(), dev.sm_count};
+  return choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, a.head_dim(), true, false, &grid);
+}
+
+// The fused kernel serves when the table has a row for the full blocks' launch on this device; the
+// class-token tail's launch (one query row per image and head) has its own grid and takes its own row
+// where the table has one, else the full blocks'. The launcher judges each captured size again on the
+// real device.
+Support mha_fused(const Op& op, const Graph& graph, const DeviceProfile& dev) {
+  Support s;
+  if (graph.attention_request == AttentionImpl::kExplicit) {
+    s.reason = "unfused attention forced by config/flag";
+    s.by_request = true;
+    return s;
+  }
+  MhaChoice choice = full_block_choice(graph, dev);
+  if (!choice.fused) {
+    s.reason = choice.reason;
+    return s;
+  }
+  const VitArch& a = graph.arch;
+  if (op.seq_q < a.num_tokens()) {
+    const MhaGrid tail_grid{graph.batch, a.num_heads, static_cast<int>(op.seq_q), dev.sm_count};
+    MhaChoice tail = choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, a.head_dim(), true, false,
+                                &tail_grid);
+    if (tail.fused) choice = std::move(tail);
+  }
+  s.ok = true;
+  s.kernel = std::string("cuda.") + choice.variant->name;
+  s.reason = choice.reason;
+  return s;
+}
+
+Support mha_unfused(const Op&, const Graph& graph, const DeviceProfile& dev) {
+  const bool forced = graph.attention_request == AttentionImpl::kExplicit;
+  const VitArch& a = graph.arch;
+  const MhaGrid grid{graph.batch, a.num_heads, a.num_tokens(), dev.sm_count};
+  const MhaChoice choice =
+      choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, a.head_dim(), true, forced, &grid);
+  std::string reason = choice.reason;
+  if (forced) reason = "unfused attention forced by config/flag; " + reason;
+  return serves("cuda.mha_unfused_cublas", reason);
+}
+
+int64_t mha_unfused_scratch(const Graph& graph, const DeviceProfile&) {
+  const int tokens = graph.arch.num_tokens();
+  return mha_unfused_workspace_bytes_for(graph.arch.num_heads, tokens, tokens);
+}
+
+Support mha_f32(const Op&, const Graph& graph, const DeviceProfile&) {
+  const VitArch& a = graph.arch;
+  if (int64_t{a.head_dim()} + a.num_tokens() > kCudaMhaF32MaxSmemFloats) {
+    Support s;
+    s.reason = "fp32 attention holds a query row and its " + std::to_string(a.num_tokens()) +
+               " scores in shared memory: head_dim + tokens = " + std::to_string(a.head_dim() + a.num_tokens()) +
+               " floats > " + std::to_string(kCudaMhaF32MaxSmemFloats) + "; use fp16";
+    return s;
+  }
+  return serves("cuda.mha_f32",
+                "fp32: gpu::mha_f32 (one block per query row, fp32 FMAs, no tensor cores; the fused kernels are "
+                "fp16 only)");
+}
+
+}  // namespace
+
+std::string cuda_linear_kernel_name(bool fp16, int epilogue) {
+  static const char* kEpilogue[] = {"+bias", "+bias_gelu", "+bias_residual", "+bias_gelu_tanh"};
+  const int e = epilogue >= 0 && epilogue < 4 ? epilogue : 0;
+  return std::string("cuda.cublaslt_") + (fp16 ? "f16" : "f32") + kEpilogue[e];
+}
+
+const std::vector<OpRow>& cuda_op_table() {
+  constexpr Precision kF16 = Precision::kFp16, kF32 = Precision::kFp32;
+  static const std::vector<OpRow> rows = {
+      {OpKind::kIm2col, kF16, "cuda.im2col_f16", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
+      {OpKind::kIm2col, kF32, "cuda.im2col_f32", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
+      {OpKind::kAssembleTokens, kF16, "cuda.assemble_tokens_f16", assemble_tokens, available_with_cuda,
+       EV_CUDA_BIND(make_assemble_tokens)},
+      {OpKind::kAssembleTokens, kF32, "cuda.assemble_tokens_f32", assemble_tokens, available_with_cuda,
+       EV_CUDA_BIND(make_assemble_tokens)},
+      {OpKind::kLayerNorm, kF16, "cuda.layernorm_f16", layernorm, available_with_cuda, EV_CUDA_BIND(make_layernorm)},
+      {OpKind::kLayerNorm, kF32, "cuda.layernorm_f32", layernorm, available_with_cuda, EV_CUDA_BIND(make_layernorm)},
+      {OpKind::kLinear, kF16, "cuda.cublaslt_f16", linear, available_with_cuda, EV_CUDA_BIND(make_linear)},
+      {OpKind::kLinear, kF32, "cuda.cublaslt_f32", linear, available_with_cuda, EV_CUDA_BIND(make_linear)},
+      {OpKind::kAttention, kF16, "cuda.mha_fused_f16", mha_fused, available_with_cuda, EV_CUDA_BIND(make_mha_fused)},
+      {OpKind::kAttention, kF16, "cuda.mha_unfused_cublas", mha_unfused, available_with_cuda,
+       EV_CUDA_BIND(make_mha_unfused), mha_unfused_scratch},
+      {OpKind::kAttention, kF32, "cuda.mha_f32", mha_f32, available_with_cuda, EV_CUDA_BIND(make_mha_f32)},
+      {OpKind::kPool, kF16, "cuda.pool_f16", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
+      {OpKind::kPool, kF32, "cuda.pool_f32", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
+  };
+  return rows;
+}
+#undef EV_CUDA_BIND
+
+}  // namespace edgevit
