@@ -154,12 +154,102 @@ std::string PackedLinear::init(float* w, int max_rows, int n, int k, Epilogue ep
   return "";
 }
 
+namespace {
+
+// One run() call's tiles: the packed weights and JIT kernels (from the PackedLinear) and the call's operands
+// and schedule. The functions are run()'s tile steps, unchanged; a tile's bits do not depend on the thread
+// that runs it (one thread, fixed K order per tile).
+struct PackedRun {
+  const float* w;                                                 // packed weights
+  void* const (*kernels)[2][2][PackedLinear::kMaxTileRows + 1];  // [wi][ci][bi][h], as PackedLinear::kernels_
+  void* const* prefetch_kernels;                                  // [bi], as PackedLinear::prefetch_kernels_
+  const float* x;                                                 // (M, K)
+  const float* bias;                                              // (N) or nullptr
+  float* y;                                                       // (M, N)
+  int m, n, k, k_chunk, col_block, tr;
+  int period, lead_rows, lead_blocks, periods, lead_tiles, row_tiles;
+  bool prefetch, avx512, gelu;
+  Epilogue tile_ep;
+
+  // The first row tile of a block whose successor is a full block prefetches that successor's chunks into L2
+  // (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each block's
+  // first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/kernels-cpu-gemm.md).
+  bool prefetches_next(int c0, int h) const {
+    return prefetch && h == tr && c0 + 2 * col_block <= n && col_block >= PackedLinear::kMinRowSafeWidth;
+  }
+  // K chunk [k0, k0 + k_chunk) of the tile y[r0:r0+h, c0:c0+bw] (packed A chunk and x chunk stay in L1/L2): the
+  // first chunk writes (or, for the residual epilogue, accumulates into) y, later chunks accumulate. pf: through
+  // the AL2 kernel, prefetching the next block's same chunk (arithmetic of the plain kernel).
+  void tile_chunk(int c0, int bw, int r0, int h, int k0, bool pf) const {
+    const int wi = bw == col_block ? 0 : 1, ci = k - k0 >= k_chunk ? 0 : 1, bi = k0 == 0 ? 0 : 1;
+    const float* a = w + static_cast<int64_t>(c0) * k + static_cast<int64_t>(k0) * bw;  // (kc, bw) packed chunk
+    const float* xt = x + static_cast<int64_t>(r0) * k + k0;                              // (h, kc), row stride K
+    float* yt = y + static_cast<int64_t>(r0) * n + c0;                                    // (h, bw), row stride N
+    if (pf && ci == 0) {
+      reinterpret_cast<SmmKernel>(prefetch_kernels[bi])(a, xt, yt, a + static_cast<int64_t>(col_block) * k, xt, yt);
+    } else if (bw < PackedLinear::kMinRowSafeWidth && h > 1) {
+      // A narrow column tail: libxsmm's kernels for 2..11 rows of one vector sum K in other chains than its
+      // 1-row kernel, so a row's bits would depend on the tile it falls in (its place in the batch). Such a
+      // tile runs row by row through the 1-row kernel (gemm_packed_test: RowBitsDoNotDependOnItsPlaceInTheBatch).
+      const auto row_kernel = reinterpret_cast<SmmKernel>(kernels[wi][ci][bi][1]);
+      for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k, yt + static_cast<int64_t>(i) * n);
+    } else {
+      reinterpret_cast<SmmKernel>(kernels[wi][ci][bi][h])(a, xt, yt);
+    }
+  }
+  // After a tile's last chunk: bias, then GELU where the epilogue says so (the residual epilogue's sum is
+  // already in y: it adds the bias like kNone).
+  void tile_epilogue(int c0, int bw, int r0, int h) const {
+    if (!gelu && bias == nullptr) return;
+    float* yt = y + static_cast<int64_t>(r0) * n + c0;
+    if (avx512) {
+      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
+    } else {
+      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
+    }
+  }
+  // Tile t: the lead tiles first, then column block lead_blocks + t' / row_tiles, row tile t' % row_tiles.
+  void tile(int t) const {
+    int cb, r0, h;
+    if (t < lead_tiles) {
+      cb = t / periods;
+      r0 = (t % periods) * period;
+      h = lead_rows;
+    } else {
+      cb = lead_blocks + (t - lead_tiles) / row_tiles;
+      const int rt = (t - lead_tiles) % row_tiles;
+      r0 = rt * tr;
+      h = std::min(tr, m - r0);
+    }
+    const int c0 = cb * col_block, bw = std::min(col_block, n - c0);
+    const bool pf = t >= lead_tiles && r0 == 0 && prefetches_next(c0, h);
+    for (int k0 = 0; k0 < k; k0 += k_chunk) tile_chunk(c0, bw, r0, h, k0, pf);  // fixed K order: deterministic
+    tile_epilogue(c0, bw, r0, h);
+  }
+  // PackedTiling::k_outer: chunk-major order; each tile's K chunks still run first to last through the same
+  // kernels, so its bits are those of tile(t). The epilogue follows a tile's last chunk. (No lead tiles.)
+  void chunk_major() const {
+    const int col_blocks = (n + col_block - 1) / col_block;
+    for (int k0 = 0; k0 < k; k0 += k_chunk)
+      for (int cb = 0; cb < col_blocks; ++cb) {
+        const int c0 = cb * col_block, bw = std::min(col_block, n - c0);
+        for (int rt = 0; rt < row_tiles; ++rt) {
+          const int r0 = rt * tr, h = std::min(tr, m - r0);
+          tile_chunk(c0, bw, r0, h, k0, r0 == 0 && prefetches_next(c0, h));
+          if (k0 + k_chunk >= k) tile_epilogue(c0, bw, r0, h);
+        }
+      }
+  }
+};
+
+}  // namespace
+
 void PackedLinear::run(const float* x,     // (M, K)
                        const float* bias,  // (N) or nullptr
                        float* y,           // (M, N)
                        int m, int lead_cols, int period, int lead_rows) const {
   if (m <= 0 || w_ == nullptr) return;
-  const int n = n_, k = k_;
+  const int n = n_;
   const int col_blocks = (n + col_block_ - 1) / col_block_;
   const int tr = tile_rows_;
   const int row_tiles = (m + tr - 1) / tr;
@@ -179,83 +269,22 @@ void PackedLinear::run(const float* x,     // (M, K)
   // Prefetching the next block pays when the thread that starts a block goes on to the next one: a chunk
   // spans at least a whole block. In a large team it would fill other threads' L2 with weights they skip.
   const bool prefetch = prefetch_kernels_[0] != nullptr && (serial || chunk >= row_tiles);
-  // The first row tile of a block whose successor is a full block prefetches that successor's chunks into L2
-  // (prefetch_next_block): the weights stream from L3 / DRAM once per inference, and without it each block's
-  // first tile waits on them (~10% of the GEMM on Sapphire Rapids; docs/kernels-cpu-gemm.md).
-  const auto prefetches_next = [&](int c0, int h) {
-    return prefetch && h == tr && c0 + 2 * col_block_ <= n && col_block_ >= kMinRowSafeWidth;
-  };
-  // K chunk [k0, k0 + k_chunk_) of the tile y[r0:r0+h, c0:c0+bw] (packed A chunk and x chunk stay in L1/L2): the
-  // first chunk writes (or, for the residual epilogue, accumulates into) y, later chunks accumulate. pf: through
-  // the AL2 kernel, prefetching the next block's same chunk (arithmetic of the plain kernel).
-  const auto tile_chunk = [&](int c0, int bw, int r0, int h, int k0, bool pf) {
-    const int wi = bw == col_block_ ? 0 : 1, ci = k - k0 >= k_chunk_ ? 0 : 1, bi = k0 == 0 ? 0 : 1;
-    const float* a = w_ + static_cast<int64_t>(c0) * k + static_cast<int64_t>(k0) * bw;  // (kc, bw) packed chunk
-    const float* xt = x + static_cast<int64_t>(r0) * k + k0;                               // (h, kc), row stride K
-    float* yt = y + static_cast<int64_t>(r0) * n + c0;                                     // (h, bw), row stride N
-    if (pf && ci == 0) {
-      reinterpret_cast<SmmKernel>(prefetch_kernels_[bi])(a, xt, yt, a + static_cast<int64_t>(col_block_) * k, xt, yt);
-    } else if (bw < kMinRowSafeWidth && h > 1) {
-      // A narrow column tail: libxsmm's kernels for 2..11 rows of one vector sum K in other chains than its
-      // 1-row kernel, so a row's bits would depend on the tile it falls in (its place in the batch). Such a
-      // tile runs row by row through the 1-row kernel (gemm_packed_test: RowBitsDoNotDependOnItsPlaceInTheBatch).
-      const auto row_kernel = reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][1]);
-      for (int i = 0; i < h; ++i) row_kernel(a, xt + static_cast<int64_t>(i) * k, yt + static_cast<int64_t>(i) * n);
-    } else {
-      reinterpret_cast<SmmKernel>(kernels_[wi][ci][bi][h])(a, xt, yt);
-    }
-  };
-  // After a tile's last chunk: bias, then GELU where the epilogue says so (the residual epilogue's sum is
-  // already in y: it adds the bias like kNone).
   const bool gelu = ep_ == Epilogue::kGelu || ep_ == Epilogue::kGeluTanh;
-  const Epilogue tile_ep = gelu ? ep_ : Epilogue::kNone;
-  const auto tile_epilogue = [&](int c0, int bw, int r0, int h) {
-    if (!gelu && bias == nullptr) return;
-    float* yt = y + static_cast<int64_t>(r0) * n + c0;
-    if (avx512) {
-      tile_epilogue_avx512(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
-    } else {
-      tile_epilogue_avx2(yt, n, bias ? bias + c0 : nullptr, h, bw, tile_ep);
-    }
-  };
-  auto tile = [&](int t) {
-    int cb, r0, h;
-    if (t < lead_tiles) {
-      cb = t / periods;
-      r0 = (t % periods) * period;
-      h = lead_rows;
-    } else {
-      cb = lead_blocks + (t - lead_tiles) / row_tiles;
-      const int rt = (t - lead_tiles) % row_tiles;
-      r0 = rt * tr;
-      h = std::min(tr, m - r0);
-    }
-    const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
-    const bool pf = t >= lead_tiles && r0 == 0 && prefetches_next(c0, h);
-    for (int k0 = 0; k0 < k; k0 += k_chunk_) tile_chunk(c0, bw, r0, h, k0, pf);  // fixed K order: deterministic
-    tile_epilogue(c0, bw, r0, h);
-  };
+  const PackedRun r{w_,     kernels_,  prefetch_kernels_, x,          bias,      y,
+                    m,      n,         k_,                k_chunk_,   col_block_, tr,
+                    period, lead_rows, lead_blocks,       periods,    lead_tiles, row_tiles,
+                    prefetch, avx512,  gelu,              gelu ? ep_ : Epilogue::kNone};
   if (serial && k_outer_ && lead_tiles == 0) {
-    // PackedTiling::k_outer: chunk-major order; each tile's K chunks still run first to last through the same
-    // kernels, so its bits are those of tile(t). The epilogue follows a tile's last chunk.
-    for (int k0 = 0; k0 < k; k0 += k_chunk_)
-      for (int cb = 0; cb < col_blocks; ++cb) {
-        const int c0 = cb * col_block_, bw = std::min(col_block_, n - c0);
-        for (int rt = 0; rt < row_tiles; ++rt) {
-          const int r0 = rt * tr, h = std::min(tr, m - r0);
-          tile_chunk(c0, bw, r0, h, k0, r0 == 0 && prefetches_next(c0, h));
-          if (k0 + k_chunk_ >= k) tile_epilogue(c0, bw, r0, h);
-        }
-      }
+    r.chunk_major();
     return;
   }
   if (serial) {
-    for (int t = 0; t < tiles; ++t) tile(t);
+    for (int t = 0; t < tiles; ++t) r.tile(t);
     return;
   }
   // Which thread computes a tile does not change its bits (one thread, fixed K order per tile).
 #pragma omp parallel for schedule(dynamic, chunk)
-  for (int t = 0; t < tiles; ++t) tile(t);
+  for (int t = 0; t < tiles; ++t) r.tile(t);
 }
 
 int PackedLinear::lead_block_count(int m, int lead_cols, int period, int lead_rows) const {
