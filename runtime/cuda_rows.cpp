@@ -108,15 +108,12 @@ Support mha_fused(const Op& op, const Graph& graph, const DeviceProfile& dev) {
   return s;
 }
 
-Support mha_unfused(const Op&, const Graph& graph, const DeviceProfile& dev) {
-  const bool forced = graph.attention_request == AttentionImpl::kExplicit;
-  const VitArch& a = graph.arch;
-  const MhaGrid grid{graph.batch, a.num_heads, a.num_tokens(), dev.sm_count};
-  const MhaChoice choice =
-      choose_mha(dev.compute_capability, dev.smem_per_block_optin_bytes, a.head_dim(), true, forced, &grid);
-  std::string reason = choice.reason;
-  if (forced) reason = "unfused attention forced by config/flag; " + reason;
-  return serves("cuda.mha_unfused_cublas", reason);
+// Serves every head_dim and launch: the fused row before it says why it was passed over (choose_row adds
+// that reason), so this row's own reason is what it does.
+Support mha_unfused(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.mha_unfused_cublas",
+                "unfused: cuBLASLt S = scale Q K^T (fp32), softmax with fp32 statistics, cuBLASLt O = P V; any "
+                "head_dim, S x S scratch per head");
 }
 
 int64_t mha_unfused_scratch(const Graph& graph, const DeviceProfile&) {
