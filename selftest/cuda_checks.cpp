@@ -1,5 +1,5 @@
 // CUDA attention checks (kernels/cuda/mha.h, the launchers the runtime calls) at a model's real shapes, fp16
-// in/out. Rule of tests/testutil/tolerances.h (FlashAttention's): ||out - ref|| / ||ref|| against the
+// in/out. Rule of base/tolerances.h (FlashAttention's): ||out - ref|| / ||ref|| against the
 // float64-accumulated reference of the unrounded inputs must be <= kFp16KernelVsFp16RefFactor x the error
 // of the reference computed from fp16-rounded inputs with an fp16-rounded output, and <= kFp16Kernel.
 // Compiled only on CUDA builds (EDGEVIT_HAVE_CUDA); without a usable GPU every check is a skip.
@@ -15,7 +15,7 @@
 #include "runtime/safetensors.h"
 #include "selftest/alloc_counter.h"
 #include "selftest/checks.h"
-#include "tests/testutil/tolerances.h"
+#include "base/tolerances.h"
 
 namespace edgevit::selftest {
 namespace {
