@@ -7,6 +7,7 @@
 #include "runtime/config.h"
 #include "runtime/engine.h"
 #include "runtime/plan.h"
+#include "runtime/importer.h"
 #include "runtime/safetensors.h"
 #include "tests/testutil/testutil.h"
 
@@ -190,6 +191,47 @@ TEST(Engine, BatchOutsideThePlanIsAnError) {
   std::vector<float> in(3 * (*engine)->input_numel_per_image(), 0.5f);
   EXPECT_EQ((*engine)->infer(in.data(), 3).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->infer(in.data(), 0).code(), StatusCode::kInvalidArgument);
+}
+
+// timm checkpoints of the plain family built by tools/gpu/make_family_goldens.py (tests/data/families):
+// imported as a user would (`edgevit import`), the activation set where the checkpoint cannot say it, then
+// the CPU engine's outputs against timm's float64 ones.
+TEST(FamilyGolden, TimmPlainAndTanhGeluMatchTimm) {
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  struct FamilyCase {
+    const char* name;
+    Activation act;
+  };
+  for (const FamilyCase c : {FamilyCase{"timm_gelu_tanh", Activation::kGeluTanh},
+                             FamilyCase{"timm_vit_nohead", Activation::kGelu}}) {
+    SCOPED_TRACE(c.name);
+    const std::string base = testutil::source_path(std::string("tests/data/families/") + c.name);
+    ImportOptions io;
+    io.heads = 2;
+    auto spec = infer_model_spec_timm(base + ".safetensors", io);
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    spec->arch.act = c.act;
+    auto golden = SafetensorsFile::open(base + ".golden.safetensors");
+    ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+    std::vector<int64_t> in_shape;
+    const auto input = read_tensor(*golden, "input", &in_shape);
+    const int n = static_cast<int>(in_shape[0]);
+    spec->max_batch = n;
+    EngineOptions o;
+    o.threads = 2;
+    auto engine = Engine::create(*spec, *dev, o);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+    const auto pre = read_tensor(*golden, "pre_logits", nullptr);
+    EXPECT_LE(testutil::rel_error((*engine)->pre_logits(), pre.data(), pre.size()), tol::kFp32EndToEnd);
+    if (golden->find("logits") != nullptr) {
+      const auto logits = read_tensor(*golden, "logits", nullptr);
+      const int classes = static_cast<int>(logits.size()) / n;
+      EXPECT_LE(testutil::rel_error((*engine)->logits(), logits.data(), logits.size()), tol::kFp32EndToEnd);
+      EXPECT_EQ(testutil::argmax_rows((*engine)->logits(), n, classes), testutil::argmax_rows(logits.data(), n, classes));
+    }
+  }
 }
 
 }  // namespace
