@@ -1,5 +1,7 @@
 #include "runtime/config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -18,6 +20,15 @@ const char* to_string(GlobalPool v) { return v == GlobalPool::kToken ? "token" :
 const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
 const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
 const char* to_string(Activation v) { return v == Activation::kGeluTanh ? "gelu_tanh" : "gelu"; }
+const char* to_string(Interpolation v) {
+  switch (v) {
+    case Interpolation::kBilinear: return "bilinear";
+    case Interpolation::kBicubic: return "bicubic";
+    case Interpolation::kNearest: return "nearest";
+  }
+  return "bilinear";
+}
+const char* to_string(CropRounding v) { return v == CropRounding::kFloor ? "floor" : "half_even"; }
 const char* to_string(AttentionImpl v) {
   switch (v) {
     case AttentionImpl::kAuto: return "auto";
@@ -42,6 +53,7 @@ constexpr int kMaxClasses = 1 << 20;
 constexpr int kMaxTokens = 1 << 16;  // attention scores are S*S per head
 constexpr int kMaxBatch = 4096;
 constexpr double kMaxMeanStd = 1e3;  // mean/std apply to pixel/255 in [0, 1]
+constexpr double kMinCropPct = 0.05;  // keeps floor(img_size / crop_pct) within 20 x kMaxImgSize
 
 const std::vector<std::pair<const char*, GlobalPool>> kPools = {{"token", GlobalPool::kToken},
                                                                  {"avg", GlobalPool::kAvg}};
@@ -53,6 +65,10 @@ const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
     {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
 const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu},
                                                                        {"gelu_tanh", Activation::kGeluTanh}};
+const std::vector<std::pair<const char*, Interpolation>> kInterpolations = {
+    {"bilinear", Interpolation::kBilinear}, {"bicubic", Interpolation::kBicubic}, {"nearest", Interpolation::kNearest}};
+const std::vector<std::pair<const char*, CropRounding>> kCropRoundings = {{"half_even", CropRounding::kHalfEven},
+                                                                           {"floor", CropRounding::kFloor}};
 
 std::string resolve_path(const std::string& base_dir, const std::string& p) {
   const fs::path q(p);
@@ -112,12 +128,47 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
 }
 
 Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
-  p->resize = arch.img_size;
-  EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &p->resize));
-  if (p->resize < arch.img_size) {
-    return m.error("resize", "must be >= architecture.img_size " + std::to_string(arch.img_size) +
-                                 " (the shorter side is resized to it, then the centre img_size square is cropped)");
+  // At most one of resize (shorter side), resize_exact ([H, W]) and crop_pct (timm: the shorter side to
+  // floor(img_size / crop_pct)); none: the shorter side to img_size.
+  int given = 0;
+  for (const char* key : {"resize", "resize_exact", "crop_pct"}) given += m.has(key) ? 1 : 0;
+  if (given > 1) {
+    return m.error(m.has("crop_pct") ? "crop_pct" : "resize_exact",
+                   "give one of resize, resize_exact and crop_pct (each sets the resize)");
   }
+  p->resize_mode = ResizeMode::kShortestEdge;
+  p->resize = arch.img_size;
+  p->crop_pct = 0;
+  EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &p->resize));
+  EV_RETURN_IF_ERROR(m.get_double("crop_pct", false, kMinCropPct, 1.0, &p->crop_pct));
+  if (p->crop_pct > 0) p->resize = static_cast<int>(std::floor(arch.img_size / p->crop_pct));  // timm's arithmetic
+  std::vector<double> exact;
+  EV_RETURN_IF_ERROR(m.get_double_list("resize_exact", false, 1, kMaxImgSize, false, &exact));
+  if (m.has("resize_exact")) {
+    if (exact.size() != 2 || exact[0] != std::floor(exact[0]) || exact[1] != std::floor(exact[1]))
+      return m.error("resize_exact", "expected [height, width], two integers");
+    p->resize_mode = ResizeMode::kExact;
+    p->resize_h = static_cast<int>(exact[0]);
+    p->resize_w = static_cast<int>(exact[1]);
+    p->resize = std::min(p->resize_h, p->resize_w);
+    if (p->resize_h < arch.img_size || p->resize_w < arch.img_size) {
+      return m.error("resize_exact", "must be >= architecture.img_size " + std::to_string(arch.img_size) +
+                                         " on both sides (the centre img_size square is cropped)");
+    }
+  } else {
+    p->resize_h = p->resize_w = p->resize;
+  }
+  if (p->resize < arch.img_size) {
+    const char* key = p->crop_pct > 0 ? "crop_pct" : "resize";
+    return m.error(key, "must be >= architecture.img_size " + std::to_string(arch.img_size) +
+                            " (the shorter side is resized to it, then the centre img_size square is cropped)");
+  }
+  p->interpolation = Interpolation::kBilinear;
+  EV_RETURN_IF_ERROR(m.get_enum("interpolation", false, kInterpolations, &p->interpolation));
+  p->crop_rounding = CropRounding::kHalfEven;
+  EV_RETURN_IF_ERROR(m.get_enum("crop_rounding", false, kCropRoundings, &p->crop_rounding));
+  p->rescale = 1.0 / 255;
+  EV_RETURN_IF_ERROR(m.get_double("rescale", false, 0.0, 1.0, &p->rescale, /*lo_open=*/true));
   EV_RETURN_IF_ERROR(m.get_double_list("mean", false, -kMaxMeanStd, kMaxMeanStd, false, &p->mean));
   EV_RETURN_IF_ERROR(m.get_double_list("std", false, 0.0, kMaxMeanStd, /*lo_open=*/true, &p->std));
   const size_t chans = static_cast<size_t>(arch.in_chans);
@@ -226,7 +277,18 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::Key << "attention" << YAML::Value << to_string(spec.attention);
   e << YAML::EndMap;
   e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << "resize" << YAML::Value << spec.preprocess.resize;
+  const Preprocess& pp = spec.preprocess;
+  if (pp.crop_pct > 0) {
+    e << YAML::Key << "crop_pct" << YAML::Value << format_double_exact(pp.crop_pct);
+  } else if (pp.resize_mode == ResizeMode::kExact) {
+    e << YAML::Key << "resize_exact" << YAML::Value << YAML::Flow << YAML::BeginSeq << pp.resize_h << pp.resize_w
+      << YAML::EndSeq;
+  } else {
+    e << YAML::Key << "resize" << YAML::Value << pp.resize;
+  }
+  e << YAML::Key << "interpolation" << YAML::Value << to_string(pp.interpolation);
+  e << YAML::Key << "crop_rounding" << YAML::Value << to_string(pp.crop_rounding);
+  e << YAML::Key << "rescale" << YAML::Value << format_double_exact(pp.rescale);
   for (const char* key : {"mean", "std"}) {
     const auto& values = std::string(key) == "mean" ? spec.preprocess.mean : spec.preprocess.std;
     e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
@@ -284,6 +346,12 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&
+         x.preprocess.resize_mode == y.preprocess.resize_mode &&
+         (x.preprocess.resize_mode != ResizeMode::kExact || (x.preprocess.resize_h == y.preprocess.resize_h &&
+                                                             x.preprocess.resize_w == y.preprocess.resize_w)) &&
+         x.preprocess.crop_pct == y.preprocess.crop_pct &&
+         x.preprocess.interpolation == y.preprocess.interpolation &&
+         x.preprocess.crop_rounding == y.preprocess.crop_rounding && x.preprocess.rescale == y.preprocess.rescale &&
          x.preprocess.mean == y.preprocess.mean && x.preprocess.std == y.preprocess.std &&
          x.labels_path == y.labels_path;
 }

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 #include <stb_image.h>
-#include <stb_image_resize.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +13,8 @@
 #include <new>
 
 #include "base/file_io.h"
+#include "kernels/cpu/kernels.h"
+#include "runtime/exif.h"
 #include "runtime/safetensors.h"
 #include "runtime/stb_image_impl.h"
 
@@ -27,31 +28,59 @@ constexpr int64_t kMaxResizedPixels = ImageLimits().max_pixels;
 // bookkeeping: allocations that do not grow with the image.
 constexpr int64_t kDecodeSlackBytes = int64_t{1} << 20;
 
-// The shorter side resized to `resize` with the aspect ratio kept (preprocess_pixels' arithmetic).
-void resized_size(int64_t w, int64_t h, int resize, int64_t* rw, int64_t* rh) {
-  if (w <= h) {
-    *rw = resize;
-    *rh = std::llround(static_cast<double>(h) * resize / w);
+// The image's size after the resize (docs/config.md, "Preprocessing"): the shorter side to pp.resize and
+// the longer one int(resize * long / short), as torchvision's _compute_resized_output_size and
+// transformers' get_resize_output_image_size compute it (the product is exact, the division rounds once,
+// the cast truncates), or exactly resize_w x resize_h.
+void resized_size(int64_t w, int64_t h, const Preprocess& pp, int64_t* rw, int64_t* rh) {
+  if (pp.resize_mode == ResizeMode::kExact) {
+    *rw = pp.resize_w;
+    *rh = pp.resize_h;
+  } else if (w <= h) {
+    *rw = pp.resize;
+    *rh = static_cast<int64_t>(static_cast<double>(pp.resize * h) / static_cast<double>(w));
   } else {
-    *rh = resize;
-    *rw = std::llround(static_cast<double>(w) * resize / h);
+    *rh = pp.resize;
+    *rw = static_cast<int64_t>(static_cast<double>(pp.resize * w) / static_cast<double>(h));
   }
 }
 
-// stb_image_resize 0.97's work space for one axis pair and the triangle filter (stbir__calculate_memory):
-// contributor and coefficient lists per axis, a decode line, a ring of output lines as tall as the
-// vertical filter, and the horizontal / encode lines.
-int64_t resize_work_bytes(int64_t in_w, int64_t in_h, int64_t out_w, int64_t out_h, int chans) {
-  auto pixel_width = [](int64_t in, int64_t out) -> int64_t {  // filter width in input pixels, + rounding
-    return out >= in ? 2 : static_cast<int64_t>(std::ceil(2.0 * in / out)) + 1;
-  };
-  const int64_t mw = pixel_width(in_w, out_w) / 2 + 1, mh = pixel_width(in_h, out_h) / 2 + 1;
-  const int64_t contributors_w = out_w >= in_w ? out_w : in_w + 2 * mw;
-  const int64_t contributors_h = out_h >= in_h ? out_h : in_h + 2 * mh;
-  const int64_t per_contributor = 8 + 2 * 4;  // stbir__contributors, two float coefficients
-  const int64_t lines = pixel_width(in_h, out_h) + 1;
-  return per_contributor * (contributors_w + contributors_h) + (in_w + 2 * mw) * chans * 4 +
-         out_w * chans * 4 * (lines + 2);
+// The centre crop's first row (or column) for a side of `side` pixels: torchvision's
+// int(round((side - crop) / 2.0)), Python rounding half to even, or transformers' (side - crop) // 2.
+int64_t crop_offset(int64_t side, int64_t crop, CropRounding r) {
+  const int64_t d = side - crop;
+  if (r == CropRounding::kFloor || d % 2 == 0) return d / 2;
+  const int64_t k = d / 2;  // d / 2.0 is k + 0.5
+  return k % 2 == 0 ? k : k + 1;
+}
+
+ResampleFilter filter_of(Interpolation i) {
+  return i == Interpolation::kBicubic ? ResampleFilter::kBicubic : ResampleFilter::kBilinear;
+}
+
+// Pillow's Image.resize with NEAREST (ImagingScaleAffine): the source coordinate starts at half a step
+// and advances by in/out per output pixel, in double, truncated.
+void resize_nearest_u8(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, int out_w, int out_h,
+                       int* xtab) {
+  const double ax = static_cast<double>(in_w) / out_w, ay = static_cast<double>(in_h) / out_h;
+  double xo = ax * 0.5;
+  for (int x = 0; x < out_w; ++x, xo += ax) xtab[x] = std::min(static_cast<int>(xo), in_w - 1);
+  double yo = ay * 0.5;
+  for (int y = 0; y < out_h; ++y, yo += ay) {
+    const uint8_t* row = src + static_cast<int64_t>(std::min(static_cast<int>(yo), in_h - 1)) * in_w * chans;
+    uint8_t* out = dst + static_cast<int64_t>(y) * out_w * chans;
+    for (int x = 0; x < out_w; ++x)
+      std::memcpy(out + static_cast<int64_t>(x) * chans, row + static_cast<int64_t>(xtab[x]) * chans, chans);
+  }
+}
+
+// Work space of the resize from in to out (bytes): resize_u8's tables and intermediate rows, or the
+// nearest resize's column table.
+int64_t resize_work_bytes(int64_t in_w, int64_t in_h, int64_t out_w, int64_t out_h, int chans, Interpolation i) {
+  if (i == Interpolation::kNearest) return out_w * static_cast<int64_t>(sizeof(int));
+  return static_cast<int64_t>(resize_u8_scratch_bytes(static_cast<int>(in_w), static_cast<int>(in_h),
+                                                      static_cast<int>(out_w), static_cast<int>(out_h), chans,
+                                                      filter_of(i)));
 }
 
 // What an image header says about its decode.
@@ -132,9 +161,9 @@ int64_t other_stb_bytes(size_t size, int64_t w, int64_t h, int bits) {
 
 // The resized image's size, refused before anything is allocated when the aspect ratio makes it huge: a
 // 16384x1 strip would become 3670016x224 floats per channel.
-Status check_resized_size(const std::string& display, int width, int height, int resize, int64_t* rw,
+Status check_resized_size(const std::string& display, int width, int height, const Preprocess& pp, int64_t* rw,
                           int64_t* rh) {
-  resized_size(width, height, resize, rw, rh);
+  resized_size(width, height, pp, rw, rh);
   if (*rw * *rh > kMaxResizedPixels)
     return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) +
                        " would be resized to " + std::to_string(*rw) + "x" + std::to_string(*rh) +
@@ -176,14 +205,17 @@ Result<ImageHeader> read_image_header(const uint8_t* bytes, size_t size, const s
 }
 
 // Peak bytes of decode_image for this header: stb_image's decode, then preprocess_pixels (the 8-bit
-// pixels stay alive while their float copy, the resized image and the resizer's work space are).
-int64_t decode_bytes(const ImageHeader& hd, int want, int resize) {
+// pixels stay alive while their EXIF-oriented copy, the resized image and the resizer's work space are).
+int64_t decode_bytes(const ImageHeader& hd, int want, const Preprocess& pp, int orientation) {
   if (hd.w > (1 << 20) || hd.h > (1 << 20)) return hd.stb_bytes;  // "too much" (read_image_header)
   const int64_t px = int64_t{hd.w} * hd.h;
+  const bool swap = orientation_swaps_sides(orientation);
+  const int64_t w = swap ? hd.h : hd.w, h = swap ? hd.w : hd.h;
   int64_t rw, rh;
-  resized_size(hd.w, hd.h, resize, &rw, &rh);
-  int64_t pre = px * want + px * want * 4 + kDecodeSlackBytes;
-  if (rw != hd.w || rh != hd.h) pre += rw * rh * want * 4 + resize_work_bytes(hd.w, hd.h, rw, rh, want);
+  resized_size(w, h, pp, &rw, &rh);
+  int64_t pre = px * want + kDecodeSlackBytes;
+  if (orientation != 1) pre += px * want;
+  if (rw != w || rh != h) pre += rw * rh * want + resize_work_bytes(w, h, rw, rh, want, pp.interpolation);
   return std::max(hd.stb_bytes, pre);
 }
 
@@ -207,20 +239,19 @@ Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std:
                                    const ModelSpec& spec) {
   const int want = spec.arch.in_chans;
   EV_ASSIGN_OR_RETURN(ImageHeader hd, read_image_header(bytes, size, display, want));
-  const int resize = spec.preprocess.resize > 0 ? spec.preprocess.resize : spec.arch.img_size;
-  return decode_bytes(hd, want, resize);
+  return decode_bytes(hd, want, spec.preprocess, jpeg_exif_orientation(bytes, size));
 }
 
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display) {
   ModelSpec imagenet;
   imagenet.arch.in_chans = 3;
   imagenet.arch.img_size = 224;
-  imagenet.preprocess.resize = 256;
+  imagenet.preprocess.resize = imagenet.preprocess.resize_h = imagenet.preprocess.resize_w = 256;
   return image_decode_bytes(bytes, size, display, imagenet);
 }
 
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
-                         const ModelSpec& spec, float* dst) {
+                         const ModelSpec& spec, float* dst, int orientation) {
   const VitArch& a = spec.arch;
   const Preprocess& pp = spec.preprocess;
   if (chans != a.in_chans)
@@ -228,36 +259,45 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
                           std::to_string(a.in_chans));
   if (width < 1 || height < 1)
     return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) + " has no pixels");
-  const int resize = pp.resize > 0 ? pp.resize : a.img_size;
-  // Shorter side -> resize, aspect kept; never smaller than the crop.
+  const size_t px_bytes = static_cast<size_t>(width) * height * chans;
+  std::vector<uint8_t> oriented;  // (h, w, C) upright
+  if (orientation != 1 && orientation >= 2 && orientation <= 8) {
+    oriented.resize(px_bytes);
+    apply_exif_orientation(pixels, width, height, chans, orientation, oriented.data());
+    if (orientation_swaps_sides(orientation)) std::swap(width, height);
+    pixels = oriented.data();
+  }
   int64_t rw64, rh64;
-  EV_RETURN_IF_ERROR(check_resized_size(display, width, height, resize, &rw64, &rh64));
+  EV_RETURN_IF_ERROR(check_resized_size(display, width, height, pp, &rw64, &rh64));
   const int rw = static_cast<int>(rw64), rh = static_cast<int>(rh64);
   if (rw < a.img_size || rh < a.img_size)
-    return config_error(spec.source_path + ": preprocess.resize " + std::to_string(resize) +
-                        " is smaller than img_size " + std::to_string(a.img_size));
+    return config_error(spec.source_path + ": preprocess resizes to " + std::to_string(rw) + "x" +
+                        std::to_string(rh) + ", smaller than img_size " + std::to_string(a.img_size));
 
-  std::vector<float> resized;  // (rh, rw, C) in 0..255
-  const float* src;
-  if (rw == width && rh == height) {
-    resized.assign(pixels, pixels + static_cast<size_t>(width) * height * chans);
-  } else {
-    std::vector<float> in(pixels, pixels + static_cast<size_t>(width) * height * chans);
+  std::vector<uint8_t> resized;  // (rh, rw, C), Pillow's 8-bit resize
+  const uint8_t* src = pixels;
+  if (rw != width || rh != height) {
     resized.resize(static_cast<size_t>(rw) * rh * chans);
-    if (!stbir_resize_float_generic(in.data(), width, height, 0, resized.data(), rw, rh, 0, chans,
-                                    STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP, STBIR_FILTER_TRIANGLE,
-                                    STBIR_COLORSPACE_LINEAR, nullptr))
-      return input_error(display + ": resize from " + std::to_string(width) + "x" + std::to_string(height) + " failed");
+    if (pp.interpolation == Interpolation::kNearest) {
+      std::vector<int> xtab(static_cast<size_t>(rw));
+      resize_nearest_u8(pixels, width, height, chans, resized.data(), rw, rh, xtab.data());
+    } else {
+      const ResampleFilter f = filter_of(pp.interpolation);
+      std::vector<uint64_t> scratch((resize_u8_scratch_bytes(width, height, rw, rh, chans, f) + 7) / 8);
+      resize_u8(pixels, width, height, chans, resized.data(), rw, rh, f, scratch.data());
+    }
+    src = resized.data();
   }
-  src = resized.data();
-  const int x0 = (rw - a.img_size) / 2, y0 = (rh - a.img_size) / 2;
+  const int64_t x0 = crop_offset(rw, a.img_size, pp.crop_rounding), y0 = crop_offset(rh, a.img_size, pp.crop_rounding);
   for (int c = 0; c < chans; ++c) {
     const double mean = pp.mean[c], sd = pp.std[c];
     float* plane = dst + static_cast<size_t>(c) * a.img_size * a.img_size;
     for (int y = 0; y < a.img_size; ++y)
       for (int x = 0; x < a.img_size; ++x) {
         const double p = src[(static_cast<size_t>(y + y0) * rw + (x + x0)) * chans + c];
-        plane[y * a.img_size + x] = static_cast<float>((p / 255.0 - mean) / sd);
+        // ToTensor divides by 255; other factors multiply, as transformers' rescale does.
+        const double v = pp.rescale == 1.0 / 255 ? p / 255.0 : p * pp.rescale;
+        plane[y * a.img_size + x] = static_cast<float>((v - mean) / sd);
       }
   }
   return Status::Ok();
@@ -279,10 +319,13 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
     return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
                        " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
                        std::to_string(limits.max_pixels) + ")");
-  const int resize = spec.preprocess.resize > 0 ? spec.preprocess.resize : spec.arch.img_size;
+  const int orientation = jpeg_exif_orientation(bytes, size);
   int64_t rw, rh;
-  EV_RETURN_IF_ERROR(check_resized_size(display, w, h, resize, &rw, &rh));
-  const int64_t need = decode_bytes(hd, want, resize);
+  if (orientation_swaps_sides(orientation))
+    EV_RETURN_IF_ERROR(check_resized_size(display, h, w, spec.preprocess, &rw, &rh));
+  else
+    EV_RETURN_IF_ERROR(check_resized_size(display, w, h, spec.preprocess, &rw, &rh));
+  const int64_t need = decode_bytes(hd, want, spec.preprocess, orientation);
   if (need > limits.max_decode_bytes)
     return input_error(display + ": decoding this " + std::to_string(w) + "x" + std::to_string(h) + " " +
                        std::to_string(hd.bits) + "-bit " + std::to_string(c) + "-channel image needs " +
@@ -305,7 +348,7 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
     pix.reset(stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &c, want));
     if (!pix) return input_error(decode_failure(display, budget, hd.w, hd.h));
   }
-  return preprocess_pixels(pix.get(), w, h, want, display, spec, dst);
+  return preprocess_pixels(pix.get(), w, h, want, display, spec, dst, orientation);
 }
 
 Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst, const ImageLimits& limits) {

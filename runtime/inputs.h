@@ -1,8 +1,11 @@
 // Model inputs from files: images (PNG/JPEG/PPM/BMP/TGA via stb_image) and safetensors tensors.
-// Image preprocessing (documented in docs/config.md): decode to the model's channel count (1 = grey,
-// 3 = RGB), resize the shorter side to preprocess.resize with a bilinear (triangle) filter keeping the
-// aspect ratio, centre-crop img_size x img_size, then x = (float)((p / 255.0 - mean[c]) / std[c]) with the
-// arithmetic in double. An image already img_size x img_size with resize == img_size passes unresampled.
+// Image preprocessing (ModelSpec::preprocess, docs/config.md "Preprocessing"), timm's eval transform and
+// Hugging Face's PIL image processors step for step: decode to the model's channel count (1 = grey,
+// 3 = RGB), apply a JPEG's EXIF orientation (runtime/exif.h), resize as Pillow's Image.resize does on
+// 8-bit images (kernels/cpu/resample.cpp; the shorter side to preprocess.resize, or exactly
+// resize_w x resize_h; bilinear, bicubic or nearest), centre-crop img_size x img_size (torchvision's or
+// transformers' offset rounding), then x = (float)((p * rescale - mean[c]) / std[c]) in double. A side
+// the resize keeps is not resampled.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,8 @@ struct ImageLimits {
 // The peak bytes decode_image allocates for this encoded image, from its header alone (nothing is
 // decoded): stb_image's working buffers for the format (a PNG's compressed and inflated data and its
 // image at the file's bit depth, a JPEG's component planes and coefficients) and the preprocessing
-// buffers. This form assumes a model with 3 input channels, img_size 224 and preprocess.resize 256 (the
-// ImageNet ViTs); the form with the ModelSpec is exact for that model and is the one decode_image checks.
+// buffers. This form assumes a model with 3 input channels, img_size 224 and a bilinear resize of the
+// shorter side to 256 (the ImageNet ViTs); the form with the ModelSpec is exact for that model and is the one decode_image checks.
 // kInputError (naming `display`) if the header cannot be read.
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display);
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display,
@@ -43,9 +46,10 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
 Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst,
                        const ImageLimits& limits = {});
 
-// Raw pixels (H, W, C) uint8 -> dst (C, img_size, img_size), same preprocessing as decode_image.
+// Raw pixels (H, W, C) uint8 -> dst (C, img_size, img_size), same preprocessing as decode_image;
+// `orientation` is the EXIF orientation (1..8) the pixels are stored in (runtime/exif.h).
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
-                         const ModelSpec& spec, float* dst);
+                         const ModelSpec& spec, float* dst, int orientation = 1);
 
 // Largest input file load_input_file reads, and largest float32 batch it builds from a safetensors input
 // (256 MiB: 445 ViT-B images of 3x224x224). Checked before anything is allocated.

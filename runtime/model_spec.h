@@ -51,10 +51,30 @@ struct VitArch {
   int pos_embed_len() const { return no_embed_class ? num_patches() : num_tokens(); }
 };
 
+// How an image becomes the network input (runtime/inputs.cpp; docs/config.md "Preprocessing"): decode,
+// EXIF orientation, RGB (or grey), resize as Pillow's Image.resize does on 8-bit images, centre crop to
+// img_size x img_size, then x = (p * rescale - mean[c]) / std[c]. This is timm's eval transform
+// (torchvision Resize + CenterCrop on a PIL image) and Hugging Face's PIL image processors.
+enum class ResizeMode { kShortestEdge, kExact };
+enum class Interpolation { kBilinear, kBicubic, kNearest };
+// The centre crop's offset when (side - crop) is odd: torchvision's int(round(d / 2.0)) (Python rounds
+// half to even) or Hugging Face's d // 2.
+enum class CropRounding { kHalfEven, kFloor };
+const char* to_string(Interpolation v);  // "bilinear" | "bicubic" | "nearest"
+const char* to_string(CropRounding v);   // "half_even" | "floor"
+
 struct Preprocess {
-  int resize = 224;                 // shorter side resized (bilinear) to this, then centre-cropped to img_size
-  std::vector<double> mean{0.485, 0.456, 0.406};  // one per channel, applied to pixel/255
+  ResizeMode resize_mode = ResizeMode::kShortestEdge;
+  int resize = 224;                 // kShortestEdge: the shorter side becomes this, the longer int(resize * long / short)
+  int resize_h = 224, resize_w = 224;  // kExact: the image becomes resize_w x resize_h, aspect ratio ignored
+  double crop_pct = 0;              // > 0: given as timm's crop_pct; the loader set resize (or resize_h/w) to
+                                    // floor(img_size / crop_pct)
+  Interpolation interpolation = Interpolation::kBilinear;
+  CropRounding crop_rounding = CropRounding::kHalfEven;
+  double rescale = 1.0 / 255;       // pixel (0..255) * rescale, then normalized
+  std::vector<double> mean{0.485, 0.456, 0.406};  // one per channel
   std::vector<double> std{0.229, 0.224, 0.225};
+  std::string note;                 // import only, not in the YAML: where these values came from
 };
 
 struct ModelSpec {

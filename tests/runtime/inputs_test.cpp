@@ -1,11 +1,13 @@
-// Image inputs: preprocessing arithmetic, shorter-side resize + centre crop, and hostile images rejected
-// with input_error before any large allocation.
+// Image inputs: preprocessing arithmetic, shorter-side resize + centre crop, hostile images rejected
+// with input_error before any large allocation, and EXIF orientation parsed from hostile bytes.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
 #include <stb_image_write.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/exif.h"
 #include "runtime/inputs.h"
 #include "tests/runtime/image_fixtures.h"
 #include "tests/testutil/testutil.h"
@@ -352,6 +355,101 @@ TEST(DecodeBudget, UnreadableHeaderIsAnInputErrorNamingTheImage) {
   EXPECT_EQ(need.status().code(), StatusCode::kInputError);
   EXPECT_NE(need.status().message().find("junk.png"), std::string::npos) << need.status().message();
   EXPECT_EQ(image_decode_bytes(junk.data(), 0, "empty.png").status().code(), StatusCode::kInputError);
+}
+
+}  // namespace
+}  // namespace edgevit
+
+namespace edgevit {
+namespace {
+
+// SOI, an APP1 Exif segment whose IFD0 holds `entries` (tag, type, value) in `order` ("II" or "MM"),
+// then EOI.
+std::vector<uint8_t> exif_jpeg(const char* order, const std::vector<std::array<uint32_t, 3>>& entries) {
+  const bool be = order[0] == 'M';
+  std::vector<uint8_t> tiff = {static_cast<uint8_t>(order[0]), static_cast<uint8_t>(order[1])};
+  auto put16 = [&](uint32_t v) {
+    if (be) tiff.insert(tiff.end(), {static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)});
+    else tiff.insert(tiff.end(), {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8)});
+  };
+  auto put32 = [&](uint32_t v) {
+    if (be) { put16(v >> 16); put16(v & 0xFFFF); } else { put16(v & 0xFFFF); put16(v >> 16); }
+  };
+  put16(42);
+  put32(8);
+  put16(static_cast<uint32_t>(entries.size()));
+  for (const auto& [tag, type, value] : entries) {
+    put16(tag);
+    put16(type);
+    put32(1);
+    if (type == 3) { put16(value); put16(0); } else { put32(value); }
+  }
+  put32(0);
+  std::vector<uint8_t> jpg = {0xFF, 0xD8, 0xFF, 0xE1};
+  const size_t len = 2 + 6 + tiff.size();
+  jpg.push_back(static_cast<uint8_t>(len >> 8));
+  jpg.push_back(static_cast<uint8_t>(len));
+  for (char ch : std::string("Exif\0\0", 6)) jpg.push_back(static_cast<uint8_t>(ch));
+  jpg.insert(jpg.end(), tiff.begin(), tiff.end());
+  jpg.insert(jpg.end(), {0xFF, 0xD9});
+  return jpg;
+}
+
+TEST(Exif, OrientationFromEitherByteOrder) {
+  for (uint32_t o = 1; o <= 8; ++o) {
+    const auto ii = exif_jpeg("II", {{0x010F, 2, 0}, {0x0112, 3, o}});
+    const auto mm = exif_jpeg("MM", {{0x0112, 3, o}});
+    EXPECT_EQ(jpeg_exif_orientation(ii.data(), ii.size()), static_cast<int>(o));
+    EXPECT_EQ(jpeg_exif_orientation(mm.data(), mm.size()), static_cast<int>(o));
+  }
+  const auto as_long = exif_jpeg("II", {{0x0112, 4, 6}});
+  EXPECT_EQ(jpeg_exif_orientation(as_long.data(), as_long.size()), 6);
+}
+
+TEST(Exif, MalformedMeansUpright) {
+  const auto nine = exif_jpeg("II", {{0x0112, 3, 9}});
+  EXPECT_EQ(jpeg_exif_orientation(nine.data(), nine.size()), 1);
+  const auto ascii = exif_jpeg("II", {{0x0112, 2, 6}});
+  EXPECT_EQ(jpeg_exif_orientation(ascii.data(), ascii.size()), 1);
+  const auto bad_order = exif_jpeg("XX", {{0x0112, 3, 6}});
+  EXPECT_EQ(jpeg_exif_orientation(bad_order.data(), bad_order.size()), 1);
+  auto far_ifd = exif_jpeg("II", {{0x0112, 3, 6}});
+  far_ifd[6 + 6 + 4] = 0xFF;  // IFD0 offset past the segment
+  EXPECT_EQ(jpeg_exif_orientation(far_ifd.data(), far_ifd.size()), 1);
+  auto many = exif_jpeg("II", {{0x0112, 3, 6}});
+  many[6 + 6 + 8] = 0xFF;  // entry count past the segment (the real entry is first: still found)
+  many[6 + 6 + 9] = 0xFF;
+  EXPECT_EQ(jpeg_exif_orientation(many.data(), many.size()), 6);
+  auto long_segment = exif_jpeg("II", {{0x0112, 3, 6}});
+  long_segment[4] = 0xFF;  // segment length past the file
+  EXPECT_EQ(jpeg_exif_orientation(long_segment.data(), long_segment.size()), 1);
+  EXPECT_EQ(jpeg_exif_orientation(nullptr, 0), 1);
+  // Every prefix and every single-byte corruption: no crash (ASan builds check the reads), a value in 1..8.
+  const auto good = exif_jpeg("MM", {{0x0100, 4, 7}, {0x0112, 3, 8}});
+  for (size_t n = 0; n <= good.size(); ++n) {
+    const std::vector<uint8_t> prefix(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+    const int o = jpeg_exif_orientation(prefix.data(), prefix.size());
+    EXPECT_TRUE(o >= 1 && o <= 8);
+  }
+  for (size_t i = 0; i < good.size(); ++i)
+    for (uint8_t v : {0x00, 0x01, 0x7F, 0xFF}) {
+      std::vector<uint8_t> bad = good;
+      bad[i] = v;
+      const int o = jpeg_exif_orientation(bad.data(), bad.size());
+      EXPECT_TRUE(o >= 1 && o <= 8);
+    }
+}
+
+TEST(Exif, TransposeAsPil) {
+  // 3 x 2 image (w 3, h 2): a b c / d e f, one channel.
+  const std::vector<uint8_t> src = {'a', 'b', 'c', 'd', 'e', 'f'};
+  const std::map<int, std::string> want = {{1, "abcdef"}, {2, "cbafed"}, {3, "fedcba"}, {4, "defabc"},
+                                           {5, "adbecf"}, {6, "daebfc"}, {7, "fcebda"}, {8, "cfbead"}};
+  for (const auto& [o, w] : want) {
+    std::vector<uint8_t> dst(6);
+    apply_exif_orientation(src.data(), 3, 2, 1, o, dst.data());
+    EXPECT_EQ(std::string(dst.begin(), dst.end()), w) << "orientation " << o;
+  }
 }
 
 }  // namespace
