@@ -22,8 +22,8 @@ struct ImageLimits {
   int max_side = 16384;
   int64_t max_pixels = 64 << 20;
   // Peak bytes one decode_image call may allocate (image_decode_bytes): stb_image's buffers at the file's
-  // real bit depth, the 8-bit pixels, the float copy, the resized image and the resizer's work space. The
-  // default admits an 8-bit RGB photo of up to about 17 Mpixels (4800x3600) for a 3-channel model; a
+  // real bit depth, the 8-bit pixels, their EXIF-oriented copy, the 8-bit resized image and the resizer's
+  // work space. The default admits an 8-bit RGB photo of 17 Mpixels (4800x3600) and more for a 3-channel model; a
   // 16-bit RGBA 8192x8191 PNG (1.07 GB to decode) is refused before decoding (docs/reliability.md).
   int64_t max_decode_bytes = int64_t{256} << 20;
 };
