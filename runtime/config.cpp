@@ -120,6 +120,12 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(m.get_double("layer_norm_eps", false, 0.0, 1.0, &a->layer_norm_eps, /*lo_open=*/true));
   a->act = Activation::kGelu;
   EV_RETURN_IF_ERROR(m.get_enum("act", false, kActivations, &a->act));
+  EV_RETURN_IF_ERROR(m.get_bool("dist_token", false, &a->dist_token));
+  if (a->dist_token && (!a->class_token || a->reg_tokens > 0 || a->global_pool != GlobalPool::kToken || a->fc_norm)) {
+    return m.error("dist_token", "a distillation token (DeiT distilled) needs class_token: true, reg_tokens: 0, "
+                                 "global_pool: token and fc_norm: false");
+  }
+  EV_RETURN_IF_ERROR(m.get_bool("layer_scale", false, &a->layer_scale));
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
@@ -266,6 +272,9 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::Key << "num_classes" << YAML::Value << a.num_classes;
   e << YAML::Key << "layer_norm_eps" << YAML::Value << format_double_exact(a.layer_norm_eps);
   e << YAML::Key << "act" << YAML::Value << to_string(a.act);
+  // Family keys are written only when set, so configs of plain ViTs read as before.
+  if (a.dist_token) e << YAML::Key << "dist_token" << YAML::Value << true;
+  if (a.layer_scale) e << YAML::Key << "layer_scale" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -342,7 +351,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.class_token == b.class_token && a.reg_tokens == b.reg_tokens &&
                           a.no_embed_class == b.no_embed_class && a.global_pool == b.global_pool &&
                           a.fc_norm == b.fc_norm && a.num_classes == b.num_classes &&
-                          a.layer_norm_eps == b.layer_norm_eps;
+                          a.layer_norm_eps == b.layer_norm_eps && a.act == b.act &&
+                          a.dist_token == b.dist_token && a.layer_scale == b.layer_scale;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&

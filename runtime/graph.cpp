@@ -138,6 +138,7 @@ int add_stem(Builder& b, Graph& g, const Dims& d) {
   const int x = b.act("x", {d.B, d.T, d.E});
   std::vector<int> w;
   if (a.class_token) w.push_back(b.weight("cls_token", {1, 1, d.E}));
+  if (a.dist_token) w.push_back(b.weight("dist_token", {1, 1, d.E}));
   if (a.reg_tokens > 0) w.push_back(b.weight("reg_token", {1, a.reg_tokens, d.E}));
   w.push_back(b.weight("pos_embed", {1, a.pos_embed_len(), d.E}));
   Op& o = b.op(OpKind::kAssembleTokens, "assemble_tokens", {patches}, {x}, w);
@@ -185,6 +186,29 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   return xc;
 }
 
+// DeiT distilled (graph.h): norm over every token, then the class and distillation tokens' mean
+// (pre_logits) and their concatenation into the folded head.
+void add_distilled_head(Builder& b, Graph& g, const Dims& d, int x) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  const int hn = b.act("norm.out", {d.B, d.T, d.E});
+  b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+  Op& mean = b.op(OpKind::kPool, "pool.cls_dist_mean", {hn}, {g.pre_logits});
+  mean.pool_count = 2;
+  mean.bytes = eb * 3.0 * d.B * d.E;
+  if (a.num_classes == 0) {
+    g.logits = g.pre_logits;
+    return;
+  }
+  const int pair = b.act("pool.cls_dist", {d.B, 2 * d.E});
+  Op& cat = b.op(OpKind::kPool, "pool.cls_dist", {hn}, {pair});
+  cat.pool_count = 2;
+  cat.pool_concat = true;
+  cat.bytes = eb * 4.0 * d.B * d.E;
+  g.logits = b.tensor("logits", {d.B, a.num_classes}, TensorKind::kOutput, g.act_elem_bytes());
+  b.linear("head_distilled", pair, g.logits, d.B, a.num_classes, 2 * d.E, true, 0);
+}
+
 // Final norm, pooling and head: pre_logits (B, E) and logits (B, classes) (pre_logits when classes == 0).
 void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
   const VitArch& a = g.arch;
@@ -193,6 +217,10 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
   const char* pool_name = a.global_pool == GlobalPool::kAvg ? "pool.avg" : "pool.token";
   const bool avg = a.global_pool == GlobalPool::kAvg;
   const double pool_bytes = eb * (avg ? d.B * (d.T - a.num_prefix_tokens()) * d.E + d.B * d.E : 2.0 * d.B * d.E);
+  if (a.dist_token) {
+    add_distilled_head(b, g, d, x);
+    return;
+  }
   if (xc >= 0) {
     b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, d.B, d.E, a.layer_norm_eps);
   } else if (!a.fc_norm) {
@@ -229,7 +257,7 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   const Dims d(a, batch);
   const int x = add_stem(b, g, d);
   // The class-token tail (see graph.h): token pooling reads token 0 only.
-  const bool tail = !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token;
+  const bool tail = !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token;
   int xc = -1;  // tail: the class token's row per image, (B, E)
   for (int i = 0; i < a.depth; ++i) {
     const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);

@@ -14,6 +14,11 @@
 //   last block: x -ln-> h -linear-> qkv (B,T,3,H,D) -attention(Sq = 1)-> ctx (B,1,E)
 //               x -pool(token 0)-> xc (B,E) ; ctx -linear(+=)-> xc -ln-> -linear+gelu-> -linear(+=)-> xc
 //   head: xc -ln-> pre_logits (fc_norm: the same ln named fc_norm) -linear-> logits
+//
+// DeiT distilled (arch.dist_token; no class-token tail): the head reads tokens 0 and 1 of the normed tokens:
+//   x -ln-> h -pool(mean of tokens 0, 1)-> pre_logits ; h -pool(tokens 0, 1 concatenated)-> (B, 2E)
+//   -linear-> logits, one GEMM over K = 2E whose weights head_distilled.{weight,bias} the loader makes from
+//   head and head_dist ([W, W_dist] / 2, (b + b_dist) / 2: runtime/weights.h).
 // Same outputs (the dropped rows are never read); the last block's proj and MLP shrink by T x (ViT-B/16:
 // 6.3% of the forward's FLOPs).
 #pragma once
@@ -74,6 +79,8 @@ struct Op {
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm
   bool avg_pool = false;         // kPool
+  int pool_count = 0;            // kPool: > 0 reads tokens [0, pool_count) instead: their mean (B, E), or
+  bool pool_concat = false;      //        with pool_concat their concatenation (B, pool_count * E)
   std::string row;               // the op-table row that serves it (runtime/op_table.h), e.g. "cpu.mha_fused_f32"
   std::string kernel;            // what runs: the row's name, or a more specific one (CUDA fused attention:
                                  // "cuda.flash_fwd_f16_d64_..."; after resolve: the GEMM library, algorithm)

@@ -42,9 +42,20 @@ struct VitArch {
   int num_classes = 1000;        // 0 = features only (logits are the pooled features)
   double layer_norm_eps = 1e-6;
   Activation act = Activation::kGelu;
+  // DeiT distilled (timm VisionTransformerDistilled, HF DeiTForImageClassificationWithTeacher): a
+  // distillation token after the class token (pos_embed covers both), a second head `head_dist` on it, and
+  // the output (head(x[:, 0]) + head_dist(x[:, 1])) / 2. Needs class_token, token pooling, no fc_norm and no
+  // register tokens. pre_logits is timm's forward_head(pre_logits=True): (x[:, 0] + x[:, 1]) / 2.
+  bool dist_token = false;
+  // LayerScale (timm init_values: blocks.N.ls1.gamma, ls2.gamma; DINOv2): x += gamma * branch(x). The
+  // checkpoint holds gamma; the loader folds it into attn.proj and mlp.fc2 (runtime/weights.h), so the graph
+  // is the plain ViT's.
+  bool layer_scale = false;
 
   int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
-  int num_prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
+  // Tokens between the class token and the patches: the distillation token or the register tokens.
+  int extra_prefix_tokens() const { return (dist_token ? 1 : 0) + reg_tokens; }
+  int num_prefix_tokens() const { return (class_token ? 1 : 0) + extra_prefix_tokens(); }
   int num_tokens() const { return num_patches() + num_prefix_tokens(); }
   int head_dim() const { return embed_dim / num_heads; }
   int mlp_hidden() const { return static_cast<int>(embed_dim * mlp_ratio); }

@@ -71,8 +71,9 @@ std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<s
                  epilogue_of(op.epilogue));
       break;
     case OpKind::kAssembleTokens:
-      assemble_tokens_ref(in(0), weight_named(plan, op, v, "cls_token"), weight_named(plan, op, v, "reg_token"),
-                          a.reg_tokens, weight_named(plan, op, v, "pos_embed"), a.no_embed_class, out.data(), b,
+      assemble_tokens_ref(in(0), weight_named(plan, op, v, "cls_token"),
+                          a.dist_token ? weight_named(plan, op, v, "dist_token") : weight_named(plan, op, v, "reg_token"),
+                          a.extra_prefix_tokens(), weight_named(plan, op, v, "pos_embed"), a.no_embed_class, out.data(), b,
                           a.num_patches(), a.embed_dim);
       break;
     case OpKind::kLayerNorm:
@@ -89,6 +90,10 @@ std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<s
       break;
     }
     case OpKind::kPool:
+      if (op.pool_count > 0) {
+        pool_prefix_ref(in(0), out.data(), b, a.num_tokens(), a.embed_dim, op.pool_count, op.pool_concat);
+        break;
+      }
       pool_ref(in(0), out.data(), b, a.num_tokens(), a.embed_dim, op.avg_pool, a.num_prefix_tokens());
       break;
   }
@@ -213,6 +218,10 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   reg.fc_norm = true;
   for (const char* op : {"assemble_tokens", "pool.avg", "fc_norm", "blocks.0.attn.sdpa"})
     cases.push_back(make_case(std::string("reg4 no_embed_class avg ") + op, reg, 2, op, p));
+  VitArch dist = base;  // DeiT distilled: class + distillation token, the folded two-token head
+  dist.dist_token = true;
+  for (const char* op : {"assemble_tokens", "pool.cls_dist_mean", "pool.cls_dist", "head_distilled"})
+    cases.push_back(make_case(std::string("deit distilled ") + op, dist, 2, op, p));
   for (int d : {32, 64, 80, 96, 128, 160}) {
     const VitArch a = small_arch(48, 8, 2 * d, 2, 2);  // 36 patches + 1 = 37 tokens
     for (AttentionImpl att : {AttentionImpl::kAuto, AttentionImpl::kExplicit}) {
@@ -233,8 +242,14 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
   std::vector<std::string> ops = {"patch_embed.im2col", "patch_embed.proj", "assemble_tokens", "blocks.0.norm1",
                                   "blocks.0.attn.qkv", "blocks.0.attn.sdpa", "blocks.0.attn.proj",
                                   "blocks.0.norm2", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2",
-                                  avg ? "pool.avg" : "pool.token", a.fc_norm ? "fc_norm" : "norm"};
-  if (a.num_classes > 0) ops.push_back("head");
+                                  a.fc_norm ? "fc_norm" : "norm"};
+  if (a.dist_token) {
+    ops.push_back("pool.cls_dist_mean");
+    if (a.num_classes > 0) ops.insert(ops.end(), {"pool.cls_dist", "head_distilled"});
+  } else {
+    ops.push_back(avg ? "pool.avg" : "pool.token");
+    if (a.num_classes > 0) ops.push_back("head");
+  }
   for (const std::string& op : ops)
     cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true));
   return cases;

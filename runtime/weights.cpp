@@ -1,6 +1,7 @@
 #include "runtime/weights.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace edgevit {
@@ -65,26 +66,92 @@ constexpr LayerRename kTransformers5Layer[] = {
     {"mlp.fc2", "mlp.fc2", -1},
 };
 
+// DINOv2 (transformers 4.x layer names under "encoder.layer.N."; LayerScale's lambda1 is its gamma).
+constexpr LayerRename kDinov2Layer[] = {
+    {"norm1", "norm1", -1},
+    {"attention.attention.query", "attn.qkv", 0},
+    {"attention.attention.key", "attn.qkv", 1},
+    {"attention.attention.value", "attn.qkv", 2},
+    {"attention.output.dense", "attn.proj", -1},
+    {"norm2", "norm2", -1},
+    {"mlp.fc1", "mlp.fc1", -1},
+    {"mlp.fc2", "mlp.fc2", -1},
+};
+const std::pair<const char*, const char*> kDinov2LayerScale[] = {{"layer_scale1.lambda1", "ls1.gamma"},
+                                                                 {"layer_scale2.lambda1", "ls2.gamma"}};
+
+// A Hugging Face model family: the prefix of its base model's tensors ("vit." inside
+// ViTForImageClassification, "" in a saved ViTModel / Dinov2Model), its layer names, and its whole-model
+// names (relative to the prefix, except those marked absolute: the classifiers sit outside the base model).
+struct HfName {
+  const char* hf;
+  const char* canonical;  // nullptr: a tensor inference never uses (DINOv2's mask_token), accepted and skipped
+  bool absolute;          // hf is not under the base model's prefix
+};
+struct HfFamily {
+  const char* name;  // for messages: "ViT", "DeiT", "DINOv2"
+  std::vector<const char*> prefixes;
+  bool has_v5;  // has a transformers 5.x layer naming (`<prefix>layers.N.`)
+  const LayerRename* layer4;
+  size_t layer4_count;
+  std::vector<HfName> shared;
+};
+
+const std::vector<HfFamily>& hf_families() {
+  static const std::vector<HfFamily> families = {
+      {"ViT", {"vit."}, true, kTransformers4Layer, std::size(kTransformers4Layer),
+       {{"embeddings.cls_token", "cls_token", false},
+        {"embeddings.position_embeddings", "pos_embed", false},
+        {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight", false},
+        {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
+        {"layernorm.weight", "norm.weight", false},
+        {"layernorm.bias", "norm.bias", false},
+        {"classifier.weight", "head.weight", true},
+        {"classifier.bias", "head.bias", true}}},
+      {"DeiT", {"deit."}, true, kTransformers4Layer, std::size(kTransformers4Layer),
+       {{"embeddings.cls_token", "cls_token", false},
+        {"embeddings.distillation_token", "dist_token", false},
+        {"embeddings.position_embeddings", "pos_embed", false},
+        {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight", false},
+        {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
+        {"layernorm.weight", "norm.weight", false},
+        {"layernorm.bias", "norm.bias", false},
+        {"classifier.weight", "head.weight", true},  // DeiTForImageClassification (no distillation head)
+        {"classifier.bias", "head.bias", true},
+        {"cls_classifier.weight", "head.weight", true},  // ...WithTeacher
+        {"cls_classifier.bias", "head.bias", true},
+        {"distillation_classifier.weight", "head_dist.weight", true},
+        {"distillation_classifier.bias", "head_dist.bias", true}}},
+      {"DINOv2", {"dinov2.", ""}, false, kDinov2Layer, std::size(kDinov2Layer),
+       {{"embeddings.cls_token", "cls_token", false},
+        {"embeddings.mask_token", nullptr, false},
+        {"embeddings.register_tokens", "reg_token", false},
+        {"embeddings.position_embeddings", "pos_embed", false},
+        {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight", false},
+        {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
+        {"layernorm.weight", "norm.weight", false},
+        {"layernorm.bias", "norm.bias", false},
+        {"classifier.weight", "head.weight", true},
+        {"classifier.bias", "head.bias", true}}},
+  };
+  return families;
+}
+
+// DINOv2 with registers: HF's position embeddings cover the class token and the patches, not the registers.
+// timm's equivalent (its _convert_dinov2) is no_embed_class with the class token's position added to it; the
+// source tensors keep these internal names and the canonical ones are derived (WeightSource::Derived).
 constexpr const char* kHfLayerPrefix4 = "vit.encoder.layer.";
 constexpr const char* kHfLayerPrefix5 = "vit.layers.";
 
-// Whole-model HF names (same in 4.x and 5.x) -> canonical.
-const std::pair<const char*, const char*> kHfShared[] = {
-    {"vit.embeddings.cls_token", "cls_token"},
-    {"vit.embeddings.position_embeddings", "pos_embed"},
-    {"vit.embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight"},
-    {"vit.embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias"},
-    {"vit.layernorm.weight", "norm.weight"},
-    {"vit.layernorm.bias", "norm.bias"},
-    {"classifier.weight", "head.weight"},
-    {"classifier.bias", "head.bias"},
-};
+constexpr const char* kHfClsWithPos = "hf.cls_token";
+constexpr const char* kHfPosWithCls = "hf.position_embeddings";
 
 }  // namespace
 
 std::vector<std::string> expected_names(const VitArch& a) {
   std::vector<std::string> n = {"patch_embed.proj.weight", "patch_embed.proj.bias"};
   if (a.class_token) n.push_back("cls_token");
+  if (a.dist_token) n.push_back("dist_token");
   if (a.reg_tokens > 0) n.push_back("reg_token");
   n.push_back("pos_embed");
   for (int i = 0; i < a.depth; ++i) {
@@ -94,6 +161,10 @@ std::vector<std::string> expected_names(const VitArch& a) {
     for (const char* m : {"attn.proj.weight", "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight",
                           "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"})
       n.push_back(b + m);
+    if (a.layer_scale) {
+      n.push_back(b + "ls1.gamma");
+      n.push_back(b + "ls2.gamma");
+    }
   }
   const std::string final_norm = a.fc_norm ? "fc_norm." : "norm.";
   n.push_back(final_norm + "weight");
@@ -101,6 +172,10 @@ std::vector<std::string> expected_names(const VitArch& a) {
   if (a.num_classes > 0) {
     n.push_back("head.weight");
     n.push_back("head.bias");
+    if (a.dist_token) {
+      n.push_back("head_dist.weight");
+      n.push_back("head_dist.bias");
+    }
   }
   return n;
 }
@@ -110,11 +185,11 @@ std::vector<int64_t> expected_shape(const VitArch& a, const std::string& name) {
   if (std::find(names.begin(), names.end(), name) == names.end()) return {};
   const int64_t e = a.embed_dim, m = a.mlp_hidden();
   if (name == "patch_embed.proj.weight") return {e, a.in_chans, a.patch_size, a.patch_size};
-  if (name == "cls_token") return {1, 1, e};
+  if (name == "cls_token" || name == "dist_token") return {1, 1, e};
   if (name == "reg_token") return {1, a.reg_tokens, e};
   if (name == "pos_embed") return {1, a.pos_embed_len(), e};
-  if (name == "head.weight") return {a.num_classes, e};
-  if (name == "head.bias") return {a.num_classes};
+  if (name == "head.weight" || name == "head_dist.weight") return {a.num_classes, e};
+  if (name == "head.bias" || name == "head_dist.bias") return {a.num_classes};
   const size_t last_dot = name.rfind('.');
   const std::string module = name.substr(0, last_dot);
   const bool weight = name.compare(last_dot + 1, std::string::npos, "weight") == 0;
@@ -135,6 +210,7 @@ Result<WeightSource> WeightSource::open(const std::string& path, WeightNaming na
   source.naming_ = naming;
   EV_RETURN_IF_ERROR(naming == WeightNaming::kHf ? source.build_hf() : source.build_timm());
   EV_RETURN_IF_ERROR(source.finish());
+  source.add_folds();
   return source;
 }
 
@@ -153,57 +229,98 @@ Status WeightSource::add(const std::string& canonical, size_t part, size_t num_p
 }
 
 Status WeightSource::build_timm() {
-  bool any_timm = false, any_hf = false;
+  bool any_timm = false;
+  std::string hf_family;
   for (const TensorInfo& t : file_.tensors()) {
     any_timm = any_timm || starts_with(t.name, "blocks.");
-    any_hf = any_hf || starts_with(t.name, kHfLayerPrefix4) || starts_with(t.name, kHfLayerPrefix5);
+    for (const HfFamily& f : hf_families())
+      for (const char* prefix : f.prefixes)
+        if (hf_family.empty() && (starts_with(t.name, std::string(prefix) + "encoder.layer.") ||
+                                  (f.has_v5 && starts_with(t.name, std::string(prefix) + "layers."))))
+          hf_family = std::string(f.name) + ", " + (*prefix ? prefix : "") + "*";
     EV_RETURN_IF_ERROR(add(t.name, 0, 1, t));
   }
-  if (any_hf && !any_timm)
-    return checkpoint_error(file_.path() + ": tensor names follow Hugging Face ViT naming (vit.*), not timm; "
-                            "set weights_naming: hf");
+  if (!hf_family.empty() && !any_timm)
+    return checkpoint_error(file_.path() + ": tensor names follow Hugging Face naming (" + hf_family +
+                            "), not timm; set weights_naming: hf");
   return Status::Ok();
 }
 
 Status WeightSource::build_hf() {
+  // The family and base-model prefix whose layer names the file uses.
+  const HfFamily* family = nullptr;
+  std::string prefix;
   bool any4 = false, any5 = false, any_timm = false;
-  for (const TensorInfo& t : file_.tensors()) {
-    any4 = any4 || starts_with(t.name, kHfLayerPrefix4);
-    any5 = any5 || starts_with(t.name, kHfLayerPrefix5);
-    any_timm = any_timm || starts_with(t.name, "blocks.");
+  for (const HfFamily& f : hf_families()) {
+    for (const char* p : f.prefixes) {
+      bool f4 = false, f5 = false;
+      for (const TensorInfo& t : file_.tensors()) {
+        f4 = f4 || starts_with(t.name, std::string(p) + "encoder.layer.");
+        f5 = f5 || (f.has_v5 && starts_with(t.name, std::string(p) + "layers."));
+      }
+      if ((f4 || f5) && family == nullptr) {
+        family = &f;
+        prefix = p;
+        any4 = f4;
+        any5 = f5;
+      }
+    }
   }
+  for (const TensorInfo& t : file_.tensors()) any_timm = any_timm || starts_with(t.name, "blocks.");
+  const std::string prefix4 = prefix + "encoder.layer.", prefix5 = prefix + "layers.";
   if (any4 && any5)
-    return checkpoint_error(file_.path() + ": mixes transformers 4.x (" + kHfLayerPrefix4 + "N.*) and 5.x (" +
-                            kHfLayerPrefix5 + "N.*) Hugging Face ViT names");
-  if (!any4 && !any5) {
+    return checkpoint_error(file_.path() + ": mixes transformers 4.x (" + prefix4 + "N.*) and 5.x (" + prefix5 +
+                            "N.*) Hugging Face " + family->name + " names");
+  if (family == nullptr) {
     if (any_timm)
       return checkpoint_error(file_.path() + ": tensor names follow timm naming (blocks.N.*), not Hugging Face; "
                               "set weights_naming: timm");
     return checkpoint_error(file_.path() + ": not a Hugging Face ViT checkpoint: no tensor named " +
                             kHfLayerPrefix4 + "N.* (transformers 4.x) or " + kHfLayerPrefix5 +
-                            "N.* (transformers 5.x)");
+                            "N.* (transformers 5.x), nor DeiT (deit.encoder.layer.N.*) or DINOv2 "
+                            "([dinov2.]encoder.layer.N.*) names");
   }
   hf_convention_ = any4 ? HfConvention::kTransformers4 : HfConvention::kTransformers5;
-  const std::string layer_prefix = any4 ? kHfLayerPrefix4 : kHfLayerPrefix5;
+  const std::string layer_prefix = any4 ? prefix4 : prefix5;
+  const LayerRename* renames = any4 ? family->layer4 : kTransformers5Layer;
+  const size_t rename_count = any4 ? family->layer4_count : std::size(kTransformers5Layer);
+  const bool dinov2 = std::string(family->name) == "DINOv2";
+  bool registers = false;
+  for (const TensorInfo& t : file_.tensors()) registers = registers || t.name == prefix + "embeddings.register_tokens";
 
   for (const TensorInfo& t : file_.tensors()) {
     bool mapped = false;
-    for (const auto& [hf, canonical] : kHfShared) {
-      if (t.name == hf) {
-        EV_RETURN_IF_ERROR(add(canonical, 0, 1, t));
-        mapped = true;
+    for (const HfName& n : family->shared) {
+      if (t.name != (n.absolute ? std::string() : prefix) + n.hf) continue;
+      mapped = true;
+      if (n.canonical == nullptr) {
+        ignored_.push_back(t.name);
+        continue;
       }
+      std::string canonical = n.canonical;
+      if (registers && canonical == "cls_token") canonical = kHfClsWithPos;
+      if (registers && canonical == "pos_embed") canonical = kHfPosWithCls;
+      EV_RETURN_IF_ERROR(add(canonical, 0, 1, t));
     }
     int layer = 0;
     std::string rest;
     if (starts_with(t.name, layer_prefix) && split_layer_index(t.name.substr(layer_prefix.size()), &layer, &rest)) {
+      const std::string block = "blocks." + std::to_string(layer) + ".";
+      if (dinov2) {
+        for (const auto& [hf, canonical] : kDinov2LayerScale) {
+          if (rest != hf) continue;
+          EV_RETURN_IF_ERROR(add(block + canonical, 0, 1, t));
+          mapped = true;
+        }
+      }
       const size_t dot = rest.rfind('.');
       const std::string module = dot == std::string::npos ? "" : rest.substr(0, dot);
       const std::string param = dot == std::string::npos ? "" : rest.substr(dot + 1);
       if (param == "weight" || param == "bias") {
-        for (const LayerRename& r : any4 ? kTransformers4Layer : kTransformers5Layer) {
+        for (size_t i = 0; i < rename_count; ++i) {
+          const LayerRename& r = renames[i];
           if (module != r.hf_module) continue;
-          const std::string canonical = "blocks." + std::to_string(layer) + "." + r.canonical_module + "." + param;
+          const std::string canonical = block + r.canonical_module + "." + param;
           EV_RETURN_IF_ERROR(r.qkv_part < 0 ? add(canonical, 0, 1, t)
                                             : add(canonical, static_cast<size_t>(r.qkv_part), 3, t));
           mapped = true;
@@ -253,6 +370,105 @@ Status WeightSource::finish() {
   return Status::Ok();
 }
 
+void WeightSource::add_folds() {
+  const auto shape_of = [&](const std::string& name) -> const std::vector<int64_t>* {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second.shape;
+  };
+  // LayerScale: gamma (N) scales the rows of the projection before it (N, K) and its bias (N).
+  for (const auto& [name, c] : tensors_) {
+    int layer = 0;
+    std::string rest;
+    if (!starts_with(name, "blocks.") || !split_layer_index(name.substr(7), &layer, &rest)) continue;
+    const char* target = rest == "ls1.gamma" ? "attn.proj" : rest == "ls2.gamma" ? "mlp.fc2" : nullptr;
+    if (target == nullptr || c.shape.size() != 1) continue;
+    for (const char* param : {".weight", ".bias"}) {
+      const std::string t = "blocks." + std::to_string(layer) + "." + target + param;
+      const std::vector<int64_t>* s = shape_of(t);
+      if (s != nullptr && !s->empty() && (*s)[0] == c.shape[0]) derived_[t] = {FoldKind::kScaleRows, {t, name}, *s};
+    }
+  }
+  // DeiT distilled: the two heads as one GEMM over the concatenated class and distillation tokens.
+  const std::vector<int64_t>* hw = shape_of("head.weight");
+  const std::vector<int64_t>* dw = shape_of("head_dist.weight");
+  if (hw != nullptr && dw != nullptr && hw->size() == 2 && *hw == *dw)
+    derived_["head_distilled.weight"] = {FoldKind::kHalfConcatCols, {"head.weight", "head_dist.weight"},
+                                         {(*hw)[0], 2 * (*hw)[1]}};
+  const std::vector<int64_t>* hb = shape_of("head.bias");
+  const std::vector<int64_t>* db = shape_of("head_dist.bias");
+  if (hb != nullptr && db != nullptr && *hb == *db)
+    derived_["head_distilled.bias"] = {FoldKind::kHalfSum, {"head.bias", "head_dist.bias"}, *hb};
+  // HF DINOv2 with registers: timm's no_embed_class form.
+  const std::vector<int64_t>* cls = shape_of(kHfClsWithPos);
+  const std::vector<int64_t>* pos = shape_of(kHfPosWithCls);
+  if (cls != nullptr && pos != nullptr && cls->size() == 3 && pos->size() == 3 && (*pos)[1] > 1 &&
+      (*cls)[2] == (*pos)[2]) {
+    derived_["cls_token"] = {FoldKind::kAddFirstRow, {kHfClsWithPos, kHfPosWithCls}, *cls};
+    derived_["pos_embed"] = {FoldKind::kDropFirstRow, {kHfPosWithCls}, {1, (*pos)[1] - 1, (*pos)[2]}};
+  }
+}
+
+const std::vector<int64_t>* WeightSource::find_shape(const std::string& name) const {
+  auto d = derived_.find(name);
+  if (d != derived_.end()) return &d->second.shape;
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second.shape;
+}
+
+void WeightSource::read_parts_f32(const Canonical& c, float* dst) const {
+  for (const TensorInfo* part : c.parts) {
+    convert_to_f32(*part, file_.data(*part), dst);
+    dst += part->numel;
+  }
+}
+
+Status WeightSource::read_derived_f32(const std::string& name, const Derived& d, float* dst, size_t count) const {
+  int64_t numel = 1;
+  for (int64_t x : d.shape) numel *= x;
+  if (static_cast<int64_t>(count) != numel)
+    return invalid_argument(file_.path() + ": tensor '" + name + "' " + shape_string(d.shape) + " has " +
+                            std::to_string(numel) + " elements, destination holds " + std::to_string(count));
+  std::vector<std::vector<float>> src(d.sources.size());
+  std::vector<const std::vector<int64_t>*> shapes(d.sources.size());
+  for (size_t i = 0; i < d.sources.size(); ++i) {
+    auto it = tensors_.find(d.sources[i]);
+    if (it == tensors_.end()) return not_found(file_.path() + ": tensor '" + d.sources[i] + "' is not in the checkpoint");
+    src[i].resize(static_cast<size_t>(it->second.numel));
+    read_parts_f32(it->second, src[i].data());
+    shapes[i] = &it->second.shape;
+  }
+  const size_t n = static_cast<size_t>(numel);
+  switch (d.kind) {
+    case FoldKind::kScaleRows: {
+      const size_t rows = static_cast<size_t>((*shapes[0])[0]), inner = n / rows;
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < inner; ++j) dst[r * inner + j] = src[0][r * inner + j] * src[1][r];
+      break;
+    }
+    case FoldKind::kHalfConcatCols: {
+      const size_t rows = static_cast<size_t>(d.shape[0]), half = static_cast<size_t>(d.shape[1]) / 2;
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < half; ++j) {
+          dst[r * 2 * half + j] = src[0][r * half + j] * 0.5f;
+          dst[r * 2 * half + half + j] = src[1][r * half + j] * 0.5f;
+        }
+      break;
+    }
+    case FoldKind::kHalfSum:
+      for (size_t i = 0; i < n; ++i) dst[i] = (src[0][i] + src[1][i]) * 0.5f;
+      break;
+    case FoldKind::kAddFirstRow:
+      for (size_t i = 0; i < n; ++i) dst[i] = src[0][i] + src[1][i];
+      break;
+    case FoldKind::kDropFirstRow: {
+      const size_t e = static_cast<size_t>(d.shape[2]);
+      for (size_t i = 0; i < n; ++i) dst[i] = src[0][e + i];
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<std::string> WeightSource::canonical_names() const {
   std::vector<std::string> names;
   for (const auto& kv : tensors_) names.push_back(kv.first);
@@ -260,9 +476,9 @@ std::vector<std::string> WeightSource::canonical_names() const {
 }
 
 Result<std::vector<int64_t>> WeightSource::shape(const std::string& canonical) const {
-  auto it = tensors_.find(canonical);
-  if (it == tensors_.end()) return not_found(file_.path() + ": tensor '" + canonical + "' is not in the checkpoint");
-  return it->second.shape;
+  const std::vector<int64_t>* s = find_shape(canonical);
+  if (s == nullptr) return not_found(file_.path() + ": tensor '" + canonical + "' is not in the checkpoint");
+  return *s;
 }
 
 Status WeightSource::check(const VitArch& arch) const {
@@ -270,18 +486,18 @@ Status WeightSource::check(const VitArch& arch) const {
   const std::set<std::string> expected_set(expected.begin(), expected.end());
   std::vector<std::string> missing, extra, mismatched;
   for (const std::string& name : expected) {
-    auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
+    const std::vector<int64_t>* have = find_shape(name);
+    if (have == nullptr) {
       missing.push_back(name);
       continue;
     }
     const std::vector<int64_t> want = expected_shape(arch, name);
-    if (it->second.shape != want)
-      mismatched.push_back(name + ": expected " + shape_string(want) + ", checkpoint has " +
-                           shape_string(it->second.shape));
+    if (*have != want)
+      mismatched.push_back(name + ": expected " + shape_string(want) + ", checkpoint has " + shape_string(*have));
   }
   for (const auto& kv : tensors_) {
     if (expected_set.count(kv.first)) continue;
+    if (starts_with(kv.first, "hf.") && derived_.count("pos_embed")) continue;  // consumed by the DINOv2-with-registers fold
     std::string label = kv.first;
     if (naming_ == WeightNaming::kHf) label += " (from " + list_names(kv.second.part_names, 3) + ")";
     extra.push_back(label);
@@ -311,15 +527,21 @@ Result<const WeightSource::Canonical*> WeightSource::lookup(const std::string& c
 }
 
 Status WeightSource::read_f32(const std::string& canonical, float* dst, size_t count) const {
+  auto d = derived_.find(canonical);
+  if (d != derived_.end()) return read_derived_f32(canonical, d->second, dst, count);
   EV_ASSIGN_OR_RETURN(const Canonical* c, lookup(canonical, count));
-  for (const TensorInfo* part : c->parts) {
-    convert_to_f32(*part, file_.data(*part), dst);
-    dst += part->numel;
-  }
+  read_parts_f32(*c, dst);
   return Status::Ok();
 }
 
 Status WeightSource::read_f16(const std::string& canonical, uint16_t* dst, size_t count) const {
+  auto d = derived_.find(canonical);
+  if (d != derived_.end()) {  // folded in fp32, rounded once (load time: the temporary is freed before infer)
+    std::vector<float> f(count);
+    EV_RETURN_IF_ERROR(read_derived_f32(canonical, d->second, f.data(), count));
+    for (size_t i = 0; i < count; ++i) dst[i] = f32_to_f16(f[i]);
+    return Status::Ok();
+  }
   EV_ASSIGN_OR_RETURN(const Canonical* c, lookup(canonical, count));
   for (const TensorInfo* part : c->parts) {
     convert_to_f16(*part, file_.data(*part), dst);

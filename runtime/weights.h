@@ -7,6 +7,8 @@
 //   blocks.N.mlp.fc1.{weight (M,E), bias (M)}       blocks.N.mlp.fc2.{weight (E,M), bias (E)}
 //   norm.{weight,bias} (E) unless fc_norm           fc_norm.{weight,bias} (E) when fc_norm
 //   head.{weight (C,E), bias (C)} unless num_classes == 0
+//   dist_token (1,1,E), head_dist.{weight (C,E), bias (C)}     DeiT distilled (arch.dist_token)
+//   blocks.N.ls1.gamma (E), blocks.N.ls2.gamma (E)            LayerScale (arch.layer_scale)
 // qkv rows are ordered q, k, v, with heads contiguous inside each.
 //
 // Hugging Face ViTForImageClassification checkpoints are read in both naming conventions (detected from
@@ -22,10 +24,26 @@
 //   shared: vit.embeddings.cls_token -> cls_token, vit.embeddings.position_embeddings -> pos_embed,
 //   vit.embeddings.patch_embeddings.projection -> patch_embed.proj, vit.layernorm -> norm,
 //   classifier -> head.
+// DeiT (deit.*: the same layer names as ViT) and DINOv2 (Dinov2Model's names, or dinov2.* inside
+// Dinov2ForImageClassification; transformers 4.x layer names) map the same way, and additionally:
+//   deit.embeddings.distillation_token -> dist_token     cls_classifier -> head, distillation_classifier -> head_dist
+//   encoder.layer.N.norm1 / norm2 / mlp.fc1 / mlp.fc2 -> blocks.N.norm1 / norm2 / mlp.fc1 / mlp.fc2 (DINOv2)
+//   encoder.layer.N.layer_scale1.lambda1 / layer_scale2.lambda1 -> blocks.N.ls1.gamma / ls2.gamma
+//   embeddings.register_tokens -> reg_token;  embeddings.mask_token (masked image modeling): skipped
 // HF's separate q/k/v tensors are packed into qkv at read time by concatenating along dim 0. No HF tensor
 // is ignored: vit.pooler.* (ViTModel's add_pooling_layer, a dense+tanh that classification never uses but
 // that timm has no counterpart for) and vit.embeddings.mask_token (masked image modeling) are reported as
 // extra tensors by check().
+//
+// Folds (derived tensors): the graph reads some weights the checkpoint does not hold as such; they are
+// computed at load from checkpoint tensors, in fp32, then stored in the graph's precision:
+//   blocks.N.attn.proj.{weight,bias} = ls1.gamma * proj  (row i scaled by gamma[i]; likewise mlp.fc2 with
+//       ls2.gamma): LayerScale's y = x + gamma * (h W^T + b) = x + h (gamma W)^T + gamma b, exact up to
+//       fp32 rounding, so LayerScale needs no op of its own
+//   head_distilled.weight (C, 2E) = [head.weight, head_dist.weight] / 2, head_distilled.bias = (head.bias +
+//       head_dist.bias) / 2: DeiT's (head(x0) + head_dist(x1)) / 2 as one GEMM over [x0, x1]
+//   cls_token = cls + position_embeddings[:, 0], pos_embed = position_embeddings[:, 1:] (HF DINOv2 with
+//       registers, whose position embeddings skip the registers: timm's no_embed_class form)
 #pragma once
 
 #include <cstddef>
@@ -89,12 +107,33 @@ class WeightSource {
   Status add(const std::string& canonical, size_t part, size_t num_parts, const TensorInfo& info);
   Status finish();
   Result<const Canonical*> lookup(const std::string& canonical, size_t count) const;
+  void read_parts_f32(const Canonical& c, float* dst) const;
+
+  // A tensor computed at load from checkpoint tensors (the folds above).
+  enum class FoldKind {
+    kScaleRows,       // sources[0] (N, ...) with row i times sources[1][i]
+    kHalfConcatCols,  // [sources[0], sources[1]] / 2 along the last dim (both (C, E))
+    kHalfSum,         // (sources[0] + sources[1]) / 2
+    kAddFirstRow,     // sources[0] (1, 1, E) + sources[1][:, 0] (1, L, E)
+    kDropFirstRow,    // sources[0][:, 1:] (1, L, E) -> (1, L - 1, E)
+  };
+  struct Derived {
+    FoldKind kind;
+    std::vector<std::string> sources;  // canonical names of checkpoint tensors
+    std::vector<int64_t> shape;
+  };
+  void add_folds();
+  Status read_derived_f32(const std::string& name, const Derived& d, float* dst, size_t count) const;
+  // Shape of a canonical or derived tensor, nullptr when neither exists.
+  const std::vector<int64_t>* find_shape(const std::string& name) const;
 
   SafetensorsFile file_;  // owns the mapping every Canonical points into
   WeightNaming naming_ = WeightNaming::kTimm;
   HfConvention hf_convention_ = HfConvention::kNone;
   std::map<std::string, Canonical> tensors_;
   std::vector<std::string> unmapped_;
+  std::vector<std::string> ignored_;  // HF tensors inference never reads (DINOv2's mask_token)
+  std::map<std::string, Derived> derived_;
   std::vector<std::string> incomplete_;  // messages for q/k/v groups with a part missing
 };
 

@@ -173,6 +173,10 @@ void assemble_tokens_ref(const float* patch_tokens, const float* cls, const floa
 // [prefix, T).
 void pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
 void pool_ref(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix);
+// The first `count` tokens of x (B, T, E), count <= T: concat == false averages them into out (B, E) (DeiT
+// distilled's pre_logits: (x[:, 0] + x[:, 1]) / 2); concat == true copies them into out (B, count * E).
+void pool_prefix_f32(const float* x, float* out, int batch, int tokens, int embed, int count, bool concat);
+void pool_prefix_ref(const float* x, float* out, int batch, int tokens, int embed, int count, bool concat);
 
 // Resampling of 8-bit images as Pillow's Image.resize does it (kernels/cpu/resample.cpp): the filters and
 // their support, the scratch resize_u8 needs, and the resize of an (H, W, C) interleaved image with C in

@@ -21,4 +21,21 @@ void pool_ref(const float* x,  // (B, T, E)
     }
 }
 
+void pool_prefix_ref(const float* x,  // (B, T, E)
+                     float* out,      // (B, E), or (B, count * E) when concat
+                     int batch, int tokens, int embed, int count, bool concat) {
+  for (int b = 0; b < batch; ++b) {
+    const float* xb = x + static_cast<int64_t>(b) * tokens * embed;
+    for (int j = 0; j < embed; ++j) {
+      double s = 0;
+      for (int t = 0; t < count; ++t) {
+        const float v = xb[static_cast<int64_t>(t) * embed + j];
+        if (concat) out[(static_cast<int64_t>(b) * count + t) * embed + j] = v;
+        s += v;
+      }
+      if (!concat) out[static_cast<int64_t>(b) * embed + j] = static_cast<float>(s / count);
+    }
+  }
+}
+
 }  // namespace edgevit

@@ -79,6 +79,13 @@ cudaError_t pool_f32(const float* x, float* out, int batch, int tokens, int embe
 cudaError_t pool_f16(const __half* x, __half* out, int batch, int tokens, int embed, bool avg, int prefix,
                      cudaStream_t stream);
 
+// The first `count` tokens of x (B, T, E) (meaning of pool_prefix_ref; kernels/cuda/ops_families.cu):
+// concat == false: their mean, out (B, E), accumulated in fp32; concat == true: out (B, count * E), copied.
+cudaError_t pool_prefix_f32(const float* x, float* out, int batch, int tokens, int embed, int count, bool concat,
+                            cudaStream_t stream);
+cudaError_t pool_prefix_f16(const __half* x, __half* out, int batch, int tokens, int embed, int count, bool concat,
+                            cudaStream_t stream);
+
 // fp32 attention for fp32 plans (the fp16 launchers of kernels/cuda/mha.h have no fp32 variant), meaning of
 // mha_ref over the strided layouts of AttnParams (key_mask honoured; a row with no valid key yields zeros).
 // One block per (b, h, query row) holds the query and its Skv scores in shared memory, so it needs no

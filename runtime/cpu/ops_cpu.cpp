@@ -47,7 +47,7 @@ class Assemble final : public CpuKernel {
     for (int id : op_.weights) {
       const std::string& name = g.tensors[static_cast<size_t>(id)].name;
       if (name == "cls_token") cls_ = id;
-      if (name == "reg_token") reg_ = id;
+      if (name == "reg_token" || name == "dist_token") reg_ = id;  // the tokens after the class token
       if (name == "pos_embed") pos_ = id;
     }
     return Status::Ok();
@@ -56,7 +56,7 @@ class Assemble final : public CpuKernel {
     auto& ctx = static_cast<CpuContext&>(c);
     const VitArch& a = ctx.plan.graph.arch;
     assemble_tokens_f32(ctx.f32(op_.inputs[0]), cls_ >= 0 ? ctx.f32(cls_) : nullptr,
-                        reg_ >= 0 ? ctx.f32(reg_) : nullptr, a.reg_tokens, pos_ >= 0 ? ctx.f32(pos_) : nullptr,
+                        reg_ >= 0 ? ctx.f32(reg_) : nullptr, a.extra_prefix_tokens(), pos_ >= 0 ? ctx.f32(pos_) : nullptr,
                         a.no_embed_class, ctx.f32(op_.outputs[0]), n, a.num_patches(), a.embed_dim);
     return Status::Ok();
   }
@@ -72,6 +72,11 @@ class Pool final : public CpuKernel {
   Status run(ExecContext& c, int n) override {
     auto& ctx = static_cast<CpuContext&>(c);
     const VitArch& a = ctx.plan.graph.arch;
+    if (op_.pool_count > 0) {
+      pool_prefix_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.num_tokens(), a.embed_dim,
+                      op_.pool_count, op_.pool_concat);
+      return Status::Ok();
+    }
     pool_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.num_tokens(), a.embed_dim, op_.avg_pool,
              a.num_prefix_tokens());
     return Status::Ok();

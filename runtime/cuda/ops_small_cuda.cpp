@@ -56,7 +56,7 @@ class AssembleTokensKernel final : public SmallKernel {
     for (const int id : op_.weights) {
       const std::string& name = g.tensors[static_cast<size_t>(id)].name;
       if (name == "cls_token") cls_ = id;
-      if (name == "reg_token") reg_ = id;
+      if (name == "reg_token" || name == "dist_token") reg_ = id;  // the tokens after the class token
       if (name == "pos_embed") pos_ = id;
     }
     if (pos_ < 0) return internal_error("cuda backend: op '" + op_.name + "' has no pos_embed weight");
@@ -68,12 +68,12 @@ class AssembleTokensKernel final : public SmallKernel {
     const Arena& m = c.arena;
     if (c.fp16) {
       EV_CUDA_CHECK(where(), gpu::assemble_tokens_f16(m.as<__half>(op_.inputs[0]), optional<__half>(m, cls_),
-                                                      optional<__half>(m, reg_), a.reg_tokens, m.as<__half>(pos_),
+                                                      optional<__half>(m, reg_), a.extra_prefix_tokens(), m.as<__half>(pos_),
                                                       a.no_embed_class, m.as<__half>(op_.outputs[0]), n,
                                                       a.num_patches(), a.embed_dim, c.stream));
     } else {
       EV_CUDA_CHECK(where(), gpu::assemble_tokens_f32(m.as<float>(op_.inputs[0]), optional<float>(m, cls_),
-                                                      optional<float>(m, reg_), a.reg_tokens, m.as<float>(pos_),
+                                                      optional<float>(m, reg_), a.extra_prefix_tokens(), m.as<float>(pos_),
                                                       a.no_embed_class, m.as<float>(op_.outputs[0]), n,
                                                       a.num_patches(), a.embed_dim, c.stream));
     }
@@ -110,6 +110,15 @@ class PoolKernel final : public SmallKernel {
     const CudaContext& c = static_cast<const CudaContext&>(ctx);
     const VitArch& a = c.plan.graph.arch;
     const Arena& m = c.arena;
+    if (op_.pool_count > 0) {
+      EV_CUDA_CHECK(where(), c.fp16 ? gpu::pool_prefix_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.outputs[0]),
+                                                           n, a.num_tokens(), a.embed_dim, op_.pool_count,
+                                                           op_.pool_concat, c.stream)
+                                    : gpu::pool_prefix_f32(m.as<float>(op_.inputs[0]), m.as<float>(op_.outputs[0]),
+                                                           n, a.num_tokens(), a.embed_dim, op_.pool_count,
+                                                           op_.pool_concat, c.stream));
+      return Status::Ok();
+    }
     EV_CUDA_CHECK(where(), c.fp16 ? gpu::pool_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.outputs[0]), n,
                                                   a.num_tokens(), a.embed_dim, op_.avg_pool, a.num_prefix_tokens(),
                                                   c.stream)

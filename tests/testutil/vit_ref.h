@@ -31,9 +31,15 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
              k_patch, Epilogue::kNone);
   std::vector<float> x(static_cast<size_t>(rows) * e), h(x.size()), qkv(static_cast<size_t>(rows) * 3 * e),
       att(x.size()), mlp(static_cast<size_t>(rows) * hid);
-  assemble_tokens_ref(patches.data(), a.class_token ? W("cls_token") : nullptr,
-                      a.reg_tokens > 0 ? W("reg_token") : nullptr, a.reg_tokens, W("pos_embed"), a.no_embed_class,
-                      x.data(), batch, p, e);
+  const float* extra = a.dist_token ? W("dist_token") : a.reg_tokens > 0 ? W("reg_token") : nullptr;
+  assemble_tokens_ref(patches.data(), a.class_token ? W("cls_token") : nullptr, extra, a.extra_prefix_tokens(),
+                      W("pos_embed"), a.no_embed_class, x.data(), batch, p, e);
+  // LayerScale (timm ls1/ls2): the branch's output times gamma, per channel, before the residual add.
+  const auto layer_scale = [&](std::vector<float>& v, const std::string& gamma) {
+    if (!a.layer_scale) return;
+    const float* g = W(gamma);
+    for (size_t j = 0; j < v.size(); ++j) v[j] *= g[j % static_cast<size_t>(e)];
+  };
   const int d = a.head_dim();
   const AttnParams ap = attn_params_packed_qkv(batch, t, a.num_heads, d, 1.f / std::sqrt(static_cast<float>(d)));
   for (int i = 0; i < a.depth; ++i) {
@@ -44,6 +50,7 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     mha_ref(ap, qkv.data(), qkv.data() + packed_k_offset(a.num_heads, d), qkv.data() + packed_v_offset(a.num_heads, d),
             att.data(), 1);
     linear_ref(att.data(), W(b + "attn.proj.weight"), W(b + "attn.proj.bias"), h.data(), rows, e, e, Epilogue::kNone);
+    layer_scale(h, b + "ls1.gamma");
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
     layernorm_ref(x.data(), W(b + "norm2.weight"), W(b + "norm2.bias"), h.data(), rows, e, eps, 1);
     linear_ref(h.data(), W(b + "mlp.fc1.weight"), W(b + "mlp.fc1.bias"), mlp.data(), rows, hid, e, Epilogue::kNone);
@@ -53,11 +60,35 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
       gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
     }
     linear_ref(mlp.data(), W(b + "mlp.fc2.weight"), W(b + "mlp.fc2.bias"), h.data(), rows, e, hid, Epilogue::kNone);
+    layer_scale(h, b + "ls2.gamma");
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
   }
   VitRefOutputs out;
   out.pre_logits.resize(static_cast<size_t>(batch) * e);
   const bool avg = a.global_pool == GlobalPool::kAvg;
+  if (a.dist_token) {  // timm VisionTransformerDistilled: tokens 0 and 1 of the normed sequence, two heads
+    layernorm_ref(x.data(), W("norm.weight"), W("norm.bias"), h.data(), rows, e, eps, 1);
+    std::vector<float> x0(static_cast<size_t>(batch) * e), x1(x0.size());
+    for (int n = 0; n < batch; ++n)
+      for (int j = 0; j < e; ++j) {
+        x0[static_cast<size_t>(n) * e + j] = h[static_cast<size_t>(n) * t * e + j];
+        x1[static_cast<size_t>(n) * e + j] = h[(static_cast<size_t>(n) * t + 1) * e + j];
+        out.pre_logits[static_cast<size_t>(n) * e + j] =
+            (x0[static_cast<size_t>(n) * e + j] + x1[static_cast<size_t>(n) * e + j]) / 2;
+      }
+    if (a.num_classes == 0) {
+      out.logits = out.pre_logits;
+      return out;
+    }
+    const size_t c = static_cast<size_t>(a.num_classes);
+    std::vector<float> l0(batch * c), l1(batch * c);
+    linear_ref(x0.data(), W("head.weight"), W("head.bias"), l0.data(), batch, a.num_classes, e, Epilogue::kNone);
+    linear_ref(x1.data(), W("head_dist.weight"), W("head_dist.bias"), l1.data(), batch, a.num_classes, e,
+               Epilogue::kNone);
+    out.logits.resize(batch * c);
+    for (size_t j = 0; j < out.logits.size(); ++j) out.logits[j] = (l0[j] + l1[j]) / 2;
+    return out;
+  }
   if (a.fc_norm) {  // pool, then LayerNorm (timm fc_norm)
     pool_ref(x.data(), h.data(), batch, t, e, avg, a.num_prefix_tokens());
     layernorm_ref(h.data(), W("fc_norm.weight"), W("fc_norm.bias"), out.pre_logits.data(), batch, e, eps, 1);
