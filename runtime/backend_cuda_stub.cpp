@@ -2,7 +2,7 @@
 // table's rows exist in every build (runtime/cuda_rows.cpp); their available() says the build has no CUDA.
 #ifndef EDGEVIT_HAVE_CUDA
 #include "runtime/arena.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 
 namespace edgevit {
 

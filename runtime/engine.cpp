@@ -1,4 +1,5 @@
 #include "runtime/engine.h"
+#include "runtime/backend.h"
 
 #include <sched.h>
 
@@ -123,5 +124,16 @@ Status Engine::check_outputs(int n) const {
   return internal_error("model '" + spec_.name + "': the device counted " + std::to_string(counted) +
                         " non-finite output values that its host copies do not hold");
 }
+
+Engine::~Engine() = default;
+float* Engine::input_buffer() { return backend_->input_buffer(); }
+void* Engine::device_input() { return backend_->device_input(); }
+const std::vector<GemmChoice>& Engine::gemm_choices() const { return backend_->gemm_choices(); }
+const std::vector<AttentionChoice>& Engine::attention_choices() const { return backend_->attention_choices(); }
+const float* Engine::logits() const { return backend_->logits(); }
+const float* Engine::pre_logits() const { return backend_->pre_logits(); }
+const std::vector<OpTiming>& Engine::op_timings() const { return backend_->op_timings(); }
+std::vector<std::string> Engine::executed_kernels() const { return backend_->executed_kernels(); }
+int64_t Engine::device_bytes() const { return backend_->device_bytes(); }
 
 }  // namespace edgevit

@@ -80,34 +80,7 @@ struct AttentionChoice {
   double chosen_us = 0;      // median time of the pinned row (0 when untimed)
 };
 
-class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual Status infer(const float* input, int n) = 0;
-  virtual const float* logits() const = 0;      // host memory, (n, output_dim)
-  virtual const float* pre_logits() const = 0;  // host memory, (n, embed)
-  virtual const std::vector<OpTiming>& op_timings() const = 0;
-  virtual int64_t device_bytes() const = 0;     // bytes of the single arena allocation
-  // Host memory for (max_batch, C, H, W) fp32 that infer() reads its input from; infer(input_buffer(), n)
-  // skips the copy. Owned by the backend, valid for its lifetime, never written by infer().
-  virtual float* input_buffer() = 0;
-  virtual const std::vector<GemmChoice>& gemm_choices() const;  // empty unless the backend has cuBLASLt GEMMs
-  virtual const std::vector<AttentionChoice>& attention_choices() const;  // empty on the CPU backend
-  // Device memory holding the plan's input tensor, or nullptr (CPU); see Engine::device_input().
-  virtual void* device_input() { return nullptr; }
-  virtual Status infer_device(int n);  // the forward on device_input()'s first n images; CPU: kUnsupported
-  // Non-finite values the last forward wrote to its outputs, counted where it ran (CUDA: in the output
-  // casts), or -1 when the backend does not count (the engine scans the host outputs itself).
-  virtual int64_t device_nonfinite_count() const;
-  // Per op, the kernel the forward dispatched, recorded where it dispatches (CPU: the branch each op took in
-  // the last infer(); CUDA: what was captured into the graph of the largest batch). A test compares it with
-  // the resolved plan (the plan is the program).
-  virtual std::vector<std::string> executed_kernels() const = 0;
-  // The decisions the backend's kernels made at start-up (Plan::tuning), and the op-table rows it had to
-  // substitute on this machine (resolve_rows' notes).
-  virtual std::vector<TuningRecord> tuning() const { return {}; }
-  virtual std::vector<std::string> resolve_notes() const { return {}; }
-};
+class Backend;  // runtime/backend.h: what differs per device (internal)
 
 class Engine {
  public:
@@ -135,7 +108,7 @@ class Engine {
   // kernel reads it directly; for ViT-B/16 at batch 64 the copy is 38.5 MB). Valid for the engine's
   // lifetime; infer(input_buffer(), n) reads it and never writes it, so its contents stay for the next call
   // (a pointer inside it, input_buffer() + k images, is moved to its start first).
-  float* input_buffer() { return backend_->input_buffer(); }
+  float* input_buffer();
   // CUDA engines: the arena's own input tensor, (max_batch, C, H, W) in the plan's precision (fp16 for
   // fp16 plans, fp32 for fp32 plans; already normalized), in device memory, for images that are on the GPU
   // already (a decoder or camera pipeline, the caller's own preprocessing kernels). Write it with any
@@ -144,22 +117,26 @@ class Engine {
   // cudaDeviceSynchronize() or synchronize the stream used). Do not touch it while an infer runs. nullptr on the CPU backend. Valid for the engine's lifetime; no op of the forward writes
   // it (the plan keeps the input tensor live for the whole graph), so it holds the last images given.
   // infer(input, n) also writes it (the cast of the host images is the forward's first kernel).
-  void* device_input() { return backend_->device_input(); }
+  void* device_input();
   // The forward over the first n images already in device_input(): no host copy, no cast, no PCIe read
   // (a replay of a captured graph without the input kernel). Same outputs, bit for bit, as infer() of the
   // same images. kUnsupported on the CPU backend.
   Status infer_device(int n);  // outputs checked as in infer()
   // CUDA: the cuBLASLt algorithm pinned per GEMM and captured batch size (EngineOptions::tune_gemms);
   // empty on the CPU backend.
-  const std::vector<GemmChoice>& gemm_choices() const { return backend_->gemm_choices(); }
+  const std::vector<GemmChoice>& gemm_choices() const;
   // CUDA: the attention kernel per captured batch size on this device, as its launcher chooses it; empty on
   // the CPU backend (one kernel, the plan's).
-  const std::vector<AttentionChoice>& attention_choices() const { return backend_->attention_choices(); }
-  const float* logits() const { return backend_->logits(); }          // (n, output_dim)
-  const float* pre_logits() const { return backend_->pre_logits(); }  // (n, embed_dim)
-  const std::vector<OpTiming>& op_timings() const { return backend_->op_timings(); }
-  std::vector<std::string> executed_kernels() const { return backend_->executed_kernels(); }
-  int64_t device_bytes() const { return backend_->device_bytes(); }  // the arena allocation (self-test)
+  const std::vector<AttentionChoice>& attention_choices() const;
+  const float* logits() const;      // (n, output_dim)
+  const float* pre_logits() const;  // (n, embed_dim)
+  const std::vector<OpTiming>& op_timings() const;
+  std::vector<std::string> executed_kernels() const;
+  int64_t device_bytes() const;  // the arena allocation (self-test)
+
+ ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
  private:
   Engine() = default;
@@ -169,12 +146,5 @@ class Engine {
   int threads_ = 1;
   std::unique_ptr<Backend> backend_;
 };
-
-// Backend factories (runtime/backend_cpu.cpp, runtime/backend_cuda.cpp).
-class WeightSource;
-Result<std::unique_ptr<Backend>> make_cpu_backend(const Plan& plan, WeightSource& weights, int threads,
-                                                  const EngineOptions& options);
-Result<std::unique_ptr<Backend>> make_cuda_backend(const Plan& plan, WeightSource& weights,
-                                                   const EngineOptions& options);
 
 }  // namespace edgevit

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/weights.h"
 
 namespace edgevit {

@@ -38,7 +38,7 @@
 #include "runtime/cuda/attention_cuda.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "runtime/weights.h"
 
