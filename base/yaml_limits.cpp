@@ -1,12 +1,13 @@
 // check_yaml_text: the limits every config text must meet before yaml-cpp builds a tree from it.
 //
-//   1. bytes: UTF-8 well-formedness, no NUL or control bytes, no lone CR, no Unicode line separators;
-//   2. libyaml's event parser (non-recursive, fuzzed upstream), one event at a time: syntax, nesting
-//      depth, node count with aliases expanded, scalar length, anchors/aliases, documents, the top level;
-//   3. libyaml's scanner once more, for explicit keys ('? '), which events do not show.
-// Each pass stops at the first violation, so hostile text costs at most one linear scan per pass: a
-// 100000-deep `[[[[` stops at the 65th bracket. libyaml's marks count characters (not bytes) after an
-// optional byte order mark; CharCursor maps them back to bytes where the text itself must be looked at.
+//   Bytes: UTF-8 well-formedness, no NUL or control bytes, no lone CR, no Unicode line separators;
+//   Events: libyaml's event parser (non-recursive, fuzzed upstream), one event at a time: syntax, nesting
+//     depth, node count with aliases expanded, scalar length, anchors/aliases, documents, the top level;
+//   Explicit keys: libyaml's scanner once more, for explicit keys ('? '), which events do not show.
+// The three run in that order. Each stops at the first violation, so hostile text costs at most one linear
+// scan per check: a 100000-deep `[[[[` stops at the 65th bracket. libyaml's marks count characters (not
+// bytes) after an optional byte order mark; CharCursor maps them back to bytes where the text itself must be
+// looked at.
 #include <yaml.h>
 
 #include <cstdio>
@@ -32,7 +33,7 @@ const char* unicode_line_break(const unsigned char* s, size_t n, size_t i) {
   return nullptr;
 }
 
-// Pass 1: bytes. UTF-8 well-formedness (no overlongs, surrogates or > U+10FFFF), no NUL, no C0 control
+// Bytes: UTF-8 well-formedness (no overlongs, surrogates or > U+10FFFF), no NUL, no C0 control
 // other than tab/LF/CR, no DEL. CRLF line ends are fine; a lone CR is a line break to libyaml but part of
 // the scalar to yaml-cpp 0.7 (`path: x.safetensors\r` loaded with the CR in the file name; found by
 // fuzz_model_config), and NEL/LS/PS likewise break lines for libyaml only, so the two would read such text
@@ -160,7 +161,7 @@ bool problem_is_end_of_stream(const yaml_parser_t& parser) {
   return parser.problem != nullptr && std::strstr(parser.problem, "end of stream") != nullptr;
 }
 
-// Pass 2: libyaml's events, each checked against the limits as it arrives. Nothing is kept per node
+// Events: libyaml's events, each checked against the limits as it arrives. Nothing is kept per node
 // except the open collections (at most max_depth) and, when aliases are allowed, each anchor's size.
 class EventPass {
  public:
@@ -253,8 +254,8 @@ Status EventPass::on_event(const yaml_event_t& e) {
 // edgevit needs a mapping at the top level. A top-level scalar is refused, before yaml-cpp reads it in its
 // own way (yaml-cpp 0.7 runs a top-level plain scalar on over the following lines, where libyaml reads more
 // structure; found by fuzz_device_profile), but only where the next document starts or the text ends: a
-// syntax error libyaml finds after it says more about the text. An empty document (a null root) and a top-level list pass on to the
-// limits and then to the caller, which names them as such.
+// syntax error libyaml finds after it says more about the text. An empty document (a null root) and a
+// top-level list pass on to the limits and then to the caller, which names them as such.
 Status EventPass::on_root(const yaml_event_t& e) {
   if (!want_root_) return Status::Ok();
   want_root_ = false;
@@ -394,7 +395,7 @@ std::string EventPass::syntax_hint(const yaml_parser_t& parser) {
   return "";
 }
 
-// Pass 3: explicit keys. libyaml marks a KEY token at the '?' of an explicit key (and at the key itself for
+// Explicit keys: libyaml marks a KEY token at the '?' of an explicit key (and at the key itself for
 // an implicit one). yaml-cpp 0.7 reads them otherwise (`!x: a\n? b` is one mapping to libyaml, two
 // documents to yaml-cpp, whose LoadAll never returns on it; found by fuzz_device_profile), and no edgevit
 // config needs one. Runs after the event pass, so the text is well-formed and within the depth limit.

@@ -7,20 +7,21 @@
 // for each row it skips, why. A row may be limited to a range of grid sizes (blocks per SM, from batch x heads
 // x ceil(Sq / q_tile) over the SM count): the rows that win only on large or only on tiny grids come first,
 // each with its window, and the general rows follow. The order and the windows come from
-// tools/gpu/bench_mha.py on an H100 (docs/journal/mha-history.md, session 7 unless noted), for D = 64:
+// tools/gpu/bench_mha.py on an H100 (the measurements are recorded in docs/journal/mha-history.md, the
+// resulting table and its reasons in docs/kernels-mha.md), for D = 64:
 //   q16_w4_kv128_s2_ks4 first for launches of at most 16 query rows (the class-token tail's one query per
 //     image and head), whatever the grid: one 16-row group whose 4 warps split the keys (the grid-sized rows
-//     ran 1 valid row in blocks of 128: 33.5 us for ViT-B/16 batch 64's tail; session 6).
+//     ran 1 valid row in blocks of 128: 33.5 us for ViT-B/16 batch 64's tail).
 //   q64_w4_kv32_s2_qs (16-row warps, Q re-read, 95 registers, 5 blocks = 20 warps per SM) for the middle
 //     grids, from half to 3 of its blocks per SM: B8 H12 S197 10.7 vs 11.9 us for q128_w4_kv32_s2_qs, B8 H3
 //     7.0 vs 8.0 for the split-KV row; it loses at B1 H12 (0.36 blocks/SM: 6.4 vs 5.3) and from ~3 up
-//     (session 8's sweep: B2 H12 S1025, 3.09 blocks/SM, 37.3 vs 31.4; B4 H12 S577, 3.64, 24.3 vs 20.7;
+//     (measured over several batches: B2 H12 S1025, 3.09 blocks/SM, 37.3 vs 31.4; B4 H12 S577, 3.64, 24.3 vs 20.7;
 //     B64 H12 S197 50.8 vs 48.0). The CUDA backend also times the eligible rows at start-up
 //     (EngineOptions::tune_attention), so these windows are the untimed default and the planner's forecast.
 //   q128_w4_kv32_s2_qs (32-row warps, Q re-read, 162 registers on sm_90, 3 blocks/SM) from 1 of its blocks
 //     per SM up: B64 H12 S197 49.3 vs 60.8 for q64_w4_kv64_s2, B16 H6 S577 47.6 vs 49.9.
 //   q32_w8_kv128_s2_ks4 (split-KV: 4 warps per 16 query rows, each a quarter of every K/V tile) below 2 of
-//     its blocks per SM: B1 H12 S197 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN (session 4).
+//     its blocks per SM: B1 H12 S197 5.8 us vs 8.3 for q64_w4_kv128 and 8.0 for cuDNN.
 //   q64_w4_kv128 below 1 block per SM (the tiny grids' row before the split-KV rows), then the general rows,
 //     q64_w4_kv64_s2 first: with the grid known, an H100 reaches them only where every window declines.
 // Other rows are kept for re-measurement on Orin, whose 8-16 SMs see much larger grids per SM. Other head

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config.h"
-#include "runtime/preprocess_config.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -63,7 +62,7 @@ Result<std::vector<int64_t>> need_shape(const WeightSource& w, const std::string
 
 Status finish_spec(ModelSpec& spec, const WeightSource& weights) {
   EV_RETURN_IF_ERROR(weights.check(spec.arch));
-  EV_RETURN_IF_ERROR(read_checkpoint_preprocess(&spec));  // runtime/preprocess_config.h
+  spec.preprocess.resize = spec.arch.img_size;
   return validate_model_spec(spec, spec.weights_path);
 }
 
@@ -114,6 +113,24 @@ Result<int> square_size(const json& cfg, const std::string& file, const char* ke
   return positive_int(cfg, file, key, fallback);
 }
 
+Status read_preprocessor(const std::string& path, Preprocess* pre) {
+  if (!fs::exists(path)) return Status::Ok();
+  EV_ASSIGN_OR_RETURN(json cfg, read_json_file(path));
+  for (auto [key, dst] : {std::pair<const char*, std::vector<double>*>{"image_mean", &pre->mean},
+                          std::pair<const char*, std::vector<double>*>{"image_std", &pre->std}}) {
+    if (!cfg.contains(key)) continue;
+    const json& v = cfg[key];
+    if (!v.is_array() || v.empty()) return config_error(path + ": key '" + key + "': expected a list of numbers");
+    std::vector<double> values;
+    for (const json& x : v) {
+      if (!x.is_number()) return config_error(path + ": key '" + key + "': expected a list of numbers");
+      values.push_back(x.get<double>());
+    }
+    *dst = values;
+  }
+  return Status::Ok();
+}
+
 // The transformer blocks present (the N of blocks.N.* tensor names), in ascending order.
 Result<std::set<int>> timm_block_indices(const WeightSource& w, const std::string& path) {
   std::set<int> blocks;
@@ -125,18 +142,21 @@ Result<std::set<int>> timm_block_indices(const WeightSource& w, const std::strin
     blocks.insert(std::stoi(index));
   }
   if (blocks.empty()) return checkpoint_error(path + ": cannot infer the architecture: no blocks.N.* tensors");
-  a.depth = *blocks.rbegin() + 1;  // gaps are reported as missing tensors by check()
-  const std::string first_block = "blocks." + std::to_string(*blocks.begin()) + ".";
+  return blocks;
+}
 
-  a.class_token = w.has("cls_token");
+// The prefix tokens (class, register) and, from pos_embed's length, the patch grid and whether the prefix
+// tokens have position embeddings; a->patch_size must be set.
+Status infer_timm_tokens(const WeightSource& w, const std::string& path, VitArch* a) {
+  a->class_token = w.has("cls_token");
   if (w.has("reg_token")) {
     EV_ASSIGN_OR_RETURN(auto reg, need_shape(w, "reg_token", 3));
-    a.reg_tokens = static_cast<int>(reg[1]);
+    a->reg_tokens = static_cast<int>(reg[1]);
   } else {
-    a.reg_tokens = 0;
+    a->reg_tokens = 0;
   }
   EV_ASSIGN_OR_RETURN(auto pos, need_shape(w, "pos_embed", 3));
-  const int64_t prefix = a.num_prefix_tokens();
+  const int64_t prefix = a->num_prefix_tokens();
   const int64_t grid_with_prefix = exact_sqrt(pos[1] - prefix);  // pos_embed covers the prefix tokens
   const int64_t grid_patches_only = prefix > 0 ? exact_sqrt(pos[1]) : 0;  // timm no_embed_class
   if (grid_with_prefix && grid_patches_only)
@@ -148,8 +168,49 @@ Result<std::set<int>> timm_block_indices(const WeightSource& w, const std::strin
   if (!grid_with_prefix && !grid_patches_only)
     return checkpoint_error(path + ": pos_embed length " + std::to_string(pos[1]) + " is not a square patch grid " +
                             (prefix ? "with or without " + std::to_string(prefix) + " prefix token(s)" : ""));
-  a.no_embed_class = grid_with_prefix == 0;
-  a.img_size = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a.patch_size);
+  a->no_embed_class = grid_with_prefix == 0;
+  a->img_size = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a->patch_size);
+  return Status::Ok();
+}
+
+// The architecture fields the checkpoint cannot tell, from the command line or timm's defaults.
+Status apply_timm_options(const ImportOptions& options, const std::string& path, VitArch* a) {
+  if (!options.heads)
+    return invalid_argument(path + ": num_heads cannot be inferred from a timm checkpoint; pass --heads N");
+  if (*options.heads <= 0 || a->embed_dim % *options.heads != 0)
+    return invalid_argument(path + ": --heads " + std::to_string(*options.heads) + " does not divide embed_dim " +
+                            std::to_string(a->embed_dim));
+  a->num_heads = *options.heads;
+  // timm's defaults: fc_norm exists only with average-style pooling; 'token' needs a class token.
+  a->global_pool = options.pool ? *options.pool
+                                : (a->class_token && !a->fc_norm ? GlobalPool::kToken : GlobalPool::kAvg);
+  if (a->global_pool == GlobalPool::kToken && !a->class_token)
+    return invalid_argument(path + ": --pool token needs a class token and this checkpoint has no cls_token");
+  a->layer_norm_eps = options.eps ? *options.eps : kTimmLayerNormEps;
+  if (!(a->layer_norm_eps > 0)) return invalid_argument(path + ": --eps must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const ImportOptions& options) {
+  EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(checkpoint, WeightNaming::kTimm));
+  const std::string& path = w.file().path();
+  VitArch a;
+
+  EV_ASSIGN_OR_RETURN(auto patch, need_shape(w, "patch_embed.proj.weight", 4));
+  if (patch[2] != patch[3])
+    return unsupported(path + ": patch_embed.proj.weight " + std::to_string(patch[2]) + "x" +
+                       std::to_string(patch[3]) + ": only square patches are supported");
+  a.embed_dim = static_cast<int>(patch[0]);
+  a.in_chans = static_cast<int>(patch[1]);
+  a.patch_size = static_cast<int>(patch[2]);
+
+  EV_ASSIGN_OR_RETURN(const std::set<int> blocks, timm_block_indices(w, path));
+  a.depth = *blocks.rbegin() + 1;  // gaps are reported as missing tensors by check()
+  const std::string first_block = "blocks." + std::to_string(*blocks.begin()) + ".";
+
+  EV_RETURN_IF_ERROR(infer_timm_tokens(w, path, &a));
 
   a.qkv_bias = w.has(first_block + "attn.qkv.bias");
   a.fc_norm = w.has("fc_norm.weight") || w.has("fc_norm.bias");
@@ -162,19 +223,7 @@ Result<std::set<int>> timm_block_indices(const WeightSource& w, const std::strin
   EV_ASSIGN_OR_RETURN(auto fc1, need_shape(w, first_block + "mlp.fc1.weight", 2));
   EV_ASSIGN_OR_RETURN(a.mlp_ratio, mlp_ratio_for(a.embed_dim, fc1[0], path));
 
-  if (!options.heads)
-    return invalid_argument(path + ": num_heads cannot be inferred from a timm checkpoint; pass --heads N");
-  if (*options.heads <= 0 || a.embed_dim % *options.heads != 0)
-    return invalid_argument(path + ": --heads " + std::to_string(*options.heads) + " does not divide embed_dim " +
-                            std::to_string(a.embed_dim));
-  a.num_heads = *options.heads;
-  // timm's defaults: fc_norm exists only with average-style pooling; 'token' needs a class token.
-  a.global_pool = options.pool ? *options.pool
-                               : (a.class_token && !a.fc_norm ? GlobalPool::kToken : GlobalPool::kAvg);
-  if (a.global_pool == GlobalPool::kToken && !a.class_token)
-    return invalid_argument(path + ": --pool token needs a class token and this checkpoint has no cls_token");
-  a.layer_norm_eps = options.eps ? *options.eps : kTimmLayerNormEps;
-  if (!(a.layer_norm_eps > 0)) return invalid_argument(path + ": --eps must be positive");
+  EV_RETURN_IF_ERROR(apply_timm_options(options, path, &a));
 
   ModelSpec spec;
   spec.name = fs::path(checkpoint).stem().string();
@@ -256,6 +305,7 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   spec.weights_naming = WeightNaming::kHf;
   spec.arch = a;
   fit_default_normalization(&spec.preprocess, a.in_chans);
+  EV_RETURN_IF_ERROR(read_preprocessor((fs::path(dir) / "preprocessor_config.json").string(), &spec.preprocess));
   EV_RETURN_IF_ERROR(finish_spec(spec, w));
   return spec;
 }

@@ -268,6 +268,76 @@ struct HeaderParser : nlohmann::json_sax<json> {
   }
 };
 
+// The header parser's findings as a status, in its precedence order (HeaderParser's comment).
+Status header_status(const std::string& path, const HeaderParser& header) {
+  if (!header.syntax_error.empty())
+    return checkpoint_error(path + ": header is not valid JSON: " + header.syntax_error);
+  if (header.too_deep)
+    return checkpoint_error(path + ": header nests JSON deeper than " +
+                            std::to_string(SafetensorsFile::kMaxHeaderDepth) + " levels (object, tensor entry, shape)");
+  if (header.too_many)
+    return checkpoint_error(path + ": header has more than " + std::to_string(SafetensorsFile::kMaxTensors) +
+                            " tensor entries (the limit; a ViT-B checkpoint has about 150)");
+  if (!header.duplicate.empty()) return checkpoint_error(path + ": " + header.duplicate);
+  if (header.root_not_object) return checkpoint_error(path + ": header is not a JSON object");
+  return header.entry_error;
+}
+
+// One tensor's [begin, end) in the data section and its position in the header's infos.
+struct Span {
+  uint64_t begin, end;
+  size_t index;
+};
+
+// The header's tensors in data order: by offset, ties broken by end, then by name.
+std::vector<Span> sorted_spans(const HeaderParser& header) {
+  const std::vector<TensorInfo>& infos = header.infos;
+  std::vector<Span> spans;
+  spans.reserve(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) spans.push_back({header.offsets[i].first, header.offsets[i].second, i});
+  std::sort(spans.begin(), spans.end(), [&](const Span& a, const Span& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return infos[a.index].name < infos[b.index].name;
+  });
+  return spans;
+}
+
+// Checks that the sorted spans tile the data section [0, data_len) exactly: no tensor past its end, no
+// hole, no overlap, no trailing bytes.
+Status check_spans(const std::string& path, const std::vector<TensorInfo>& infos, const std::vector<Span>& spans,
+                   uint64_t data_len) {
+  const auto range = [](const Span& s) {
+    return "data_offsets [" + std::to_string(s.begin) + "," + std::to_string(s.end) + "]";
+  };
+  // Offsets past the data section first: such a tensor sorts last, and the contiguity walk would blame
+  // the hole it leaves on whichever tensor follows the gap (issue #22 item 9: a 2^63 offset named the
+  // wrong tensor).
+  for (const Span& s : spans)
+    if (s.end > data_len)
+      return checkpoint_error(path + ": tensor '" + infos[s.index].name + "': " + range(s) +
+                              " extend beyond the data section (" + std::to_string(data_len) + " bytes)");
+  uint64_t expected = 0;
+  const std::string* previous = nullptr;
+  for (const Span& s : spans) {
+    const std::string& name = infos[s.index].name;
+    const std::string where = path + ": tensor '" + name + "': " + range(s);
+    if (s.begin > expected)
+      return checkpoint_error(where + " leave a hole of " + std::to_string(s.begin - expected) +
+                              " bytes before it (data so far ends at " + std::to_string(expected) + ")");
+    if (s.begin < expected)
+      return checkpoint_error(where + " overlap the previous tensor '" + (previous ? *previous : "") +
+                              "' (which ends at " + std::to_string(expected) + ")");
+    expected = s.end;
+    previous = &name;
+  }
+  if (expected != data_len) {
+    const std::string last = previous ? "after the last tensor '" + *previous + "'" : "in a file with no tensors";
+    return checkpoint_error(path + ": " + std::to_string(data_len - expected) + " trailing bytes " + last);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* dtype_name(DType d) {
@@ -324,62 +394,12 @@ Status SafetensorsFile::parse(const uint8_t* base, size_t size) {
   const char* header_begin = reinterpret_cast<const char*>(base + 8);
   HeaderParser header(path);
   json::sax_parse(header_begin, header_begin + header_len, &header);
-  if (!header.syntax_error.empty())
-    return checkpoint_error(path + ": header is not valid JSON: " + header.syntax_error);
-  if (header.too_deep)
-    return checkpoint_error(path + ": header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
-                            " levels (object, tensor entry, shape)");
-  if (header.too_many)
-    return checkpoint_error(path + ": header has more than " + std::to_string(kMaxTensors) +
-                            " tensor entries (the limit; a ViT-B checkpoint has about 150)");
-  if (!header.duplicate.empty()) return checkpoint_error(path + ": " + header.duplicate);
-  if (header.root_not_object) return checkpoint_error(path + ": header is not a JSON object");
-  if (!header.entry_error.ok()) return header.entry_error;
+  EV_RETURN_IF_ERROR(header_status(path, header));
   metadata_ = std::move(header.metadata);
 
-  struct Span {
-    uint64_t begin, end;
-    size_t index;
-  };
   std::vector<TensorInfo>& infos = header.infos;
-  std::vector<Span> spans;
-  spans.reserve(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) spans.push_back({header.offsets[i].first, header.offsets[i].second, i});
-
-  const uint64_t data_len = size - 8 - header_len;
-  std::sort(spans.begin(), spans.end(), [&](const Span& a, const Span& b) {
-    if (a.begin != b.begin) return a.begin < b.begin;
-    if (a.end != b.end) return a.end < b.end;
-    return infos[a.index].name < infos[b.index].name;
-  });
-  const auto range = [](const Span& s) {
-    return "data_offsets [" + std::to_string(s.begin) + "," + std::to_string(s.end) + "]";
-  };
-  // Offsets past the data section first: such a tensor sorts last, and the contiguity walk would blame
-  // the hole it leaves on whichever tensor follows the gap (issue #22 item 9: a 2^63 offset named the
-  // wrong tensor).
-  for (const Span& s : spans)
-    if (s.end > data_len)
-      return checkpoint_error(path + ": tensor '" + infos[s.index].name + "': " + range(s) +
-                              " extend beyond the data section (" + std::to_string(data_len) + " bytes)");
-  uint64_t expected = 0;
-  const std::string* previous = nullptr;
-  for (const Span& s : spans) {
-    const std::string& name = infos[s.index].name;
-    const std::string where = path + ": tensor '" + name + "': " + range(s);
-    if (s.begin > expected)
-      return checkpoint_error(where + " leave a hole of " + std::to_string(s.begin - expected) +
-                              " bytes before it (data so far ends at " + std::to_string(expected) + ")");
-    if (s.begin < expected)
-      return checkpoint_error(where + " overlap the previous tensor '" + (previous ? *previous : "") +
-                              "' (which ends at " + std::to_string(expected) + ")");
-    expected = s.end;
-    previous = &name;
-  }
-  if (expected != data_len) {
-    const std::string last = previous ? "after the last tensor '" + *previous + "'" : "in a file with no tensors";
-    return checkpoint_error(path + ": " + std::to_string(data_len - expected) + " trailing bytes " + last);
-  }
+  const std::vector<Span> spans = sorted_spans(header);
+  EV_RETURN_IF_ERROR(check_spans(path, infos, spans, size - 8 - header_len));
 
   data_ = base + 8 + header_len;
   tensors_.reserve(spans.size());

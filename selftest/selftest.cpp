@@ -3,9 +3,7 @@
 //   config dirs ─► detect/choose the device profile ─► per model: plan (decisions, memory.plan_fits)
 //               ─► engine on the execution device (the detected one, or the host CPU when this build
 //                  cannot run it) ─► kernel.* at the model's shapes ─► e2e.* vs stored outputs ─► memory.*
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +20,7 @@
 #include "runtime/safetensors.h"
 #include "selftest/alloc_counter.h"
 #include "selftest/checks.h"
+#include "selftest/memory_checks.h"
 #include "base/tolerances.h"
 
 namespace edgevit::selftest {
@@ -180,43 +179,6 @@ CheckResult skipped(const std::string& name, const std::string& model, const std
   return c;
 }
 
-// Sum of the sizes of this process's mappings (/proc/self/maps), read without allocating so that the read
-// itself does not move the heap. -1 when unreadable.
-int64_t mapped_bytes() {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[8192];
-  int64_t total = 0;
-  uint64_t start = 0, end = 0;
-  int field = 0;  // 0: start, 1: end, 2: rest of the line
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0) {
-      close(fd);
-      return -1;
-    }
-    if (n == 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
-      const char ch = buf[i];
-      if (ch == '\n') {
-        if (field == 2 && end > start) total += static_cast<int64_t>(end - start);
-        start = end = 0;
-        field = 0;
-      } else if (field < 2) {
-        const int digit = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (digit >= 0) {
-          uint64_t& v = field == 0 ? start : end;
-          v = v * 16 + static_cast<uint64_t>(digit);
-        } else {
-          ++field;  // '-' after start, ' ' after end
-        }
-      }
-    }
-  }
-  close(fd);
-  return total;
-}
-
 struct ExpectedData {
   std::string path;
   int count = 0;
@@ -304,116 +266,6 @@ void e2e_checks(Engine& e, const ExpectedData& x, int count, const std::string& 
                                  w.seconds()));
 }
 
-std::string mib(int64_t bytes) { return fmt_g(static_cast<double>(bytes) / (1 << 20)) + " MiB"; }
-
-// The bytes of the plan's memory lines (Plan::memory, held after load) that the self-test's window can see
-// grow: on CUDA the context's device memory exists before the window opens (the kernel checks and
-// cuda_device_used_bytes() create it), so that line is left out. Its host line stays: cuBLASLt's handle and
-// the kernel images create() loads grow the heap inside the window (+304 MB for the digits model on an
-// H200, of the 254 MiB + graphs the plan counts), while the bound is only an upper one.
-struct PlannedBytes {
-  int64_t host = 0;
-  int64_t device = 0;
-};
-PlannedBytes planned_in_window(const Plan& p) {
-  PlannedBytes b{p.host_total_bytes, p.device_total_bytes};
-  if (p.device.kind == DeviceKind::kCuda) b.device -= p.context_bytes;
-  return b;
-}
-
-// memory.arena_single_allocation: what the engine's create() and first infer() really allocated (`u`,
-// counted by alloc_counter.h) against its plan's memory lines. The arena is one allocation: one anonymous
-// mapping of the plan's arena bytes on the host (exact mode), device memory that grew by at least the arena
-// on CUDA. Host bytes (heap growth + resident mappings) are at most the plan's host lines plus
-// unplanned_bytes_bound(), device bytes at most its device lines plus the bound; a unified-memory board
-// (Jetson) holds both in one memory, so there their sum is held to the sum.
-CheckResult arena_check(const Engine& e, const MemoryUse& u, const std::string& how, const std::string& model) {
-  const Plan& p = e.plan();
-  const bool cuda = p.device.kind == DeviceKind::kCuda;
-  const PlannedBytes plan_b = planned_in_window(p);
-  const int64_t page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
-  const int64_t arena_mapping = (p.arena_bytes + page - 1) / page * page;
-  CheckResult c;
-  c.name = "memory.arena_single_allocation";
-  c.model = model;
-#if defined(EDGEVIT_SANITIZER_BUILD)
-  // ASan's allocator owns malloc and maps its own memory as it goes: neither the interposer nor the mapping
-  // growth can tell the engine's bytes from the sanitizer's.
-  c.detail = "skipped: AddressSanitizer build (its allocator maps memory itself)";
-  return c;
-#endif
-  if (!u.host_known) {
-    c.outcome = Outcome::kFail;
-    c.measured = "the engine's allocations could not be counted";
-    c.bound = "counted";
-    c.detail = u.exact ? "more mappings than the interposer records" : "/proc/self/maps not readable";
-    return c;
-  }
-  if (cuda && u.device_bytes < 0) {
-    c.outcome = Outcome::kFail;
-    c.measured = "CUDA device memory could not be read (cudaMemGetInfo)";
-    c.bound = "read";
-    return c;
-  }
-  bool arena_ok = true;
-  std::string arena_text;
-  if (cuda) {
-    arena_ok = u.device_bytes >= p.arena_bytes;
-    arena_text = "device +" + std::to_string(u.device_bytes) + " bytes (arena " + std::to_string(p.arena_bytes) + ")";
-  } else if (u.exact) {
-    const auto n = std::count_if(u.anon_maps.begin(), u.anon_maps.end(),
-                                 [&](const MemoryUse::Mapping& m) { return m.bytes == arena_mapping; });
-    arena_ok = n == 1;
-    arena_text = std::to_string(n) + " anonymous mapping(s) of the arena's " + std::to_string(arena_mapping) + " bytes";
-  } else {
-    arena_text = "arena not identifiable without the interposer";
-  }
-  std::string maps_text;
-  for (size_t i = 0; i < u.anon_maps.size() && i < 8; ++i)
-    maps_text += (i ? ", " : "") + std::to_string(u.anon_maps[i].resident) + "/" + std::to_string(u.anon_maps[i].bytes);
-  if (u.anon_maps.size() > 8) maps_text += ", ...";
-  // One comparison per memory that the budget sees separately.
-  struct Side {
-    const char* name;
-    int64_t observed, planned;
-  };
-  std::vector<Side> sides;
-  if (!cuda) {
-    sides.push_back({"host", u.host_bytes(), plan_b.host});
-  } else if (p.device.unified_memory) {
-    sides.push_back({"host + device", u.host_bytes() + u.device_bytes, plan_b.host + plan_b.device});
-  } else {
-    sides.push_back({"host", u.host_bytes(), plan_b.host});
-    sides.push_back({"device", u.device_bytes, plan_b.device});
-  }
-  bool within = true;
-  std::string measured, bound;
-  for (const Side& sd : sides) {
-    const int64_t slack = unplanned_bytes_bound(sd.planned);
-    within = within && sd.observed <= sd.planned + slack;
-    measured += (measured.empty() ? "" : "; ") + std::to_string(sd.observed) + " bytes " + sd.name + " (" + mib(sd.observed) + ")";
-    bound += (bound.empty() ? "" : "; ") + std::string(sd.name) + " <= plan " + std::to_string(sd.planned) + " + " +
-             std::to_string(slack) + " (" + mib(sd.planned + slack) + ")";
-  }
-  c.outcome = arena_ok && within ? Outcome::kPass : Outcome::kFail;
-  c.measured = measured + "; " + arena_text;
-  c.bound = "arena as one allocation; " + bound;
-  c.detail = how + "; heap " + (u.heap_bytes >= 0 ? "+" : "") + std::to_string(u.heap_bytes) + " bytes";
-  if (u.exact) {
-    c.detail += ", " + std::to_string(u.anon_maps.size()) + " anonymous mappings resident " +
-                std::to_string(u.anon_resident_bytes) + " bytes [resident/mapped, most resident first: " + maps_text + "]";
-    if (u.file_map_bytes > 0) c.detail += ", file mappings still mapped " + std::to_string(u.file_map_bytes) + " bytes (not counted)";
-    if (u.device_file_map_bytes > 0)
-      c.detail += ", device-file mappings (pinned driver memory) " + std::to_string(u.device_file_map_bytes) +
-                  " bytes (not counted)";
-  } else {
-    c.detail += ", readable/writable mappings grew " + std::to_string(u.mapped_growth_bytes) + " bytes";
-  }
-  if (u.device_bytes >= 0) c.detail += ", CUDA device memory used +" + std::to_string(u.device_bytes) + " bytes";
-  c.detail += "; counted by " + std::string(u.exact ? "interposed mmap/munmap + mallinfo2" : "/proc/self/maps + mallinfo2");
-  return c;
-}
-
 // numerics.outputs_finite: one inference of `input` returns ok and every logit and pre_logit is finite.
 CheckResult finite_check(Engine& e, const float* input, int n, const std::string& model) {
   Stopwatch w;
@@ -445,80 +297,6 @@ CheckResult finite_check(Engine& e, const float* input, int n, const std::string
   c.measured = std::to_string(bad) + " non-finite" + (bad > 0 ? " (first: " + first + ")" : "");
   c.seconds = w.seconds();
   return c;
-}
-
-// memory.*: N inferences allocate nothing, map nothing, and give bit-identical outputs.
-void memory_checks(Engine& e, const float* input, int n, int runs, const std::string& model,
-                   std::vector<CheckResult>* out) {
-  Stopwatch w;
-  // Thread pools, OpenBLAS's per-thread GEMM buffers (mapped the first time a thread calls sgemm) and
-  // first-touch pages all exist before counting starts.
-  Status warm = Status::Ok();
-  for (int i = 0; i < 3 && warm.ok(); ++i) warm = e.infer(input, n);
-  const size_t out_n = static_cast<size_t>(n) * e.output_dim();
-  std::vector<float> first(out_n), row(out_n);
-  std::copy(e.logits(), e.logits() + out_n, first.begin());
-  bool ok = warm.ok();
-  int differ = 0;
-  const int64_t maps_before = mapped_bytes();
-  AllocWindow window;
-  for (int i = 0; i < runs && ok; ++i) {
-    ok = e.infer(input, n).ok();
-    differ += std::memcmp(first.data(), e.logits(), out_n * sizeof(float)) != 0;
-  }
-  int64_t allocs = window.finish();
-  const int64_t maps_after = mapped_bytes();
-  const std::string runs_text = std::to_string(runs) + " inferences of batch " + std::to_string(n);
-  // The CUDA driver's own service threads (named cuda-*) run beside the process and allocate on their own
-  // schedule (seen: 1 allocation in some runs of 200 inferences on an H100); they are named in the detail,
-  // not counted. Every other thread counts: the caller, OpenMP / OpenBLAS workers, the runtime's.
-  std::string threads_text, driver_text;
-  for (const AllocThread& t : window.threads()) {
-    std::string& text = t.driver ? driver_text : threads_text;
-    text += (text.empty() ? "" : ", ") + t.name + " (tid " + std::to_string(t.tid) + "): " + std::to_string(t.allocs);
-    if (t.driver) allocs -= t.allocs;
-  }
-  CheckResult a;
-  a.name = "memory.zero_allocations";
-  a.model = model;
-  a.outcome = ok && allocs == 0 ? Outcome::kPass : Outcome::kFail;
-  a.measured = ok ? (AllocWindow::exact() ? std::to_string(allocs) + " heap allocations"
-                                          : std::string(allocs ? "heap grew" : "heap did not grow"))
-                  : "infer failed";
-  a.bound = AllocWindow::exact() ? "0" : "no growth";
-  a.detail = runs_text + ", counted by " + AllocWindow::mechanism();
-  if (!threads_text.empty()) a.detail += "; by thread: " + threads_text;
-  if (!driver_text.empty()) a.detail += "; not counted, on the CUDA driver's own threads: " + driver_text;
-  a.seconds = w.seconds();
-  out->push_back(a);
-  CheckResult m;
-  m.name = "memory.no_new_mappings";
-  m.model = model;
-#if defined(EDGEVIT_SANITIZER_BUILD)
-  constexpr bool kAsan = true;  // ASan's allocator maps its own memory as it goes: the check means nothing
-#else
-  constexpr bool kAsan = false;
-#endif
-  if (kAsan) {
-    m.outcome = Outcome::kSkip;
-    m.detail = "skipped: AddressSanitizer build (its allocator maps memory itself)";
-  } else if (maps_before < 0 || maps_after < 0) {
-    m.detail = "skipped: /proc/self/maps not readable";
-  } else {
-    m.outcome = maps_after == maps_before ? Outcome::kPass : Outcome::kFail;
-    m.measured = "mapped bytes " + std::to_string(maps_before) + " -> " + std::to_string(maps_after);
-    m.bound = "unchanged";
-    m.detail = runs_text;
-  }
-  out->push_back(m);
-  CheckResult b;
-  b.name = "memory.bit_identical";
-  b.model = model;
-  b.outcome = ok && differ == 0 ? Outcome::kPass : Outcome::kFail;
-  b.measured = std::to_string(differ) + " of " + std::to_string(runs) + " runs differ from the first";
-  b.bound = "0";
-  b.detail = runs_text + ", logits compared with memcmp";
-  out->push_back(b);
 }
 
 // Fault::kUnplannedAllocation's memory: one anonymous mapping and one heap block, touched, held until
@@ -570,35 +348,19 @@ Result<DeviceProfile> host_cpu_profile(const std::vector<std::string>& dev_dirs,
   return d.profile;
 }
 
-Status run_model(const std::string& model_arg, const SelftestOptions& o, const std::vector<std::string>& bases,
-                 const DeviceProfile& target, const std::string& target_role, uint64_t seed, int threads,
-                 SelftestReport* r) {
-  const std::vector<std::string> dev_dirs = config_subdirs(bases, "devices");
-  EV_ASSIGN_OR_RETURN(const std::string path, resolve_model(model_arg, config_subdirs(bases, "models")));
-  EV_ASSIGN_OR_RETURN(const ModelSpec spec, load_model_spec(path));
+// The engine on the target, or on the host CPU when this build has no backend for it, and
+// memory.arena_single_allocation over its create() and first inference. *e stays null when the model does not
+// fit the device: its engine checks are reported as skipped. `unplanned` holds Fault::kUnplannedAllocation's
+// memory for the engine's lifetime.
+Status create_engine(const ModelSpec& spec, const std::string& path, const SelftestOptions& o,
+                     const std::vector<std::string>& dev_dirs, const DeviceProfile& target, int threads,
+                     SelftestReport* r, std::unique_ptr<Engine>* e, UnplannedMemory* unplanned) {
   const std::string& model = spec.name;
-
-  // Decisions and budget on the target device.
-  EV_ASSIGN_OR_RETURN(const Plan target_plan, make_plan(spec, target, PlanOptions()));
-  r->decisions.push_back(make_decision(spec, target_plan, target_role));
-  r->checks.push_back(plan_fits_check(model, target_plan));
-  if (target_plan.attention_fallback)
-    r->notes.push_back(model + ": attention falls back to " + target_plan.attention_kernel + " on " + target.name +
-                       ": " + target_plan.attention_reason);
-
-  // Engine on the target, or on the host CPU when this build has no backend for it.
   EngineOptions eo;
   eo.threads = threads;
   eo.fault = o.fault == Fault::kAttentionScale ? InjectedFault::kWrongAttentionScale
              : o.fault == Fault::kCorruptWeight ? InjectedFault::kCorruptWeightByte
                                                  : InjectedFault::kNone;
-  // What the CPU kernel checks hold to: the attention kernel a CPU plan of this model runs.
-  Plan cpu_plan = target_plan;
-  if (target.kind != DeviceKind::kCpu) {
-    EV_ASSIGN_OR_RETURN(const DeviceProfile host, host_cpu_profile(dev_dirs, o.paths));
-    EV_ASSIGN_OR_RETURN(cpu_plan, make_plan(spec, host, PlanOptions()));
-  }
-
   // Everything create() and the first inference allocate is counted (memory.arena_single_allocation).
   std::optional<MemoryWindow> window(std::in_place);
   auto engine = Engine::create(spec, target, eo);
@@ -617,19 +379,18 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
                                                   "memory.available_now", "memory.arena_single_allocation",
                                                   "memory.zero_allocations", "memory.no_new_mappings",
                                                   "memory.bit_identical"};
-  std::unique_ptr<Engine> e;
-  UnplannedMemory unplanned;
   if (engine.ok()) {
-    e = std::move(engine).value();
-    if (o.fault == Fault::kUnplannedAllocation) unplanned.allocate(unplanned_fault_bytes(e->plan()));
+    *e = std::move(engine).value();
+    Engine& en = **e;
+    if (o.fault == Fault::kUnplannedAllocation) unplanned->allocate(unplanned_fault_bytes(en.plan()));
     // The first inference, at the engine's full batch: every activation byte and the kernels' first-use
     // buffers exist after it. Its outputs are not judged here (numerics.outputs_finite does that).
-    const int64_t numel = static_cast<int64_t>(e->max_batch()) * e->input_numel_per_image();
-    std::fill(e->input_buffer(), e->input_buffer() + numel, 0.f);
-    const Status first = e->infer(e->input_buffer(), e->max_batch());
+    const int64_t numel = static_cast<int64_t>(en.max_batch()) * en.input_numel_per_image();
+    std::fill(en.input_buffer(), en.input_buffer() + numel, 0.f);
+    const Status first = en.infer(en.input_buffer(), en.max_batch());
     const MemoryUse use = window->finish();
-    r->checks.push_back(arena_check(*e, use,
-                                    "Engine::create and a first infer of batch " + std::to_string(e->max_batch()) +
+    r->checks.push_back(arena_check(en, use,
+                                    "Engine::create and a first infer of batch " + std::to_string(en.max_batch()) +
                                         (first.ok() ? "" : " (" + first.to_string() + ")"),
                                     model));
   } else if (engine.status().code() == StatusCode::kDoesNotFit) {
@@ -639,6 +400,68 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
     window->finish();
     return engine.status().with_context("model " + path);
   }
+  return Status::Ok();
+}
+
+// The checks of a created engine: memory.available_now, end to end against stored outputs (whose first
+// images also feed the memory checks; random inputs where none are stored), numerics.outputs_finite and the
+// repeated-inference memory checks.
+Status run_engine_checks(Engine& e, const ModelSpec& spec, const SelftestOptions& o,
+                     const std::vector<std::string>& bases, uint64_t seed, SelftestReport* r) {
+  const std::string& model = spec.name;
+  r->checks.push_back(available_now_check(model, e.plan(), r->platform));
+  std::vector<float> input;
+  int batch = std::min(e.max_batch(), o.quick ? 8 : e.max_batch());
+  if (const char* rel = expected_file_for(model)) {
+    const std::vector<std::string> dirs = testdata_dirs(o, bases);
+    std::string file;
+    std::error_code ec;
+    for (const std::string& d : dirs)
+      if (file.empty() && fs::is_regular_file(fs::path(d) / rel, ec)) file = (fs::path(d) / rel).string();
+    if (file.empty())
+      return not_found("expected outputs of " + model + ": no " + rel + " in the testdata directories (" + join(dirs) +
+                       "); pass --testdata DIR");
+    EV_ASSIGN_OR_RETURN(const ExpectedData x, load_expected(file, spec));
+    e2e_checks(e, x, o.quick ? std::min(x.count, e.max_batch()) : x.count, model, &r->checks);
+    batch = std::min(batch, x.count);
+    input.assign(x.input.begin(), x.input.begin() + batch * e.input_numel_per_image());
+  } else {
+    r->checks.push_back(skipped("e2e.predictions", model, "skipped: no stored expected outputs for " + model));
+    r->checks.push_back(skipped("e2e.logits", model, "skipped: no stored expected outputs for " + model));
+    input = random_uniform(static_cast<size_t>(batch) * e.input_numel_per_image(), seed ^ 0x1e2e, -1.f, 1.f);
+  }
+  r->checks.push_back(finite_check(e, input.data(), batch, model));
+  const int runs = o.repeat_runs > 0 ? o.repeat_runs : (o.quick ? 20 : 200);
+  memory_checks(e, input.data(), batch, runs, model, &r->checks);
+  return Status::Ok();
+}
+
+Status run_model(const std::string& model_arg, const SelftestOptions& o, const std::vector<std::string>& bases,
+                 const DeviceProfile& target, const std::string& target_role, uint64_t seed, int threads,
+                 SelftestReport* r) {
+  const std::vector<std::string> dev_dirs = config_subdirs(bases, "devices");
+  EV_ASSIGN_OR_RETURN(const std::string path, resolve_model(model_arg, config_subdirs(bases, "models")));
+  EV_ASSIGN_OR_RETURN(const ModelSpec spec, load_model_spec(path));
+  const std::string& model = spec.name;
+
+  // Decisions and budget on the target device.
+  EV_ASSIGN_OR_RETURN(const Plan target_plan, make_plan(spec, target, PlanOptions()));
+  r->decisions.push_back(make_decision(spec, target_plan, target_role));
+  r->checks.push_back(plan_fits_check(model, target_plan));
+  if (target_plan.attention_fallback)
+    r->notes.push_back(model + ": attention falls back to " + target_plan.attention_kernel + " on " + target.name +
+                       ": " + target_plan.attention_reason);
+
+  // What the CPU kernel checks hold to: the attention kernel a CPU plan of this model runs.
+  Plan cpu_plan = target_plan;
+  if (target.kind != DeviceKind::kCpu) {
+    EV_ASSIGN_OR_RETURN(const DeviceProfile host, host_cpu_profile(dev_dirs, o.paths));
+    EV_ASSIGN_OR_RETURN(cpu_plan, make_plan(spec, host, PlanOptions()));
+  }
+
+  std::unique_ptr<Engine> e;
+  UnplannedMemory unplanned;
+  EV_RETURN_IF_ERROR(create_engine(spec, path, o, dev_dirs, target, threads, r, &e, &unplanned));
 
   // Kernel checks at the model's shapes (quick: one image; full: the engine's batch).
   KernelCheckSpec ks;
@@ -653,33 +476,7 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
   run_cpu_kernel_checks(ks, &r->checks);
   run_cuda_kernel_checks(ks, &r->checks);
   if (!e) return Status::Ok();
-
-  r->checks.push_back(available_now_check(model, e->plan(), r->platform));
-  // End to end against stored outputs; their first images also feed the memory checks.
-  std::vector<float> input;
-  int batch = std::min(e->max_batch(), o.quick ? 8 : e->max_batch());
-  if (const char* rel = expected_file_for(model)) {
-    const std::vector<std::string> dirs = testdata_dirs(o, bases);
-    std::string file;
-    std::error_code ec;
-    for (const std::string& d : dirs)
-      if (file.empty() && fs::is_regular_file(fs::path(d) / rel, ec)) file = (fs::path(d) / rel).string();
-    if (file.empty())
-      return not_found("expected outputs of " + model + ": no " + rel + " in the testdata directories (" + join(dirs) +
-                       "); pass --testdata DIR");
-    EV_ASSIGN_OR_RETURN(const ExpectedData x, load_expected(file, spec));
-    e2e_checks(*e, x, o.quick ? std::min(x.count, e->max_batch()) : x.count, model, &r->checks);
-    batch = std::min(batch, x.count);
-    input.assign(x.input.begin(), x.input.begin() + batch * e->input_numel_per_image());
-  } else {
-    r->checks.push_back(skipped("e2e.predictions", model, "skipped: no stored expected outputs for " + model));
-    r->checks.push_back(skipped("e2e.logits", model, "skipped: no stored expected outputs for " + model));
-    input = random_uniform(static_cast<size_t>(batch) * e->input_numel_per_image(), seed ^ 0x1e2e, -1.f, 1.f);
-  }
-  r->checks.push_back(finite_check(*e, input.data(), batch, model));
-  const int runs = o.repeat_runs > 0 ? o.repeat_runs : (o.quick ? 20 : 200);
-  memory_checks(*e, input.data(), batch, runs, model, &r->checks);
-  return Status::Ok();
+  return run_engine_checks(*e, spec, o, bases, seed, r);
 }
 
 }  // namespace
