@@ -267,8 +267,9 @@ std::vector<uint8_t> many_tensors(size_t n) {
   return file;
 }
 
-// Wall-clock bound for opening a header at scale: 1 s natively (100000 entries take ~0.3 s on the 2-core
-// x86-64 development machine, ~3.3 s under ASan + UBSan), more under a sanitizer or an emulator.
+// Wall-clock unit for opening a header at scale: 1 s natively (100000 entries take ~0.3 s on the 2-core
+// x86-64 development machine idle, 0.7 s under the load of parallel builds, ~3.3 s under ASan + UBSan), more
+// under a sanitizer or an emulator; the checks allow 3 units (a complexity guard, not a speed target).
 double open_seconds_bound() {
 #ifdef EDGEVIT_SANITIZER_BUILD
   constexpr double kSanitizerScale = 10;
@@ -287,17 +288,22 @@ double seconds_to_open(const std::vector<uint8_t>& file, Status* status, size_t*
   return s;
 }
 
-// Issue #22 item 3: header parsing was quadratic in the number of entries (nlohmann's callback parser; 10k
-// entries 0.9 s, 40k 22 s, 80k over 300 s). At the entry limit it is now well under a second.
-TEST(SafetensorsAtScale, HeaderAtTheEntryLimitParsesInUnderASecond) {
-  const auto file = many_tensors(SafetensorsFile::kMaxTensors);
+// Header parsing must stay linear in the number of entries (nlohmann's callback parser is quadratic: 10k
+// entries 0.9 s, 40k 22 s, 80k over 300 s). Checked as a ratio, which a loaded machine slows alike on both
+// sides: 10x the entries may take at most 40x the time (linear: 10x; quadratic: 100x), and the entry limit
+// parses within the absolute bound.
+TEST(SafetensorsAtScale, HeaderAtTheEntryLimitParsesInLinearTime) {
   Status st;
   size_t n = 0;
+  const double small = seconds_to_open(many_tensors(SafetensorsFile::kMaxTensors / 10), &st, &n);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const auto file = many_tensors(SafetensorsFile::kMaxTensors);
   const double s = seconds_to_open(file, &st, &n);
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(n, SafetensorsFile::kMaxTensors);
-  EXPECT_LT(s, open_seconds_bound()) << SafetensorsFile::kMaxTensors << " entries took " << s << " s";
-  std::printf("%zu entries parsed in %.3f s\n", n, s);
+  EXPECT_LT(s, 40 * std::max(small, 1e-3)) << n << " entries took " << s << " s, a tenth of them " << small << " s";
+  EXPECT_LT(s, 3 * open_seconds_bound()) << SafetensorsFile::kMaxTensors << " entries took " << s << " s";
+  std::printf("%zu entries parsed in %.3f s (a tenth in %.3f s)\n", n, s, small);
 }
 
 // The 100 MB header limit allows over a million entries; one more than kMaxTensors is refused, and a
@@ -312,7 +318,7 @@ TEST(SafetensorsAtScale, HeaderOverTheEntryLimitIsRefusedQuickly) {
     EXPECT_EQ(st.code(), StatusCode::kCheckpointError) << st.to_string();
     EXPECT_NE(st.message().find("many.safetensors: header has more than 100000 tensor entries"), std::string::npos)
         << st.message();
-    EXPECT_LT(s, open_seconds_bound()) << count << " entries took " << s << " s";
+    EXPECT_LT(s, 3 * open_seconds_bound()) << count << " entries took " << s << " s";
     std::printf("%zu entries refused in %.3f s\n", count, s);
   }
 }
