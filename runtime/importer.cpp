@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config.h"
+#include "runtime/preprocess_config.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -62,7 +63,7 @@ Result<std::vector<int64_t>> need_shape(const WeightSource& w, const std::string
 
 Status finish_spec(ModelSpec& spec, const WeightSource& weights) {
   EV_RETURN_IF_ERROR(weights.check(spec.arch));
-  spec.preprocess.resize = spec.arch.img_size;
+  EV_RETURN_IF_ERROR(read_checkpoint_preprocess(&spec));  // runtime/preprocess_config.h
   return validate_model_spec(spec, spec.weights_path);
 }
 
@@ -111,24 +112,6 @@ Result<int> square_size(const json& cfg, const std::string& file, const char* ke
     return positive_int(single, file, key, fallback);
   }
   return positive_int(cfg, file, key, fallback);
-}
-
-Status read_preprocessor(const std::string& path, Preprocess* pre) {
-  if (!fs::exists(path)) return Status::Ok();
-  EV_ASSIGN_OR_RETURN(json cfg, read_json_file(path));
-  for (auto [key, dst] : {std::pair<const char*, std::vector<double>*>{"image_mean", &pre->mean},
-                          std::pair<const char*, std::vector<double>*>{"image_std", &pre->std}}) {
-    if (!cfg.contains(key)) continue;
-    const json& v = cfg[key];
-    if (!v.is_array() || v.empty()) return config_error(path + ": key '" + key + "': expected a list of numbers");
-    std::vector<double> values;
-    for (const json& x : v) {
-      if (!x.is_number()) return config_error(path + ": key '" + key + "': expected a list of numbers");
-      values.push_back(x.get<double>());
-    }
-    *dst = values;
-  }
-  return Status::Ok();
 }
 
 // The transformer blocks present (the N of blocks.N.* tensor names), in ascending order.
@@ -305,7 +288,6 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   spec.weights_naming = WeightNaming::kHf;
   spec.arch = a;
   fit_default_normalization(&spec.preprocess, a.in_chans);
-  EV_RETURN_IF_ERROR(read_preprocessor((fs::path(dir) / "preprocessor_config.json").string(), &spec.preprocess));
   EV_RETURN_IF_ERROR(finish_spec(spec, w));
   return spec;
 }
