@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 const char* to_string(GlobalPool v) { return v == GlobalPool::kToken ? "token" : "avg"; }
 const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
 const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
-const char* to_string(Activation v) { return v == Activation::kGeluTanh ? "gelu_tanh" : "gelu"; }
+const char* to_string(Activation v) {
+  return v == Activation::kGeluTanh ? "gelu_tanh" : v == Activation::kQuickGelu ? "quick_gelu" : "gelu";
+}
 const char* to_string(Interpolation v) {
   switch (v) {
     case Interpolation::kBilinear: return "bilinear";
@@ -64,7 +66,8 @@ const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Pre
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
     {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
 const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu},
-                                                                       {"gelu_tanh", Activation::kGeluTanh}};
+                                                                       {"gelu_tanh", Activation::kGeluTanh},
+                                                                       {"quick_gelu", Activation::kQuickGelu}};
 const std::vector<std::pair<const char*, Interpolation>> kInterpolations = {
     {"bilinear", Interpolation::kBilinear}, {"bicubic", Interpolation::kBicubic}, {"nearest", Interpolation::kNearest}};
 const std::vector<std::pair<const char*, CropRounding>> kCropRoundings = {{"half_even", CropRounding::kHalfEven},
@@ -126,6 +129,10 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
                                  "global_pool: token and fc_norm: false");
   }
   EV_RETURN_IF_ERROR(m.get_bool("layer_scale", false, &a->layer_scale));
+  EV_RETURN_IF_ERROR(m.get_bool("pre_norm", false, &a->pre_norm));
+  a->patch_bias = !a->pre_norm;  // timm: PatchEmbed(bias=not pre_norm)
+  EV_RETURN_IF_ERROR(m.get_bool("patch_bias", false, &a->patch_bias));
+  EV_RETURN_IF_ERROR(m.get_bool("head_bias", false, &a->head_bias));
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
@@ -275,6 +282,9 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   // Family keys are written only when set, so configs of plain ViTs read as before.
   if (a.dist_token) e << YAML::Key << "dist_token" << YAML::Value << true;
   if (a.layer_scale) e << YAML::Key << "layer_scale" << YAML::Value << true;
+  if (a.pre_norm) e << YAML::Key << "pre_norm" << YAML::Value << true;
+  if (a.patch_bias == a.pre_norm) e << YAML::Key << "patch_bias" << YAML::Value << a.patch_bias;
+  if (!a.head_bias) e << YAML::Key << "head_bias" << YAML::Value << false;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -352,7 +362,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.no_embed_class == b.no_embed_class && a.global_pool == b.global_pool &&
                           a.fc_norm == b.fc_norm && a.num_classes == b.num_classes &&
                           a.layer_norm_eps == b.layer_norm_eps && a.act == b.act &&
-                          a.dist_token == b.dist_token && a.layer_scale == b.layer_scale;
+                          a.dist_token == b.dist_token && a.layer_scale == b.layer_scale &&
+                          a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&

@@ -66,6 +66,7 @@ Support linear(const Op& op, const Graph& graph, const DeviceProfile&) {
   s.kernel = cuda_linear_kernel_name(fp16, op.epilogue);
   s.reason = op.epilogue == 2   ? "residual add fused as GEMM accumulate (in place)"
              : op.epilogue == 0 ? "bias fused into the GEMM epilogue"
+             : op.epilogue == 4 ? "bias fused into the GEMM epilogue, then QuickGELU (gpu::quick_gelu)"
              : fp16             ? "GELU fused into the GEMM epilogue (cuBLASLt's GELU: the tanh form)"
              : op.epilogue == 3 ? "bias fused into the GEMM epilogue, then tanh GELU (gpu::gelu_tanh_f32)"
                                 : "bias fused into the GEMM epilogue, then exact erf GELU (gpu::gelu_f32)";
@@ -138,8 +139,9 @@ Support mha_f32(const Op&, const Graph& graph, const DeviceProfile&) {
 }  // namespace
 
 std::string cuda_linear_kernel_name(bool fp16, int epilogue) {
-  static const char* kEpilogue[] = {"+bias", "+bias_gelu", "+bias_residual", "+bias_gelu_tanh"};
-  const int e = epilogue >= 0 && epilogue < 4 ? epilogue : 0;
+  static const char* kEpilogue[] = {"+bias", "+bias_gelu", "+bias_residual", "+bias_gelu_tanh",
+                                    "+bias_quick_gelu"};
+  const int e = epilogue >= 0 && epilogue < 5 ? epilogue : 0;
   return std::string("cuda.cublaslt_") + (fp16 ? "f16" : "f32") + kEpilogue[e];
 }
 

@@ -134,7 +134,7 @@ int add_stem(Builder& b, Graph& g, const Dims& d) {
     o.bytes = eb * 2.0 * d.B * d.P * d.K;
   }
   const int patches = b.act("patch_embed.out", {d.B, d.P, d.E});
-  b.linear("patch_embed.proj", cols, patches, d.B * d.P, d.E, d.K, true, 0);
+  b.linear("patch_embed.proj", cols, patches, d.B * d.P, d.E, d.K, a.patch_bias, 0);
   const int x = b.act("x", {d.B, d.T, d.E});
   std::vector<int> w;
   if (a.class_token) w.push_back(b.weight("cls_token", {1, 1, d.E}));
@@ -144,7 +144,17 @@ int add_stem(Builder& b, Graph& g, const Dims& d) {
   Op& o = b.op(OpKind::kAssembleTokens, "assemble_tokens", {patches}, {x}, w);
   o.bytes = eb * (d.B * d.P * d.E + d.B * d.T * d.E + a.pos_embed_len() * d.E);
   o.flops = static_cast<double>(d.B * d.T * d.E);
+  if (a.pre_norm) b.layernorm("norm_pre", x, x, d.B * d.T, d.E, a.layer_norm_eps);  // in place
   return x;
+}
+
+// Op::epilogue of the MLP's first linear for the activation.
+int fc1_epilogue(Activation act) {
+  switch (act) {
+    case Activation::kGeluTanh: return 3;
+    case Activation::kQuickGelu: return 4;
+    default: return 1;
+  }
 }
 
 // Block i over the residual stream x. `last`: the class-token tail (graph.h); returns its class-token rows
@@ -181,7 +191,7 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   const int h2 = b.act(blk + ".norm2.out", {d.B, last ? 1 : d.T, d.E});
   b.layernorm(blk + ".norm2", res, h2, r, d.E, a.layer_norm_eps);
   const int mlp = b.act(blk + ".mlp.hidden", {d.B, last ? 1 : d.T, d.M});
-  b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, a.act == Activation::kGeluTanh ? 3 : 1);
+  b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, fc1_epilogue(a.act));
   b.linear(blk + ".mlp.fc2", mlp, res, r, d.E, d.M, true, 2);
   return xc;
 }
@@ -238,7 +248,7 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
   }
   if (a.num_classes > 0) {
     g.logits = b.tensor("logits", {d.B, a.num_classes}, TensorKind::kOutput, g.act_elem_bytes());
-    b.linear("head", g.pre_logits, g.logits, d.B, a.num_classes, d.E, true, 0);
+    b.linear("head", g.pre_logits, g.logits, d.B, a.num_classes, d.E, a.head_bias, 0);
   } else {
     g.logits = g.pre_logits;  // features only: the model's output is the pooled feature vector
   }

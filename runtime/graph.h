@@ -4,6 +4,7 @@
 //
 // One image's path (B = batch, P = patches, T = tokens, E = embed, M = MLP hidden, C/p = chans/patch):
 //   input (B,C,H,W) -im2col-> cols (B*P, C*p*p) -linear-> patches (B,P,E) -assemble-> x (B,T,E)
+//   [pre_norm (CLIP): x -ln (norm_pre, in place)-> x]
 //   per block:  x -ln-> h -linear-> qkv (B,T,3,H,D) -attention-> ctx (B,T,E) -linear(+=)-> x
 //               x -ln-> h -linear+gelu-> mlp (B,T,M) -linear(+=)-> x
 //   head: x -ln-> h -pool-> pre_logits (B,E) -linear-> logits (B,classes)     (fc_norm: pool, then ln)
@@ -74,7 +75,7 @@ struct Op {
   int scratch = -1;              // tensor id of this op's workspace, or -1
   // Parameters (meaning depends on kind).
   int epilogue = 0;              // kLinear: 0 none, 1 gelu (erf), 2 residual add (in place into outputs[0]),
-                                 // 3 gelu_tanh
+                                 // 3 gelu_tanh, 4 quick_gelu
   int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm

@@ -132,6 +132,7 @@ Result<std::set<int>> timm_block_indices(const WeightSource& w, const std::strin
 // tokens have position embeddings; a->patch_size must be set.
 Status infer_timm_tokens(const WeightSource& w, const std::string& path, VitArch* a) {
   a->class_token = w.has("cls_token");
+  a->dist_token = w.has("dist_token");  // DeiT distilled (VisionTransformerDistilled)
   if (w.has("reg_token")) {
     EV_ASSIGN_OR_RETURN(auto reg, need_shape(w, "reg_token", 3));
     a->reg_tokens = static_cast<int>(reg[1]);
@@ -153,6 +154,40 @@ Status infer_timm_tokens(const WeightSource& w, const std::string& path, VitArch
                             (prefix ? "with or without " + std::to_string(prefix) + " prefix token(s)" : ""));
   a->no_embed_class = grid_with_prefix == 0;
   a->img_size = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a->patch_size);
+  return Status::Ok();
+}
+
+// Checkpoints of ViT families edgevit does not run yet, recognised by tensors only they have: the error names
+// what is missing (docs/models.md lists the families).
+Status reject_unsupported_family(const WeightSource& w, const std::string& path) {
+  struct Marker {
+    const char* fragment;  // part of a canonical tensor name
+    const char* what;
+  };
+  static const Marker kMarkers[] = {
+      {"attn.q_norm.", "qk-norm (LayerNorm on q and k per head, timm qk_norm=True)"},
+      {"attn_pool.", "the MAP attention-pool head (timm global_pool='map', SigLIP)"},
+      {"head.probe", "the MAP attention-pool head (SigLIP)"},
+      {"mlp.fc1_g.", "the SwiGLU MLP (fc1_g / fc1_x)"},
+      {"mlp.w12.", "the SwiGLU MLP (w12 / w3)"},
+      {"mlp.weights_in.", "the SwiGLU MLP (DINOv2 use_swiglu_ffn)"},
+      {"rope", "rotary position embeddings (EVA / RoPE ViTs)"},
+      {"attn.q_proj.", "separate q/k/v projections with q/v-only bias (EVA / BEiT)"},
+      {"gamma_1", "BEiT/EVA-style layer scale (gamma_1 / gamma_2)"},
+      {"relative_position", "relative position bias (BEiT)"},
+      {"mlp.norm.", "a LayerNorm inside the MLP (EVA-02 / scale_mlp_norm)"},
+      {"attn.norm.", "a LayerNorm after attention (scale_attn_norm)"},
+  };
+  for (const std::string& name : w.canonical_names())
+    for (const Marker& m : kMarkers)
+      if (name.find(m.fragment) != std::string::npos)
+        return unsupported(path + ": tensor '" + name + "': " + m.what +
+                           " is not supported yet (docs/models.md lists the ViT families edgevit runs)");
+  for (const std::string& name : w.unmapped())
+    for (const Marker& m : kMarkers)
+      if (name.find(m.fragment) != std::string::npos)
+        return unsupported(path + ": tensor '" + name + "': " + m.what +
+                           " is not supported yet (docs/models.md lists the ViT families edgevit runs)");
   return Status::Ok();
 }
 
@@ -179,6 +214,7 @@ Status apply_timm_options(const ImportOptions& options, const std::string& path,
 Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const ImportOptions& options) {
   EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(checkpoint, WeightNaming::kTimm));
   const std::string& path = w.file().path();
+  EV_RETURN_IF_ERROR(reject_unsupported_family(w, path));
   VitArch a;
 
   EV_ASSIGN_OR_RETURN(auto patch, need_shape(w, "patch_embed.proj.weight", 4));
@@ -197,9 +233,13 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
 
   a.qkv_bias = w.has(first_block + "attn.qkv.bias");
   a.fc_norm = w.has("fc_norm.weight") || w.has("fc_norm.bias");
+  a.layer_scale = w.has(first_block + "ls1.gamma");  // timm init_values (DINOv2)
+  a.pre_norm = w.has("norm_pre.weight");              // CLIP
+  a.patch_bias = w.has("patch_embed.proj.bias");
   if (w.has("head.weight")) {
     EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
     a.num_classes = static_cast<int>(head[0]);
+    a.head_bias = w.has("head.bias");
   } else {
     a.num_classes = 0;
   }
@@ -221,32 +261,63 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
 Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOptions& options) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
-  EV_ASSIGN_OR_RETURN(json cfg, read_json_file(config_path));
+  EV_ASSIGN_OR_RETURN(json top, read_json_file(config_path));
 
-  if (cfg.contains("model_type") && cfg["model_type"] != "vit")
-    return unsupported(config_path + ": key 'model_type': " + cfg["model_type"].dump() +
-                       " is not supported (expected \"vit\")");
+  // The family (docs/models.md): ViT, DeiT, DINOv2 (with registers), CLIP's vision tower (alone or inside a
+  // full CLIP checkpoint, whose architecture keys sit under vision_config).
+  const std::string model_type =
+      top.contains("model_type") && top["model_type"].is_string() ? top["model_type"].get<std::string>() : "vit";
+  static const std::set<std::string> kTypes = {"vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model",
+                                               "clip"};
+  if (!kTypes.count(model_type)) {
+    const std::string why = model_type.rfind("siglip", 0) == 0
+                                ? " (SigLIP: its MAP attention-pool head is not supported yet)"
+                                : "; supported: vit, deit, dinov2, dinov2_with_registers, clip_vision_model, clip";
+    return unsupported(config_path + ": key 'model_type': \"" + model_type + "\" is not supported" + why);
+  }
+  const bool dinov2 = model_type.rfind("dinov2", 0) == 0;
+  const bool clip = model_type.rfind("clip", 0) == 0;
+  if (model_type == "clip" && !(top.contains("vision_config") && top["vision_config"].is_object()))
+    return config_error(config_path + ": a 'clip' config needs a 'vision_config' object");
+  const json& cfg = model_type == "clip" ? top["vision_config"] : top;
+  if (dinov2 && cfg.contains("use_swiglu_ffn") && cfg["use_swiglu_ffn"] == true)
+    return unsupported(config_path + ": key 'use_swiglu_ffn': the SwiGLU MLP is not supported yet");
   const std::string act = cfg.contains("hidden_act") && cfg["hidden_act"].is_string()
                               ? cfg["hidden_act"].get<std::string>()
-                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump() : "gelu");
-  if (act != "gelu")
-    return unsupported(config_path + ": key 'hidden_act': '" + act + "' is not supported (only exact \"gelu\")");
-
-  // Defaults are ViTConfig's, for keys a config.json may omit.
+                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump() : clip ? "quick_gelu" : "gelu");
   VitArch a;
+  if (act == "gelu") {
+    a.act = Activation::kGelu;
+  } else if (act == "quick_gelu") {
+    a.act = Activation::kQuickGelu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
+    a.act = Activation::kGeluTanh;
+  } else {
+    return unsupported(config_path + ": key 'hidden_act': '" + act +
+                       "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh, gelu_new)");
+  }
+
+  // Defaults are the family's config class's (ViTConfig, DeiTConfig, Dinov2Config, CLIPVisionConfig), for keys a
+  // config.json may omit.
   EV_ASSIGN_OR_RETURN(a.embed_dim, positive_int(cfg, config_path, "hidden_size", 768));
   EV_ASSIGN_OR_RETURN(a.depth, positive_int(cfg, config_path, "num_hidden_layers", 12));
   EV_ASSIGN_OR_RETURN(a.num_heads, positive_int(cfg, config_path, "num_attention_heads", 12));
   EV_ASSIGN_OR_RETURN(int intermediate, positive_int(cfg, config_path, "intermediate_size", 3072));
+  if (dinov2) {  // Dinov2Config sizes the MLP by mlp_ratio (intermediate_size is unused)
+    if (cfg.contains("mlp_ratio") && !(cfg["mlp_ratio"].is_number() && cfg["mlp_ratio"].get<double>() > 0))
+      return config_error(config_path + ": key 'mlp_ratio': expected a positive number");
+    const double ratio = cfg.contains("mlp_ratio") ? cfg["mlp_ratio"].get<double>() : 4.0;
+    intermediate = static_cast<int>(a.embed_dim * ratio);
+  }
   EV_ASSIGN_OR_RETURN(a.img_size, square_size(cfg, config_path, "image_size", 224));
-  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", 16));
+  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", clip ? 32 : dinov2 ? 14 : 16));
   EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
   a.qkv_bias = true;
   if (cfg.contains("qkv_bias")) {
     if (!cfg["qkv_bias"].is_boolean()) return config_error(config_path + ": key 'qkv_bias': expected true or false");
     a.qkv_bias = cfg["qkv_bias"].get<bool>();
   }
-  a.layer_norm_eps = 1e-12;
+  a.layer_norm_eps = clip ? 1e-5 : dinov2 ? 1e-6 : 1e-12;
   if (cfg.contains("layer_norm_eps")) {
     if (!cfg["layer_norm_eps"].is_number() || !(cfg["layer_norm_eps"].get<double>() > 0))
       return config_error(config_path + ": key 'layer_norm_eps': expected a positive number");
@@ -270,14 +341,34 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   a.no_embed_class = false;
   a.global_pool = GlobalPool::kToken;
   a.fc_norm = false;
+  if (model_type == "dinov2_with_registers") {
+    // Registers after the class token without position embeddings: timm's no_embed_class form (the loader
+    // folds the class token's position embedding into it: runtime/weights.h).
+    EV_ASSIGN_OR_RETURN(a.reg_tokens, positive_int(cfg, config_path, "num_register_tokens", 4));
+    a.no_embed_class = true;
+  }
+  if (clip) {  // CLIPVisionTransformer: pre_layrnorm, a bias-free patch embedding and projection
+    a.pre_norm = true;
+    a.patch_bias = false;
+    a.head_bias = false;
+  }
 
   EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(weights_path, WeightNaming::kHf));
+  EV_RETURN_IF_ERROR(reject_unsupported_family(w, weights_path));
+  a.dist_token = w.has("dist_token");
+  a.layer_scale = w.has("blocks.0.ls1.gamma");
   a.num_classes = 0;
   if (w.has("head.weight")) {
     EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
     a.num_classes = static_cast<int>(head[0]);
+    if (dinov2 && head[1] == 2 * int64_t{a.embed_dim})
+      return unsupported(weights_path + ": Dinov2ForImageClassification's classifier over [class token, mean of the "
+                         "patch tokens] is not supported yet (Dinov2Model, without the classifier, is)");
   }
-  if (cfg.contains("id2label") && cfg["id2label"].is_object() &&
+  if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
+    return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "
+                       "distillation token) is not supported; DeiTForImageClassificationWithTeacher is");
+  if (!clip && cfg.contains("id2label") && cfg["id2label"].is_object() &&
       cfg["id2label"].size() != static_cast<size_t>(a.num_classes))
     return checkpoint_error(config_path + ": id2label has " + std::to_string(cfg["id2label"].size()) +
                             " labels but " + weights_path + " classifies into " + std::to_string(a.num_classes));

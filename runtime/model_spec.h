@@ -20,10 +20,11 @@ const char* to_string(WeightNaming v);  // "timm" | "hf"
 const char* to_string(Precision v);     // "fp32" | "fp16"
 const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"
 
-// The MLP's activation: exact (erf) GELU (timm's default, nn.GELU()) or its tanh approximation
-// (nn.GELU(approximate='tanh'): timm's `gelu_tanh`, SigLIP's `gelu_pytorch_tanh`).
-enum class Activation { kGelu, kGeluTanh };
-const char* to_string(Activation v);    // "gelu" | "gelu_tanh"
+// The MLP's activation: exact (erf) GELU (timm's default, nn.GELU()), its tanh approximation
+// (nn.GELU(approximate='tanh'): timm's `gelu_tanh`, SigLIP's `gelu_pytorch_tanh`), or QuickGELU
+// (x * sigmoid(1.702 x): OpenAI CLIP, timm's `quick_gelu`, HF's `quick_gelu`).
+enum class Activation { kGelu, kGeluTanh, kQuickGelu };
+const char* to_string(Activation v);    // "gelu" | "gelu_tanh" | "quick_gelu"
 
 struct VitArch {
   int img_size = 224;     // square input, pixels
@@ -51,6 +52,11 @@ struct VitArch {
   // checkpoint holds gamma; the loader folds it into attn.proj and mlp.fc2 (runtime/weights.h), so the graph
   // is the plain ViT's.
   bool layer_scale = false;
+  // CLIP / OpenCLIP vision towers (timm pre_norm=True; HF CLIPVisionModel): a LayerNorm `norm_pre` over the
+  // assembled tokens before the first block; the patch embedding has no bias (timm: bias = not pre_norm).
+  bool pre_norm = false;
+  bool patch_bias = true;
+  bool head_bias = true;  // false: HF CLIP's visual_projection (no bias)
 
   int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
   // Tokens between the class token and the patches: the distillation token or the register tokens.

@@ -41,6 +41,7 @@ Epilogue epilogue_of(int e) {
     case 1: return Epilogue::kGelu;
     case 2: return Epilogue::kResidualAdd;
     case 3: return Epilogue::kGeluTanh;
+    case 4: return Epilogue::kQuickGelu;
     default: return Epilogue::kNone;
   }
 }
@@ -218,6 +219,13 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   reg.fc_norm = true;
   for (const char* op : {"assemble_tokens", "pool.avg", "fc_norm", "blocks.0.attn.sdpa"})
     cases.push_back(make_case(std::string("reg4 no_embed_class avg ") + op, reg, 2, op, p));
+  VitArch quick = base;  // CLIP: QuickGELU, norm_pre, no patch-embedding bias, a head without bias
+  quick.act = Activation::kQuickGelu;
+  quick.pre_norm = true;
+  quick.patch_bias = false;
+  quick.head_bias = false;
+  for (const char* op : {"blocks.0.mlp.fc1", "norm_pre", "patch_embed.proj", "head"})
+    cases.push_back(make_case(std::string("clip quick_gelu ") + op, quick, 3, op, p));
   VitArch dist = base;  // DeiT distilled: class + distillation token, the folded two-token head
   dist.dist_token = true;
   for (const char* op : {"assemble_tokens", "pool.cls_dist_mean", "pool.cls_dist", "head_distilled"})
@@ -243,6 +251,7 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
                                   "blocks.0.attn.qkv", "blocks.0.attn.sdpa", "blocks.0.attn.proj",
                                   "blocks.0.norm2", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2",
                                   a.fc_norm ? "fc_norm" : "norm"};
+  if (a.pre_norm) ops.push_back("norm_pre");
   if (a.dist_token) {
     ops.push_back("pool.cls_dist_mean");
     if (a.num_classes > 0) ops.insert(ops.end(), {"pool.cls_dist", "head_distilled"});

@@ -77,6 +77,17 @@ constexpr LayerRename kDinov2Layer[] = {
     {"mlp.fc1", "mlp.fc1", -1},
     {"mlp.fc2", "mlp.fc2", -1},
 };
+// CLIP vision tower (CLIPVisionModel[WithProjection], or vision_model.* of a full CLIPModel).
+constexpr LayerRename kClipLayer[] = {
+    {"layer_norm1", "norm1", -1},
+    {"self_attn.q_proj", "attn.qkv", 0},
+    {"self_attn.k_proj", "attn.qkv", 1},
+    {"self_attn.v_proj", "attn.qkv", 2},
+    {"self_attn.out_proj", "attn.proj", -1},
+    {"layer_norm2", "norm2", -1},
+    {"mlp.fc1", "mlp.fc1", -1},
+    {"mlp.fc2", "mlp.fc2", -1},
+};
 const std::pair<const char*, const char*> kDinov2LayerScale[] = {{"layer_scale1.lambda1", "ls1.gamma"},
                                                                  {"layer_scale2.lambda1", "ls2.gamma"}};
 
@@ -95,6 +106,9 @@ struct HfFamily {
   const LayerRename* layer4;
   size_t layer4_count;
   std::vector<HfName> shared;
+  const char* layers4 = "encoder.layer.";  // after the prefix: transformers 4.x layer names
+  // Tensors of a full checkpoint that the vision tower does not use (CLIPModel's text tower), skipped.
+  std::vector<const char*> skipped_prefixes = {};
 };
 
 const std::vector<HfFamily>& hf_families() {
@@ -122,6 +136,17 @@ const std::vector<HfFamily>& hf_families() {
         {"cls_classifier.bias", "head.bias", true},
         {"distillation_classifier.weight", "head_dist.weight", true},
         {"distillation_classifier.bias", "head_dist.bias", true}}},
+      {"CLIP", {"vision_model."}, false, kClipLayer, std::size(kClipLayer),
+       {{"embeddings.class_embedding", "cls_token", false},
+        {"embeddings.position_embedding.weight", "pos_embed", false},
+        {"embeddings.patch_embedding.weight", "patch_embed.proj.weight", false},
+        {"pre_layrnorm.weight", "norm_pre.weight", false},  // sic
+        {"pre_layrnorm.bias", "norm_pre.bias", false},
+        {"post_layernorm.weight", "norm.weight", false},
+        {"post_layernorm.bias", "norm.bias", false},
+        {"visual_projection.weight", "head.weight", true}},
+       "encoder.layers.",
+       {"text_model.", "text_projection.", "logit_scale", "embeddings.position_ids", "vision_model.embeddings.position_ids"}},
       {"DINOv2", {"dinov2.", ""}, false, kDinov2Layer, std::size(kDinov2Layer),
        {{"embeddings.cls_token", "cls_token", false},
         {"embeddings.mask_token", nullptr, false},
@@ -149,11 +174,16 @@ constexpr const char* kHfPosWithCls = "hf.position_embeddings";
 }  // namespace
 
 std::vector<std::string> expected_names(const VitArch& a) {
-  std::vector<std::string> n = {"patch_embed.proj.weight", "patch_embed.proj.bias"};
+  std::vector<std::string> n = {"patch_embed.proj.weight"};
+  if (a.patch_bias) n.push_back("patch_embed.proj.bias");
   if (a.class_token) n.push_back("cls_token");
   if (a.dist_token) n.push_back("dist_token");
   if (a.reg_tokens > 0) n.push_back("reg_token");
   n.push_back("pos_embed");
+  if (a.pre_norm) {
+    n.push_back("norm_pre.weight");
+    n.push_back("norm_pre.bias");
+  }
   for (int i = 0; i < a.depth; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
     for (const char* m : {"norm1.weight", "norm1.bias", "attn.qkv.weight"}) n.push_back(b + m);
@@ -171,7 +201,7 @@ std::vector<std::string> expected_names(const VitArch& a) {
   n.push_back(final_norm + "bias");
   if (a.num_classes > 0) {
     n.push_back("head.weight");
-    n.push_back("head.bias");
+    if (a.head_bias) n.push_back("head.bias");
     if (a.dist_token) {
       n.push_back("head_dist.weight");
       n.push_back("head_dist.bias");
@@ -235,7 +265,7 @@ Status WeightSource::build_timm() {
     any_timm = any_timm || starts_with(t.name, "blocks.");
     for (const HfFamily& f : hf_families())
       for (const char* prefix : f.prefixes)
-        if (hf_family.empty() && (starts_with(t.name, std::string(prefix) + "encoder.layer.") ||
+        if (hf_family.empty() && (starts_with(t.name, std::string(prefix) + f.layers4) ||
                                   (f.has_v5 && starts_with(t.name, std::string(prefix) + "layers."))))
           hf_family = std::string(f.name) + ", " + (*prefix ? prefix : "") + "*";
     EV_RETURN_IF_ERROR(add(t.name, 0, 1, t));
@@ -255,7 +285,7 @@ Status WeightSource::build_hf() {
     for (const char* p : f.prefixes) {
       bool f4 = false, f5 = false;
       for (const TensorInfo& t : file_.tensors()) {
-        f4 = f4 || starts_with(t.name, std::string(p) + "encoder.layer.");
+        f4 = f4 || starts_with(t.name, std::string(p) + f.layers4);
         f5 = f5 || (f.has_v5 && starts_with(t.name, std::string(p) + "layers."));
       }
       if ((f4 || f5) && family == nullptr) {
@@ -267,7 +297,7 @@ Status WeightSource::build_hf() {
     }
   }
   for (const TensorInfo& t : file_.tensors()) any_timm = any_timm || starts_with(t.name, "blocks.");
-  const std::string prefix4 = prefix + "encoder.layer.", prefix5 = prefix + "layers.";
+  const std::string prefix4 = prefix + (family ? family->layers4 : ""), prefix5 = prefix + "layers.";
   if (any4 && any5)
     return checkpoint_error(file_.path() + ": mixes transformers 4.x (" + prefix4 + "N.*) and 5.x (" + prefix5 +
                             "N.*) Hugging Face " + family->name + " names");
@@ -277,8 +307,8 @@ Status WeightSource::build_hf() {
                               "set weights_naming: timm");
     return checkpoint_error(file_.path() + ": not a Hugging Face ViT checkpoint: no tensor named " +
                             kHfLayerPrefix4 + "N.* (transformers 4.x) or " + kHfLayerPrefix5 +
-                            "N.* (transformers 5.x), nor DeiT (deit.encoder.layer.N.*) or DINOv2 "
-                            "([dinov2.]encoder.layer.N.*) names");
+                            "N.* (transformers 5.x), nor DeiT (deit.encoder.layer.N.*), DINOv2 "
+                            "([dinov2.]encoder.layer.N.*) or CLIP (vision_model.encoder.layers.N.*) names");
   }
   hf_convention_ = any4 ? HfConvention::kTransformers4 : HfConvention::kTransformers5;
   const std::string layer_prefix = any4 ? prefix4 : prefix5;
@@ -290,6 +320,11 @@ Status WeightSource::build_hf() {
 
   for (const TensorInfo& t : file_.tensors()) {
     bool mapped = false;
+    for (const char* skip : family->skipped_prefixes) {
+      if (!starts_with(t.name, skip)) continue;
+      ignored_.push_back(t.name);
+      mapped = true;
+    }
     for (const HfName& n : family->shared) {
       if (t.name != (n.absolute ? std::string() : prefix) + n.hf) continue;
       mapped = true;
@@ -356,6 +391,11 @@ Status WeightSource::finish() {
       }
       c.numel = 0;
       for (const TensorInfo* p : c.parts) c.numel += p->numel;
+      // HF CLIP stores the class embedding as (E) and the position embedding as (L, E): timm's (1, 1, E) and
+      // (1, L, E), the same bytes.
+      if ((it->first == "cls_token" || it->first == "pos_embed") && !c.shape.empty() && c.shape.size() < 3 &&
+          naming_ == WeightNaming::kHf)
+        c.shape.insert(c.shape.begin(), 3 - c.shape.size(), 1);
     }
     if (!problem.empty()) {
       for (const std::string& n : c.part_names)

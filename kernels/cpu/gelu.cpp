@@ -41,5 +41,6 @@ void elementwise(float* x, int64_t n, int threads) {  // x (n)
 void gelu_f32(float* x, int64_t n, int threads) { elementwise<cpu_detail::bias_gelu>(x, n, threads); }
 
 void gelu_tanh_f32(float* x, int64_t n, int threads) { elementwise<cpu_detail::bias_gelu_tanh>(x, n, threads); }
+void quick_gelu_f32(float* x, int64_t n, int threads) { elementwise<cpu_detail::bias_quick_gelu>(x, n, threads); }
 
 }  // namespace edgevit

@@ -27,4 +27,13 @@ void gelu_tanh_ref(float* x, int64_t n, int /*threads*/) {  // x (n)
   }
 }
 
+// quick_gelu_ref: x * sigmoid(1.702 x) = x / (1 + e^(-1.702 x)) in double (e^ overflows to +inf for very negative x:
+// x / inf = -0, the limit).
+void quick_gelu_ref(float* x, int64_t n, int /*threads*/) {  // x (n)
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    x[i] = static_cast<float>(v / (1.0 + std::exp(-1.702 * v)));
+  }
+}
+
 }  // namespace edgevit

@@ -60,6 +60,8 @@ EV_ALWAYS_INLINE void tile_epilogue_body(float* y, int64_t ldy, const float* bia
       cpu_detail::bias_gelu_body(row, bias, bw);
     } else if (ep == Epilogue::kGeluTanh) {
       cpu_detail::bias_gelu_tanh_body(row, bias, bw);
+    } else if (ep == Epilogue::kQuickGelu) {
+      cpu_detail::bias_quick_gelu(row, bias, bw);
     } else {
       for (int j = 0; j < bw; ++j) row[j] += bias[j];
     }
@@ -269,7 +271,7 @@ void PackedLinear::run(const float* x,     // (M, K)
   // Prefetching the next block pays when the thread that starts a block goes on to the next one: a chunk
   // spans at least a whole block. In a large team it would fill other threads' L2 with weights they skip.
   const bool prefetch = prefetch_kernels_[0] != nullptr && (serial || chunk >= row_tiles);
-  const bool gelu = ep_ == Epilogue::kGelu || ep_ == Epilogue::kGeluTanh;
+  const bool gelu = ep_ == Epilogue::kGelu || ep_ == Epilogue::kGeluTanh || ep_ == Epilogue::kQuickGelu;
   const PackedRun r{w_,     kernels_,  prefetch_kernels_, x,          bias,      y,
                     m,      n,         k_,                k_chunk_,   col_block_, tr,
                     period, lead_rows, lead_blocks,       periods,    lead_tiles, row_tiles,

@@ -43,6 +43,7 @@ enum class Epilogue {
   kGelu,         // y = gelu_erf(x W^T + b)
   kResidualAdd,  // y = y + x W^T + b          (y holds the residual stream on entry; in place)
   kGeluTanh,     // y = gelu_tanh(x W^T + b)   (PyTorch's approximate='tanh'; SigLIP, timm gelu_tanh)
+  kQuickGelu,    // y = quick_gelu(x W^T + b)  (x * sigmoid(1.702 x): OpenAI CLIP, timm/HF quick_gelu)
 };
 
 // y (M, N) = epilogue(x (M, K) @ w (N, K)^T + bias (N)). w is torch Linear layout. bias may be nullptr.
@@ -151,6 +152,9 @@ void gelu_ref(float* x, int64_t n, int threads);
 // x^3))), in place over n elements. Large |x| saturates without overflow: x for x > 0, -0 for x < 0.
 void gelu_tanh_f32(float* x, int64_t n, int threads);
 void gelu_tanh_ref(float* x, int64_t n, int threads);
+// QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), in place over n elements.
+void quick_gelu_f32(float* x, int64_t n, int threads);
+void quick_gelu_ref(float* x, int64_t n, int threads);
 
 // Patch extraction for the patch-embedding GEMM.
 // img (B, C, Hi, Wi) NCHW with Hi = Wi = img_size; cols (B * P, C * p * p) with P = (img/p)^2, patches in

@@ -34,7 +34,7 @@ void linear_tile(const float* x, const float* w, const float* bias, float* y, in
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < cols; ++j) yt[static_cast<int64_t>(i) * n + j] = 0.f;
   }
-  const bool gelu = ep == Epilogue::kGelu || ep == Epilogue::kGeluTanh;
+  const bool gelu = ep == Epilogue::kGelu || ep == Epilogue::kGeluTanh || ep == Epilogue::kQuickGelu;
   if (!gelu && bias == nullptr) return;
   for (int i = 0; i < m; ++i) {
     float* row = yt + static_cast<int64_t>(i) * n;  // (cols)
@@ -42,6 +42,8 @@ void linear_tile(const float* x, const float* w, const float* bias, float* y, in
       cpu_detail::bias_gelu(row, bias ? bias + c0 : nullptr, cols);
     } else if (ep == Epilogue::kGeluTanh) {
       cpu_detail::bias_gelu_tanh(row, bias ? bias + c0 : nullptr, cols);
+    } else if (ep == Epilogue::kQuickGelu) {
+      cpu_detail::bias_quick_gelu(row, bias ? bias + c0 : nullptr, cols);
     } else {
       for (int j = 0; j < cols; ++j) row[j] += bias[c0 + j];
     }

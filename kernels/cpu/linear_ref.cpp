@@ -26,6 +26,7 @@ void linear_ref(const float* x,     // (M, K)
           out = static_cast<float>(acc / (1.0 + std::exp(-2.0 * u)));
           break;
         }
+        case Epilogue::kQuickGelu: out = static_cast<float>(acc / (1.0 + std::exp(-1.702 * acc))); break;
       }
     }
   }

@@ -72,6 +72,12 @@ cudaError_t gelu_f32(float* x, int64_t n, cudaStream_t stream);
 cudaError_t gelu_tanh_f32(float* x, int64_t n, cudaStream_t stream);
 cudaError_t gelu_tanh_f16(__half* x, int64_t n, cudaStream_t stream);
 
+// QuickGELU (meaning of quick_gelu_ref; OpenAI CLIP, timm/HF quick_gelu): x * sigmoid(1.702 x), in place over
+// n elements, fp32 math (kernels/cuda/ops_quick_gelu.cu). cuBLASLt has no such epilogue: the linear row runs
+// its bias epilogue, then this.
+cudaError_t quick_gelu_f32(float* x, int64_t n, cudaStream_t stream);
+cudaError_t quick_gelu_f16(__half* x, int64_t n, cudaStream_t stream);
+
 // Pooling (meaning of pool_ref): out (B, E) = x[:, 0, :] (avg == false) or the mean of tokens [prefix, T)
 // (accumulated in fp32).
 cudaError_t pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix,

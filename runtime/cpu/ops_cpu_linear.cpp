@@ -13,12 +13,13 @@ namespace edgevit {
 
 namespace {
 
-// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU.
+// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU, 4 QuickGELU.
 Epilogue epilogue_of(const Op& o) {
   switch (o.epilogue) {
     case 1: return Epilogue::kGelu;
     case 2: return Epilogue::kResidualAdd;
     case 3: return Epilogue::kGeluTanh;
+    case 4: return Epilogue::kQuickGelu;
     default: return Epilogue::kNone;
   }
 }
@@ -27,6 +28,7 @@ const char* epilogue_suffix(const Op& o) {
     case 1: return "+bias_gelu";
     case 2: return "+bias_residual";
     case 3: return "+bias_gelu_tanh";
+    case 4: return "+bias_quick_gelu";
     default: return "+bias";
   }
 }
@@ -35,6 +37,7 @@ const char* epilogue_reason(const Op& o) {
     case 1: return "GELU fused into the GEMM epilogue";
     case 2: return "residual add fused as GEMM accumulate (in place)";
     case 3: return "tanh-approximation GELU fused into the GEMM epilogue";
+    case 4: return "QuickGELU (x sigmoid(1.702 x)) fused into the GEMM epilogue";
     default: return "bias fused into the GEMM epilogue";
   }
 }

@@ -1,10 +1,13 @@
 // The CUDA linear kernel: one cuBLASLt GEMM (kernels/cuda/gemm_lt.h) per captured batch size, its algorithm
 // chosen at prepare() (heuristic's first, or timed: runtime/cuda/gemm_tuning.h) and pinned, so run() at a
 // batch always launches the same algorithm and the outputs are bit-identical run to run.
+#include <cuda_fp16.h>
+
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/ops.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/gemm_tuning.h"
@@ -14,7 +17,7 @@ namespace edgevit {
 namespace {
 
 // Linear op `o` at batch n: shape, epilogue (bias when the op has one; erf GELU for epilogue 1, tanh GELU
-// for 3; y += for 2).
+// for 3; y += for 2; QuickGELU (4) runs after the GEMM: LinearKernel::run).
 gpu::LtGemmShape shape_of(const Op& o, const Graph& g, int n, bool fp16) {
   gpu::LtGemmShape s;
   s.m = o.m / g.batch * n;
@@ -60,6 +63,12 @@ class LinearKernel final : public OpKernel {
         gpu::lt_gemm_run(c.lt, p.gemm, p.algo, w_, x_, y_, c.workspace, kCudaLtWorkspaceBytes, c.stream);
     if (r.lt != CUBLAS_STATUS_SUCCESS) return cublas_error("op '" + op_.name + "'", "cublasLtMatmul", r.lt);
     if (r.cuda != cudaSuccess) return cuda_error("op '" + op_.name + "'", "GELU after the GEMM", r.cuda);
+    if (op_.epilogue == 4) {  // cuBLASLt has no QuickGELU epilogue: bias in the GEMM, then one pass over y
+      const int64_t n_elems = op_.m / c.plan.graph.batch * n * op_.n;
+      const cudaError_t e = c.fp16 ? gpu::quick_gelu_f16(static_cast<__half*>(y_), n_elems, c.stream)
+                                   : gpu::quick_gelu_f32(static_cast<float*>(y_), n_elems, c.stream);
+      if (e != cudaSuccess) return cuda_error("op '" + op_.name + "'", "QuickGELU after the GEMM", e);
+    }
     return Status::Ok();
   }
 

@@ -14,7 +14,7 @@ namespace edgevit {
 const std::vector<OpRow>& cuda_op_table();
 
 // The kernel name of a linear op on CUDA: "cuda.cublaslt_f16+bias", "...+bias_gelu", "...+bias_residual",
-// "...+bias_gelu_tanh" (epilogue: Op::epilogue). The row serves it; the name says the epilogue.
+// "...+bias_gelu_tanh", "...+bias_quick_gelu" (epilogue: Op::epilogue). The row serves it; the name says the epilogue.
 std::string cuda_linear_kernel_name(bool fp16, int epilogue);
 
 // Kernel makers the rows bind to (runtime/cuda/; defined only in a CUDA build).

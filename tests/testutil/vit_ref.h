@@ -27,13 +27,18 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
   const float eps = static_cast<float>(a.layer_norm_eps);
   std::vector<float> cols(static_cast<size_t>(batch) * p * k_patch), patches(static_cast<size_t>(batch) * p * e);
   im2col_patches_ref(input, cols.data(), batch, a.in_chans, a.img_size, a.patch_size);
-  linear_ref(cols.data(), W("patch_embed.proj.weight"), W("patch_embed.proj.bias"), patches.data(), batch * p, e,
-             k_patch, Epilogue::kNone);
+  linear_ref(cols.data(), W("patch_embed.proj.weight"), a.patch_bias ? W("patch_embed.proj.bias") : nullptr,
+             patches.data(), batch * p, e, k_patch, Epilogue::kNone);
   std::vector<float> x(static_cast<size_t>(rows) * e), h(x.size()), qkv(static_cast<size_t>(rows) * 3 * e),
       att(x.size()), mlp(static_cast<size_t>(rows) * hid);
   const float* extra = a.dist_token ? W("dist_token") : a.reg_tokens > 0 ? W("reg_token") : nullptr;
   assemble_tokens_ref(patches.data(), a.class_token ? W("cls_token") : nullptr, extra, a.extra_prefix_tokens(),
                       W("pos_embed"), a.no_embed_class, x.data(), batch, p, e);
+  if (a.pre_norm) {  // CLIP's norm_pre over the assembled tokens
+    std::vector<float> pre(x.size());
+    layernorm_ref(x.data(), W("norm_pre.weight"), W("norm_pre.bias"), pre.data(), rows, e, eps, 1);
+    x = pre;
+  }
   // LayerScale (timm ls1/ls2): the branch's output times gamma, per channel, before the residual add.
   const auto layer_scale = [&](std::vector<float>& v, const std::string& gamma) {
     if (!a.layer_scale) return;
@@ -56,6 +61,8 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     linear_ref(h.data(), W(b + "mlp.fc1.weight"), W(b + "mlp.fc1.bias"), mlp.data(), rows, hid, e, Epilogue::kNone);
     if (a.act == Activation::kGeluTanh) {
       gelu_tanh_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
+    } else if (a.act == Activation::kQuickGelu) {
+      quick_gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
     } else {
       gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
     }
@@ -101,8 +108,8 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     return out;
   }
   out.logits.resize(static_cast<size_t>(batch) * a.num_classes);
-  linear_ref(out.pre_logits.data(), W("head.weight"), W("head.bias"), out.logits.data(), batch, a.num_classes, e,
-             Epilogue::kNone);
+  linear_ref(out.pre_logits.data(), W("head.weight"), a.head_bias ? W("head.bias") : nullptr, out.logits.data(),
+             batch, a.num_classes, e, Epilogue::kNone);
   return out;
 }
 

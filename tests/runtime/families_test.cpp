@@ -1,0 +1,207 @@
+// The ViT families beyond the plain one (issue #24), on the CPU engine in fp32:
+//   - against the reference forward composed from the kernels' references (tests/testutil/vit_ref.h), on
+//     random seeded models: every batch row, both attention paths;
+//   - against timm and transformers themselves: the tiny seeded checkpoints and float64 outputs of
+//     tests/data/families (tools/gpu/make_family_goldens.py), imported as a user would, within
+//     tol::kFp32EndToEnd normwise and with the same top-1.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/tolerances.h"
+#include "platform/device_registry.h"
+#include "runtime/engine.h"
+#include "runtime/importer.h"
+#include "runtime/safetensors.h"
+#include "runtime/weights.h"
+#include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/testutil/testutil.h"
+#include "tests/testutil/vit_ref.h"
+
+namespace edgevit {
+namespace {
+
+DeviceProfile host_cpu() {
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  EXPECT_TRUE(dev.ok());
+  return *dev;
+}
+
+std::vector<float> read_tensor(const SafetensorsFile& f, const std::string& name) {
+  const TensorInfo* t = f.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  std::vector<float> v(static_cast<size_t>(t->numel));
+  convert_to_f32(*t, f.data(*t), v.data());
+  return v;
+}
+
+VitArch tiny(int classes) {
+  VitArch a;
+  a.img_size = 32;
+  a.patch_size = 8;
+  a.embed_dim = 64;
+  a.depth = 2;
+  a.num_heads = 2;
+  a.num_classes = classes;
+  return a;
+}
+
+// ---- against the reference forward ---------------------------------------------------------------------
+
+struct RefCase {
+  const char* name;
+  VitArch arch;
+};
+
+class FamilyRefTest : public ::testing::TestWithParam<std::tuple<RefCase, AttentionImpl>> {};
+
+TEST_P(FamilyRefTest, MatchesReferenceForward) {
+  const auto [c, attention] = GetParam();
+  const VitArch& a = c.arch;
+  testutil::TensorMap w = testutil::random_checkpoint(a, 24);
+  for (auto& [name, t] : w)  // LayerScale gammas near DINOv2's scale of the branch, sign-mixed
+    if (name.find(".gamma") != std::string::npos)
+      for (float& v : t.data) v *= 0.5f;
+  const std::string dir = testutil::make_temp_dir("family");
+  const std::string path = dir + "/model.safetensors";
+  ASSERT_TRUE(testutil::write_tensors(path, w).ok());
+  ModelSpec spec;
+  spec.name = c.name;
+  spec.arch = a;
+  spec.weights_path = path;
+  const int n = 3;
+  spec.max_batch = n;
+  EngineOptions o;
+  o.plan.attention = attention;
+  o.plan.batch = n;
+  o.threads = 2;
+  auto engine = Engine::create(spec, host_cpu(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const std::vector<float> input = testutil::random_floats(static_cast<size_t>(n) * 3 * 32 * 32, 7);
+  ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+  const testutil::VitRefOutputs ref = testutil::vit_forward_ref(a, w, input.data(), n);
+  EXPECT_LE(testutil::rel_error((*engine)->pre_logits(), ref.pre_logits.data(), ref.pre_logits.size()),
+            tol::kFp32EndToEnd);
+  EXPECT_LE(testutil::rel_error((*engine)->logits(), ref.logits.data(), ref.logits.size()), tol::kFp32EndToEnd);
+  std::filesystem::remove_all(dir);
+}
+
+std::vector<RefCase> ref_cases() {
+  std::vector<RefCase> cases;
+  VitArch deit = tiny(10);
+  deit.dist_token = true;
+  cases.push_back({"deit_distilled", deit});
+  deit.num_classes = 0;
+  cases.push_back({"deit_distilled_headless", deit});
+  VitArch dinov2 = tiny(10);
+  dinov2.layer_scale = true;
+  cases.push_back({"layer_scale", dinov2});
+  dinov2.reg_tokens = 4;
+  dinov2.no_embed_class = true;
+  cases.push_back({"layer_scale_reg4", dinov2});
+  VitArch clip = tiny(16);  // CLIP: norm_pre, bias-free patch embedding and projection, QuickGELU
+  clip.pre_norm = true;
+  clip.patch_bias = false;
+  clip.head_bias = false;
+  clip.act = Activation::kQuickGelu;
+  clip.layer_norm_eps = 1e-5;
+  cases.push_back({"clip_quick_gelu", clip});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyRefTest,
+                         ::testing::Combine(::testing::ValuesIn(ref_cases()),
+                                            ::testing::Values(AttentionImpl::kAuto, AttentionImpl::kExplicit)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  to_string(std::get<1>(info.param));
+                         });
+
+// ---- against timm / transformers -------------------------------------------------------------------------
+
+// The engine's outputs for a golden case's input, compared with every output the golden has that the engine
+// produces: logits (and top-1), pre_logits (timm), embedding (HF pooler: the pre_logits of a headless model).
+void expect_matches_golden(const ModelSpec& imported, const std::string& golden_path) {
+  auto golden = SafetensorsFile::open(golden_path);
+  ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+  const std::vector<float> input = read_tensor(*golden, "input");
+  const int n = static_cast<int>(golden->find("input")->shape[0]);
+  ModelSpec spec = imported;
+  spec.max_batch = n;
+  EngineOptions o;
+  o.plan.batch = n;
+  o.threads = 2;
+  auto engine = Engine::create(spec, host_cpu(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+  int checked = 0;
+  const int classes = spec.arch.num_classes;
+  for (const char* name : {"pre_logits", "embedding"}) {
+    if (golden->find(name) == nullptr) continue;
+    const std::vector<float> want = read_tensor(*golden, name);
+    // HF's embedding is the pooler (a headless model's pre_logits) or CLIP's projected one (our logits).
+    const bool projected = std::string(name) == "embedding" && classes > 0 &&
+                           want.size() == static_cast<size_t>(n) * static_cast<size_t>(classes);
+    const float* got = projected ? (*engine)->logits() : (*engine)->pre_logits();
+    EXPECT_LE(testutil::rel_error(got, want.data(), want.size()), tol::kFp32EndToEnd) << name;
+    ++checked;
+  }
+  if (golden->find("logits") != nullptr) {
+    const std::vector<float> want = read_tensor(*golden, "logits");
+    const int classes = static_cast<int>(want.size()) / n;
+    EXPECT_LE(testutil::rel_error((*engine)->logits(), want.data(), want.size()), tol::kFp32EndToEnd);
+    EXPECT_EQ(testutil::argmax_rows((*engine)->logits(), n, classes), testutil::argmax_rows(want.data(), n, classes));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << golden_path << " has no output the engine produces";
+}
+
+std::string family_path(const std::string& name) { return testutil::source_path("tests/data/families/" + name); }
+
+// What a timm checkpoint cannot say and the user gives: the LayerNorm eps (--eps; the CLIP cases were built
+// with nn.LayerNorm's 1e-5) and the activation (the config's act).
+struct TimmCase {
+  const char* name;
+  double eps;
+  Activation act;
+};
+
+class TimmFamilyGolden : public ::testing::TestWithParam<TimmCase> {};
+
+TEST_P(TimmFamilyGolden, ImportedMatchesTimm) {
+  const TimmCase c = GetParam();
+  const std::string base = family_path(c.name);
+  ImportOptions io;
+  io.heads = 2;
+  io.eps = c.eps;
+  auto spec = infer_model_spec_timm(base + ".safetensors", io);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  spec->arch.act = c.act;
+  expect_matches_golden(*spec, base + ".golden.safetensors");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TimmFamilyGolden,
+                         ::testing::Values(TimmCase{"timm_deit_distilled", 1e-6, Activation::kGelu},
+                                           TimmCase{"timm_dinov2", 1e-6, Activation::kGelu},
+                                           TimmCase{"timm_dinov2_reg4", 1e-6, Activation::kGelu},
+                                           TimmCase{"timm_clip", 1e-5, Activation::kGelu},
+                                           TimmCase{"timm_clip_quickgelu", 1e-5, Activation::kQuickGelu}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+class HfFamilyGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfFamilyGolden, ImportedMatchesTransformers) {
+  const std::string base = family_path(GetParam());
+  auto spec = infer_model_spec_hf(base, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  expect_matches_golden(*spec, base + ".golden.safetensors");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
+                         ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace edgevit
