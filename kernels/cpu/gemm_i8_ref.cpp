@@ -1,0 +1,78 @@
+// The W8A8 GEMM's CPU reference; the arithmetic is spelled out in kernels/cpu/gemm_i8_ref.h.
+#include "kernels/cpu/gemm_i8_ref.h"
+
+#include <cmath>
+
+namespace edgevit {
+
+const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
+  switch (e) {
+    case GemmI8Epilogue::kF32: return "f32";
+    case GemmI8Epilogue::kF16Bias: return "f16_bias";
+    case GemmI8Epilogue::kF16BiasGelu: return "f16_bias_gelu";
+    case GemmI8Epilogue::kF16BiasResidual: return "f16_bias_residual";
+    case GemmI8Epilogue::kI8Bias: return "i8_bias";
+    case GemmI8Epilogue::kI8BiasGelu: return "i8_bias_gelu";
+  }
+  return "?";
+}
+
+void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    const int8_t* xr = x + i * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* wr = w + j * k;
+      int32_t s = 0;
+      for (int64_t p = 0; p < k; ++p) s += static_cast<int32_t>(xr[p]) * static_cast<int32_t>(wr[p]);
+      acc[i * n + j] = s;
+    }
+  }
+}
+
+float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias) {
+  const float scale = sx * sw;
+  return std::fma(static_cast<float>(acc), scale, bias);
+}
+
+float gemm_i8_gelu_ref(float v) {
+  const float t = v * -0.70710678f;
+  const float e = std::erfc(t);  // 1 + erf(v / sqrt 2) without its cancellation for negative v
+  const float h = 0.5f * v;
+  return h * e;
+}
+
+int8_t gemm_i8_quantize_ref(float q) {
+  if (std::isnan(q)) return 0;
+  const float r = std::nearbyint(q);  // the default rounding mode: to nearest, ties to even
+  if (r > 127.f) return 127;
+  if (r < -127.f) return -127;
+  return static_cast<int8_t>(r);
+}
+
+void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
+                          int8_t* y_i8) {
+  const GemmI8Epilogue e = a.epilogue;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float sx = a.sx[a.sx_per_token ? i : 0];
+    for (int64_t j = 0; j < a.n; ++j) {
+      const int64_t o = i * a.n + j;
+      float v = gemm_i8_dequant_ref(acc[o], sx, a.sw[j], a.bias ? a.bias[j] : 0.f);
+      if (gemm_i8_epilogue_has_gelu(e)) v = gemm_i8_gelu_ref(v);
+      if (e == GemmI8Epilogue::kF16BiasResidual) v = residual[o] + v;
+      if (gemm_i8_epilogue_is_i8(e)) {
+        const float q = v / a.out_scale;
+        if (y_f32) y_f32[o] = q;
+        y_i8[o] = gemm_i8_quantize_ref(q);
+      } else {
+        y_f32[o] = v;
+      }
+    }
+  }
+}
+
+void gemm_i8_ref(const GemmI8RefArgs& a, int32_t* acc_scratch, const float* residual, float* y_f32, int8_t* y_i8) {
+  gemm_i8_accumulate_ref(a.m, a.n, a.k, a.x, a.w, acc_scratch);
+  gemm_i8_epilogue_ref(a, acc_scratch, residual, y_f32, y_i8);
+}
+
+}  // namespace edgevit

@@ -1,0 +1,101 @@
+// W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
+// XOR-swizzled shared memory, a multi-stage cp.async pipeline, and the dequantization (fp32) with bias,
+// GELU (erf), residual add or INT8 requantization fused into the store (kernels/cuda/gemm_i8.h).
+//
+// Each block computes a tile_m x tile_n output tile; K streams through shared memory 64 bytes per stage
+// (two k32 MMA steps), zero-filled past M, N and K so no input needs padding. Warps tile the block as
+// warps_m x warps_n; a warp holds (tile_m / warps_m) x (tile_n / warps_n) int32 accumulators and reads
+// its A and B fragments with ldmatrix.x4 (an int8 16 x 32 fragment is a b16 16 x 16 one).
+// Variants (gemm_i8_variants(); H100 figures, ViT-B/16 batch 64, the four block GEMMs: docs/benchmarks.md,
+// tools/gpu/bench_gemm_i8.cu):
+//   i8_128x128x64_w8_s4   large M
+//   i8_128x256x64_w8_s3   large M and N (fewer fragment loads per MMA)
+//   i8_128x64x64_w4_s4    medium M, or N = 768
+//   i8_64x128x64_w4_s4    small M
+//   i8_64x64x64_w4_s4     small M and N (batch 1: more blocks for the SMs)
+#include "kernels/cuda/gemm_i8.h"
+
+#include "kernels/cuda/gemm_i8_kernel.cuh"
+
+namespace edgevit::gpu {
+namespace {
+
+using LaunchFn = cudaError_t (*)(const GemmI8Args&, cudaStream_t);
+
+template <class T, int kEpilogue>
+cudaError_t launch_epilogue(const GemmI8Args& a, cudaStream_t stream) {
+  const auto kernel = gemm_i8_kernel<T, kEpilogue>;
+  // Once per kernel: above 48 KB of dynamic shared memory needs the opt-in (not a stream operation).
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(static_cast<unsigned>((a.n + T::kTileN - 1) / T::kTileN),
+                  static_cast<unsigned>((a.m + T::kTileM - 1) / T::kTileM));
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch(const GemmI8Args& a, cudaStream_t stream) {
+  switch (a.epilogue) {
+    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, stream);
+    case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, stream);
+    case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, stream);
+    case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, stream);
+    case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, stream);
+    case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+static_assert(static_cast<int>(GemmI8Epilogue::kI8BiasGelu) == kGemmI8EpilogueCount - 1, "launch() covers all");
+
+using T128x128 = GemmI8Traits<128, 128, 2, 4, 4, 2>;
+using T128x256 = GemmI8Traits<128, 256, 2, 4, 3, 1>;
+using T128x64 = GemmI8Traits<128, 64, 2, 2, 4, 4>;
+using T64x128 = GemmI8Traits<64, 128, 2, 2, 4, 3>;
+using T64x64 = GemmI8Traits<64, 64, 2, 2, 4, 4>;
+
+template <class T>
+constexpr GemmI8Variant row(const char* name) {
+  return GemmI8Variant{name, T::kTileM, T::kTileN, T::kTileK, T::kWarps, T::kStages, 80, T::kSmemBytes};
+}
+
+constexpr GemmI8Variant kVariants[] = {
+    row<T128x128>("i8_128x128x64_w8_s4"), row<T128x256>("i8_128x256x64_w8_s3"),
+    row<T128x64>("i8_128x64x64_w4_s4"),   row<T64x128>("i8_64x128x64_w4_s4"),
+    row<T64x64>("i8_64x64x64_w4_s4"),
+};
+constexpr LaunchFn kLaunchers[] = {launch<T128x128>, launch<T128x256>, launch<T128x64>, launch<T64x128>,
+                                   launch<T64x64>};
+static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
+              "one launcher per row");
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+bool valid_args(const GemmI8Args& a) {
+  const int count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+  if (a.variant < 0 || a.variant >= count) return false;
+  if (a.m < 1 || a.n < 8 || a.k < 32 || a.n % 8 != 0 || a.k % 32 != 0) return false;
+  if (a.m > int64_t{65535} * 64 || a.n > int64_t{1} << 30) return false;  // grid limits, conservatively
+  if (!a.x || !a.w || !a.sx || !a.sw || !a.y) return false;
+  if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
+  const uintptr_t y_align = a.epilogue == GemmI8Epilogue::kF32 ? 8 : gemm_i8_epilogue_is_i8(a.epilogue) ? 2 : 4;
+  if (!aligned(a.y, y_align)) return false;
+  if (gemm_i8_epilogue_is_i8(a.epilogue) && !(a.out_scale > 0.f)) return false;
+  const int e = static_cast<int>(a.epilogue);
+  return e >= 0 && e < kGemmI8EpilogueCount;
+}
+
+}  // namespace
+
+const GemmI8Variant* gemm_i8_variants(int* count) {
+  *count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+  return kVariants;
+}
+
+cudaError_t gemm_i8(const GemmI8Args& args, cudaStream_t stream) {
+  if (!valid_args(args)) return cudaErrorInvalidValue;
+  return kLaunchers[args.variant](args, stream);
+}
+
+}  // namespace edgevit::gpu

@@ -1,0 +1,54 @@
+// W8A8 GEMM on SM80-class tensor cores (mma.sync m16n8k32 s8 x s8 -> s32), for ViT's block GEMMs:
+//   y (M, N) = epilogue( sx[m or 0] * sw[n] * (x_q (M, K) @ w_q (N, K)^T) + bias[n] )
+// with the dequantization, bias, GELU (erf), residual add or INT8 requantization fused (GemmI8Epilogue,
+// kernels/cpu/gemm_i8_ref.h, which also states the exact arithmetic; gemm_i8_ref is the reference).
+// Host-compilable: includers need the CUDA runtime header only.
+//
+// Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory); the caller names
+// the row, there is no hidden choice. Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w
+// 16-byte aligned; y 8-byte (kF32), 4-byte (kF16*) or 2-byte (kI8*) aligned; out_scale > 0 for kI8*.
+// Pointers are device pointers; the caller keeps ownership. gemm_i8 only enqueues work on `stream` (it
+// can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
+// (the first call sets the kernel's shared-memory attribute).
+// Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+
+namespace edgevit::gpu {
+
+// One kernel configuration.
+struct GemmI8Variant {
+  const char* name;   // "i8_128x128x64_w8_s4": tile M x N x K, warps, stages
+  int tile_m, tile_n, tile_k;
+  int warps;
+  int stages;
+  int min_sm;         // compute capability x 10
+  int smem_bytes;     // dynamic shared memory per block
+};
+
+// The rows, in a fixed order (an index into this table is a variant's id).
+const GemmI8Variant* gemm_i8_variants(int* count);
+
+struct GemmI8Args {
+  int64_t m = 0, n = 0, k = 0;
+  const int8_t* x = nullptr;    // (M, K) row-major
+  const int8_t* w = nullptr;    // (N, K) row-major
+  const float* sx = nullptr;    // (M) when sx_per_token, else (1)
+  bool sx_per_token = false;
+  const float* sw = nullptr;    // (N)
+  const float* bias = nullptr;  // (N) or nullptr
+  GemmI8Epilogue epilogue = GemmI8Epilogue::kF16Bias;
+  void* y = nullptr;            // (M, N): float (kF32), half (kF16*; kF16BiasResidual: in place), int8 (kI8*)
+  float out_scale = 1.f;        // kI8*: y = sat(rne(v / out_scale))
+  int variant = -1;             // row of gemm_i8_variants()
+};
+
+// cudaErrorInvalidValue for a bad variant, shape, alignment or missing pointer; else the launch's status.
+cudaError_t gemm_i8(const GemmI8Args& args, cudaStream_t stream);
+
+}  // namespace edgevit::gpu

@@ -1,0 +1,267 @@
+// The W8A8 GEMM kernels (kernels/cuda/gemm_i8.h) against the CPU reference (kernels/cpu/gemm_i8_ref.h),
+// through the launcher the runtime calls: every variant x epilogue x activation-scale mode (per tensor, per
+// token) at odd M (1, 17, 197, 1000), N in {64, 768, 2304}, K in {32, 768, 3072}, and a small set with N
+// and K that overhang the tiles (N = 200, K = 96) and one deep pipeline (K = 544) for the sanitizers. Outputs are poisoned (NaN,
+// int8 -128, which no epilogue writes) before each launch, except the residual's input.
+// Rules: the int32 accumulation is exact (kF32 with unit scales and no bias equals float(acc) bit for bit);
+// fp32 outputs within 1e-6 relative of the reference (the same fp32 operations in the same order); fp16
+// outputs within 1 ulp of fp16 of the reference rounded to fp16 (erfc may differ by a few ulps in fp32); int8
+// outputs equal, or off by one only where the reference's fp32 value is within 1e-6 (relative, at least
+// absolute) of a .5 boundary.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+#include "kernels/cuda/gemm_i8.h"
+#include "tests/testutil/cuda_main.h"
+
+namespace edgevit {
+namespace {
+
+constexpr double kF32Rel = 1e-6;       // same fp32 operations in the same order (kF32 has no erfc)
+constexpr double kI8TieWindow = 1e-6;  // int8 may differ by one only this close to a rounding boundary
+
+template <class T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  explicit DeviceBuffer(size_t n) { cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+template <class T>
+void upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
+  ASSERT_EQ(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+// The inputs of one shape, on the host and the device, and the int32 reference accumulators.
+struct Problem {
+  int64_t m, n, k;
+  std::vector<int8_t> x, w;
+  std::vector<float> sx_tensor, sx_token, sw, bias, residual;  // residual: fp16 values
+  std::vector<int32_t> acc;
+};
+
+Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  p.x.resize(m * k);
+  p.w.resize(n * k);
+  for (auto& v : p.x) v = static_cast<int8_t>(q(rng));
+  for (auto& v : p.w) v = static_cast<int8_t>(q(rng));
+  p.sx_tensor = {0.0173f};
+  p.sx_token.resize(m);
+  for (auto& v : p.sx_token) v = 0.002f + 0.03f * u(rng);
+  p.sw.resize(n);
+  for (auto& v : p.sw) v = 0.0005f + 0.004f * u(rng);
+  p.bias.resize(n);
+  for (auto& v : p.bias) v = 2.f * u(rng) - 1.f;
+  p.residual.resize(m * n);
+  for (auto& v : p.residual) v = __half2float(__float2half_rn(8.f * u(rng) - 4.f));
+  p.acc.resize(m * n);
+  // Rows split over threads: the reference is a plain loop, and the largest shape is 7 G multiply-adds.
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t r0 = m * t / threads, r1 = m * (t + 1) / threads;
+    pool.emplace_back([&p, r0, r1] {
+      gemm_i8_accumulate_ref(r1 - r0, p.n, p.k, p.x.data() + r0 * p.k, p.w.data(), p.acc.data() + r0 * p.n);
+    });
+  }
+  for (auto& t : pool) t.join();
+  return p;
+}
+
+double fp16_ulp(float r) {
+  const float a = std::fabs(r);
+  const int e = a > 0.f ? std::max(-14, static_cast<int>(std::floor(std::log2(a)))) : -14;
+  return std::ldexp(1.0, e - 10);
+}
+
+// Mismatches of one run against the reference, with the first few described.
+struct Mismatches {
+  int64_t count = 0;
+  std::ostringstream first;
+  void add(int64_t i, double got, double want) {
+    if (count++ < 5) first << " [" << i << "] got " << got << " want " << want << ";";
+  }
+};
+
+void check_output(const Problem& p, GemmI8Epilogue e, const std::vector<float>& ref, const std::vector<int8_t>& ref_i8,
+                  const void* got, Mismatches* mm) {
+  const int64_t total = p.m * p.n;
+  if (e == GemmI8Epilogue::kF32) {
+    const float* g = static_cast<const float*>(got);
+    for (int64_t i = 0; i < total; ++i)
+      if (!(std::fabs(g[i] - ref[i]) <= kF32Rel * std::fabs(ref[i]))) mm->add(i, g[i], ref[i]);
+  } else if (gemm_i8_epilogue_is_i8(e)) {
+    const int8_t* g = static_cast<const int8_t*>(got);
+    for (int64_t i = 0; i < total; ++i) {
+      if (g[i] == ref_i8[i]) continue;
+      const double q = ref[i], tie = std::floor(q) + 0.5;
+      const bool near_tie = std::fabs(q - tie) <= kI8TieWindow * std::max(1.0, std::fabs(q));
+      if (!(near_tie && std::abs(g[i] - ref_i8[i]) == 1)) mm->add(i, g[i], ref_i8[i]);
+    }
+  } else {
+    const __half* g = static_cast<const __half*>(got);
+    for (int64_t i = 0; i < total; ++i) {
+      const float r16 = __half2float(__float2half_rn(ref[i]));
+      const float v = __half2float(g[i]);
+      if (!(std::fabs(v - r16) <= fp16_ulp(r16))) mm->add(i, v, r16);
+    }
+  }
+}
+
+size_t out_bytes(GemmI8Epilogue e) {
+  return e == GemmI8Epilogue::kF32 ? 4 : gemm_i8_epilogue_is_i8(e) ? 1 : 2;
+}
+
+// Every variant x epilogue x scale mode at one shape.
+void check_shape(int64_t m, int64_t n, int64_t k) {
+  SCOPED_TRACE(::testing::Message() << "M " << m << " N " << n << " K " << k);
+  const Problem p = make_problem(m, n, k, static_cast<uint32_t>(m * 131 + n * 7 + k));
+  DeviceBuffer<int8_t> dx(p.x.size()), dw(p.w.size());
+  DeviceBuffer<float> dsx_t(1), dsx_m(m), dsw(n), dbias(n), dy(m * n);
+  upload(dx, p.x);
+  upload(dw, p.w);
+  upload(dsx_t, p.sx_tensor);
+  upload(dsx_m, p.sx_token);
+  upload(dsw, p.sw);
+  upload(dbias, p.bias);
+  std::vector<__half> residual16(m * n);
+  for (int64_t i = 0; i < m * n; ++i) residual16[i] = __float2half_rn(p.residual[i]);
+  const std::vector<float> ones_n(n, 1.f), one = {1.f};
+  DeviceBuffer<float> dones_n(n), done(1);
+  upload(dones_n, ones_n);
+  upload(done, one);
+
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  std::vector<float> ref(m * n);
+  std::vector<int8_t> ref_i8(m * n);
+  std::vector<uint8_t> got(m * n * 4);
+  for (int vi = 0; vi < count; ++vi) {
+    gpu::GemmI8Args a;
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    a.x = dx.p;
+    a.w = dw.p;
+    a.y = dy.p;
+    a.variant = vi;
+    // int32 exactness: unit scales, no bias.
+    a.sx = done.p;
+    a.sw = dones_n.p;
+    a.epilogue = GemmI8Epilogue::kF32;
+    ASSERT_EQ(cudaMemset(dy.p, 0xff, m * n * 4), cudaSuccess);
+    ASSERT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess) << rows[vi].name;
+    ASSERT_EQ(cudaMemcpy(got.data(), dy.p, m * n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t inexact = 0;
+    for (int64_t i = 0; i < m * n; ++i)
+      inexact += reinterpret_cast<const float*>(got.data())[i] != static_cast<float>(p.acc[i]);
+    EXPECT_EQ(inexact, 0) << rows[vi].name << ": int32 accumulation not exact";
+
+    for (int ei = 0; ei < kGemmI8EpilogueCount; ++ei) {
+      for (int per_token = 0; per_token < 2; ++per_token) {
+        const auto e = static_cast<GemmI8Epilogue>(ei);
+        GemmI8RefArgs r{m, n, k, p.x.data(), p.w.data(), per_token ? p.sx_token.data() : p.sx_tensor.data(),
+                        per_token != 0, p.sw.data(), e == GemmI8Epilogue::kF32 ? nullptr : p.bias.data(), e, 1.f};
+        if (gemm_i8_epilogue_is_i8(e)) {  // out_scale: the largest value maps to 150, so some saturate
+          GemmI8RefArgs r32 = r;
+          r32.epilogue = gemm_i8_epilogue_has_gelu(e) ? GemmI8Epilogue::kF16BiasGelu : GemmI8Epilogue::kF16Bias;
+          gemm_i8_epilogue_ref(r32, p.acc.data(), nullptr, ref.data(), nullptr);
+          float mx = 0.f;
+          for (float v : ref) mx = std::max(mx, std::fabs(v));
+          r.out_scale = mx > 0.f ? mx / 150.f : 1.f;
+        }
+        gemm_i8_epilogue_ref(r, p.acc.data(), p.residual.data(), ref.data(), ref_i8.data());
+        a.sx = per_token ? dsx_m.p : dsx_t.p;
+        a.sx_per_token = per_token != 0;
+        a.sw = dsw.p;
+        a.bias = r.bias ? dbias.p : nullptr;
+        a.epilogue = e;
+        a.out_scale = r.out_scale;
+        if (e == GemmI8Epilogue::kF16BiasResidual) {
+          ASSERT_EQ(cudaMemcpy(dy.p, residual16.data(), m * n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        } else {
+          ASSERT_EQ(cudaMemset(dy.p, gemm_i8_epilogue_is_i8(e) ? 0x80 : 0xff, m * n * 4), cudaSuccess);
+        }
+        ASSERT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(got.data(), dy.p, m * n * out_bytes(e), cudaMemcpyDeviceToHost), cudaSuccess);
+        Mismatches mm;
+        check_output(p, e, ref, ref_i8, got.data(), &mm);
+        EXPECT_EQ(mm.count, 0) << rows[vi].name << " " << gemm_i8_epilogue_name(e)
+                               << (per_token ? " per-token" : " per-tensor") << ":" << mm.first.str();
+      }
+    }
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST(GemmI8Cuda, SmallShapesOverhangingTiles) {
+  for (int64_t m : {1, 17, 197})
+    for (int64_t n : {64, 200})
+      for (int64_t k : {32, 96, 768}) check_shape(m, n, k);
+}
+
+// K = 544: 8.5 stages through every variant's pipeline (the sanitizer's racecheck runs this one).
+TEST(GemmI8Cuda, DeepPipelineOneShape) { check_shape(130, 264, 544); }
+
+TEST(GemmI8Cuda, VitShapes) {
+  for (int64_t m : {1, 17, 197, 1000})
+    for (int64_t n : {64, 768, 2304})
+      for (int64_t k : {32, 768, 3072}) check_shape(m, n, k);
+}
+
+TEST(GemmI8Cuda, RejectsBadArguments) {
+  DeviceBuffer<int8_t> dx(64 * 64), dw(64 * 64);
+  DeviceBuffer<float> ds(64), dy(64 * 64);
+  gpu::GemmI8Args a;
+  a.m = 64;
+  a.n = 64;
+  a.k = 64;
+  a.x = dx.p;
+  a.w = dw.p;
+  a.sx = ds.p;
+  a.sw = ds.p;
+  a.y = dy.p;
+  a.variant = 0;
+  EXPECT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess);
+  int count = 0;
+  gpu::gemm_i8_variants(&count);
+  for (int bad : {-1, count}) {
+    gpu::GemmI8Args b = a;
+    b.variant = bad;
+    EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue) << "variant " << bad;
+  }
+  gpu::GemmI8Args b = a;
+  b.k = 48;  // not a multiple of 32
+  EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
+  b = a;
+  b.n = 60;  // not a multiple of 8
+  EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
+  b = a;
+  b.x = dx.p + 1;  // misaligned
+  EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
+  b = a;
+  b.epilogue = GemmI8Epilogue::kI8Bias;
+  b.out_scale = 0.f;
+  EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace edgevit

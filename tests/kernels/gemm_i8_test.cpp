@@ -1,0 +1,120 @@
+// The W8A8 GEMM's CPU reference (kernels/cpu/gemm_i8_ref.h) against a naive triple loop in int64 and
+// float64: the int32 accumulation exactly (including the extremes, 127 x 127 and -128 x -128 over K = 3072);
+// each epilogue within fp32 rounding of the float64 value (a few fp32 operations, each rounded once:
+// 1e-6 relative, plus 1e-6 absolute near 0); INT8 rounding to nearest even and
+// saturation to [-127, 127] by hand-picked values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+
+namespace edgevit {
+namespace {
+
+constexpr double kRel = 1e-6;  // a handful of fp32 roundings (2^-24 each) against float64
+constexpr double kAbs = 1e-6;  // slack for values near 0 (bias cancelling the product), before / out_scale
+
+std::vector<int8_t> random_i8(size_t n, std::mt19937* rng) {
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::vector<int8_t> v(n);
+  for (auto& x : v) x = static_cast<int8_t>(q(*rng));
+  return v;
+}
+
+TEST(GemmI8Ref, AccumulationEqualsInt64TripleLoop) {
+  std::mt19937 rng(1);
+  for (int64_t m : {1, 5, 17})
+    for (int64_t n : {8, 24})
+      for (int64_t k : {32, 96, 3072}) {
+        const auto x = random_i8(m * k, &rng), w = random_i8(n * k, &rng);
+        std::vector<int32_t> acc(m * n);
+        gemm_i8_accumulate_ref(m, n, k, x.data(), w.data(), acc.data());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t s = 0;
+            for (int64_t p = 0; p < k; ++p) s += int64_t{x[i * k + p]} * int64_t{w[j * k + p]};
+            ASSERT_EQ(acc[i * n + j], s) << "m " << i << " n " << j << " K " << k;
+          }
+      }
+}
+
+TEST(GemmI8Ref, AccumulationExtremes) {
+  const int64_t k = 3072;
+  for (int8_t v : {int8_t{127}, int8_t{-128}, int8_t{-127}}) {
+    const std::vector<int8_t> x(k, v), w(k, v);
+    int32_t acc = 0;
+    gemm_i8_accumulate_ref(1, 1, k, x.data(), w.data(), &acc);
+    EXPECT_EQ(acc, int64_t{v} * v * k);
+  }
+  const std::vector<int8_t> x(k, 127), w(k, -128);
+  int32_t acc = 0;
+  gemm_i8_accumulate_ref(1, 1, k, x.data(), w.data(), &acc);
+  EXPECT_EQ(acc, int64_t{127} * -128 * k);
+}
+
+double gelu64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+TEST(GemmI8Ref, EpiloguesMatchFloat64) {
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  const int64_t m = 9, n = 16, k = 768;
+  const auto x = random_i8(m * k, &rng), w = random_i8(n * k, &rng);
+  std::vector<float> sx(m), sw(n), bias(n), residual(m * n);
+  for (auto& v : sx) v = 0.002f + 0.03f * u(rng);
+  for (auto& v : sw) v = 0.0005f + 0.004f * u(rng);
+  for (auto& v : bias) v = 2.f * u(rng) - 1.f;
+  for (auto& v : residual) v = 8.f * u(rng) - 4.f;
+  std::vector<int32_t> acc(m * n);
+  std::vector<float> y(m * n);
+  std::vector<int8_t> q(m * n);
+  for (int ei = 0; ei < kGemmI8EpilogueCount; ++ei)
+    for (bool per_token : {false, true}) {
+      const auto e = static_cast<GemmI8Epilogue>(ei);
+      const GemmI8RefArgs a{m, n, k, x.data(), w.data(), sx.data(), per_token, sw.data(), bias.data(), e, 0.05f};
+      gemm_i8_ref(a, acc.data(), residual.data(), y.data(), q.data());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t s = 0;
+          for (int64_t p = 0; p < k; ++p) s += int64_t{x[i * k + p]} * int64_t{w[j * k + p]};
+          double v = static_cast<double>(s) * sx[per_token ? i : 0] * sw[j] + bias[j];
+          if (gemm_i8_epilogue_has_gelu(e)) v = gelu64(v);
+          if (e == GemmI8Epilogue::kF16BiasResidual) v += residual[i * n + j];
+          if (gemm_i8_epilogue_is_i8(e)) v /= 0.05;
+          const int64_t o = i * n + j;
+          ASSERT_NEAR(y[o], v, kRel * std::fabs(v) + kAbs / (gemm_i8_epilogue_is_i8(e) ? 0.05 : 1.0)) << gemm_i8_epilogue_name(e) << " " << i << "," << j;
+          if (gemm_i8_epilogue_is_i8(e)) {
+            const double r = std::max(-127.0, std::min(127.0, std::nearbyint(v)));
+            ASSERT_LE(std::fabs(q[o] - r), std::fabs(v - std::floor(v) - 0.5) < 1e-4 ? 1.0 : 0.0);
+          }
+        }
+    }
+}
+
+TEST(GemmI8Ref, QuantizeRoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(gemm_i8_quantize_ref(0.5f), 0);
+  EXPECT_EQ(gemm_i8_quantize_ref(1.5f), 2);
+  EXPECT_EQ(gemm_i8_quantize_ref(2.5f), 2);
+  EXPECT_EQ(gemm_i8_quantize_ref(-2.5f), -2);
+  EXPECT_EQ(gemm_i8_quantize_ref(-0.49f), 0);
+  EXPECT_EQ(gemm_i8_quantize_ref(126.5f), 126);
+  EXPECT_EQ(gemm_i8_quantize_ref(127.49f), 127);
+  EXPECT_EQ(gemm_i8_quantize_ref(200.f), 127);
+  EXPECT_EQ(gemm_i8_quantize_ref(-127.5f), -127);
+  EXPECT_EQ(gemm_i8_quantize_ref(-1e30f), -127);
+  EXPECT_EQ(gemm_i8_quantize_ref(INFINITY), 127);
+  EXPECT_EQ(gemm_i8_quantize_ref(NAN), 0);
+}
+
+TEST(GemmI8Ref, DequantIsOneFmaOfTheScaleProduct) {
+  // float(acc) rounds to nearest even above 2^24; the scale product is rounded once before the FMA.
+  EXPECT_EQ(gemm_i8_dequant_ref(16777217, 1.f, 1.f, 0.f), 16777216.f);
+  const float sx = 0.1f, sw = 0.3f;
+  EXPECT_EQ(gemm_i8_dequant_ref(12345, sx, sw, 0.25f), std::fma(12345.f, sx * sw, 0.25f));
+}
+
+}  // namespace
+}  // namespace edgevit

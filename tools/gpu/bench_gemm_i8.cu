@@ -1,0 +1,226 @@
+// Times the W8A8 GEMM variants (kernels/cuda/gemm_i8.h) at ViT-B/16's four block GEMMs, batch 1, 8 and 64
+// (M = 197 B; qkv 2304 x 768, proj 768 x 768, fc1 3072 x 768, fc2 768 x 3072), side by side in the same run
+// with the fp16 cuBLASLt GEMMs the runtime uses today (kernels/cuda/gemm_lt.h: the best of the heuristic's
+// first 4 algorithms), each with the epilogue the block uses (qkv: bias -> fp16; proj, fc2: bias + residual
+// into fp16; fc1: bias + GELU, INT8 out for fc2 (cuBLASLt: fp16 out)). Also measures the SM80-class
+// instruction ceilings (mma.sync m16n8k32 s8 and m16n8k16 f16) on the same GPU.
+// CUDA events around each launch, 10 warm-up launches, the median of 60.
+//   build: tools/gpu/make_i8_bundle.sh          usage: bench_gemm_i8     prints a table (TOP/s = 2MNK / t)
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/mma_sm80.cuh"
+#include "kernels/cuda/mma_sm80_s8.cuh"
+
+namespace {
+
+using namespace edgevit;
+
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+constexpr int kWarmup = 10;
+constexpr int kRuns = 60;
+constexpr int kCeilIters = 4096;
+
+float median_ms(const std::function<void()>& launch) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < kWarmup; ++i) launch();
+  std::vector<float> t;
+  for (int i = 0; i < kRuns; ++i) {
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0.f;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Eight independent accumulators per warp so the tensor pipe, not mma latency, is the limit.
+__global__ void mma_s8_kernel(int* sink, uint32_t seed) {
+  const uint32_t a[4] = {seed, seed ^ 1u, seed ^ 2u, seed ^ 3u};
+  const uint32_t b0 = seed * 3u, b1 = seed * 5u;
+  int c[8][4] = {};
+  for (int i = 0; i < kCeilIters; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) cuda::mma_16832_s8(c[j], a, b0, b1);
+  }
+  int s = 0;
+  for (auto& r : c) s += r[0] + r[1] + r[2] + r[3];
+  if (s == 0x7fffffff) sink[threadIdx.x] = s;
+}
+
+__global__ void mma_f16_kernel(float* sink, uint32_t seed) {
+  const uint32_t a[4] = {seed, seed ^ 1u, seed ^ 2u, seed ^ 3u};
+  const uint32_t b0 = seed * 3u, b1 = seed * 5u;
+  float c[8][4] = {};
+  for (int i = 0; i < kCeilIters; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) cuda::mma_16816(c[j], a, b0, b1);
+  }
+  float s = 0.f;
+  for (auto& r : c) s += r[0] + r[1] + r[2] + r[3];
+  if (s == 1234.5f) sink[threadIdx.x] = s;
+}
+
+void ceilings(double* i8_tops, double* f16_tflops) {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int blocks = prop.multiProcessorCount * 4, threads = 256;
+  const double warps = blocks * threads / 32.0;
+  int* sink = nullptr;
+  CHECK(cudaMalloc(&sink, 4096 * sizeof(int)));
+  const float ms8 = median_ms([&] { mma_s8_kernel<<<blocks, threads>>>(sink, 7u); });
+  const float ms16 = median_ms([&] { mma_f16_kernel<<<blocks, threads>>>(reinterpret_cast<float*>(sink), 7u); });
+  CHECK(cudaGetLastError());
+  *i8_tops = warps * kCeilIters * 8 * (2.0 * 16 * 8 * 32) / (ms8 * 1e-3) / 1e12;
+  *f16_tflops = warps * kCeilIters * 8 * (2.0 * 16 * 8 * 16) / (ms16 * 1e-3) / 1e12;
+  CHECK(cudaFree(sink));
+}
+
+struct Gemm {
+  const char* name;
+  int64_t n, k;
+  GemmI8Epilogue i8_epilogue;
+  gpu::LtGelu lt_gelu;
+  bool lt_accumulate;
+};
+constexpr Gemm kGemms[] = {
+    {"qkv", 2304, 768, GemmI8Epilogue::kF16Bias, gpu::LtGelu::kNone, false},
+    {"proj", 768, 768, GemmI8Epilogue::kF16BiasResidual, gpu::LtGelu::kNone, true},
+    {"fc1", 3072, 768, GemmI8Epilogue::kI8BiasGelu, gpu::LtGelu::kErf, false},
+    {"fc2", 768, 3072, GemmI8Epilogue::kF16BiasResidual, gpu::LtGelu::kNone, true},
+};
+
+// The fp16 cuBLASLt GEMM's median time (best of the heuristic's first 4 algorithms), or -1.
+float time_lt(cublasLtHandle_t lt, int64_t m, const Gemm& g, const void* w, const void* x, const void* bias, void* y,
+              void* ws, size_t ws_bytes) {
+  gpu::LtGemmShape s;
+  s.m = m;
+  s.n = g.n;
+  s.k = g.k;
+  s.bias = true;
+  s.gelu = g.lt_gelu;
+  s.accumulate = g.lt_accumulate;
+  gpu::LtGemm d;
+  float best = -1.f;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  if (gpu::lt_gemm_create(s, bias, &d) == CUBLAS_STATUS_SUCCESS &&
+      gpu::lt_gemm_heuristic(lt, d, 4, ws_bytes, &algos) == CUBLAS_STATUS_SUCCESS) {
+    for (const auto& algo : algos) {
+      if (!gpu::lt_gemm_run(lt, d, algo, w, x, y, ws, ws_bytes, nullptr).ok()) continue;
+      const float ms = median_ms([&] { gpu::lt_gemm_run(lt, d, algo, w, x, y, ws, ws_bytes, nullptr); });
+      if (best < 0.f || ms < best) best = ms;
+    }
+  }
+  gpu::lt_gemm_destroy(&d);
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  double i8_ceil = 0, f16_ceil = 0;
+  ceilings(&i8_ceil, &f16_ceil);
+  std::printf("device: %s, %d SMs\nceilings: mma.sync m16n8k32 s8 %.0f TOP/s, m16n8k16 f16 %.0f TFLOP/s (%.2fx)\n",
+              prop.name, prop.multiProcessorCount, i8_ceil, f16_ceil, i8_ceil / f16_ceil);
+  const int64_t max_m = 197 * 64, max_n = 3072, max_k = 3072;
+  std::vector<int8_t> hq(std::max(max_m, max_n) * max_k);
+  std::mt19937 rng(3);
+  for (auto& v : hq) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<__half> hh(hq.size());
+  for (size_t i = 0; i < hh.size(); ++i) hh[i] = __float2half(hq[i] / 127.f);
+  std::vector<float> hs(max_m, 0.01f);
+  int8_t *xq, *wq;
+  __half *xh, *wh, *bh, *y;
+  float *sx, *sw, *bias;
+  void* ws;
+  const size_t ws_bytes = 4 << 20;
+  CHECK(cudaMalloc(&xq, max_m * max_k));
+  CHECK(cudaMalloc(&wq, max_n * max_k));
+  CHECK(cudaMalloc(&xh, max_m * max_k * 2));
+  CHECK(cudaMalloc(&wh, max_n * max_k * 2));
+  CHECK(cudaMalloc(&bh, max_n * 2));
+  CHECK(cudaMalloc(&y, max_m * max_n * 2));
+  CHECK(cudaMalloc(&sx, max_m * 4));
+  CHECK(cudaMalloc(&sw, max_n * 4));
+  CHECK(cudaMalloc(&bias, max_n * 4));
+  CHECK(cudaMalloc(&ws, ws_bytes));
+  CHECK(cudaMemcpy(xq, hq.data(), max_m * max_k, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(wq, hq.data(), max_n * max_k, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(xh, hh.data(), max_m * max_k * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(wh, hh.data(), max_n * max_k * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(bh, 0, max_n * 2));
+  CHECK(cudaMemset(y, 0, max_m * max_n * 2));
+  CHECK(cudaMemcpy(sx, hs.data(), max_m * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(sw, hs.data(), max_n * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(bias, 0, max_n * 4));
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 2;
+
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  std::printf("%-5s %-5s %6s %5s %5s | %-20s %8s %8s | %8s %8s | %6s |", "batch", "gemm", "M", "N", "K",
+              "best int8 variant", "us", "TOP/s", "lt us", "TFLOP/s", "ratio");
+  for (int v = 0; v < count; ++v) std::printf(" %s", rows[v].name + 3);
+  std::printf("  (TOP/s)\n");
+  for (int batch : {1, 8, 64}) {
+    const int64_t m = 197 * batch;
+    double ops_all = 0, i8_all = 0, lt_all = 0;
+    for (const Gemm& g : kGemms) {
+      const double ops = 2.0 * m * g.n * g.k;
+      std::vector<float> t(count);
+      int best = 0;
+      for (int v = 0; v < count; ++v) {
+        gpu::GemmI8Args a;
+        a.m = m, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true, a.sw = sw;
+        a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;
+        CHECK(gpu::gemm_i8(a, nullptr));
+        t[v] = median_ms([&] { gpu::gemm_i8(a, nullptr); });
+        if (t[v] < t[best]) best = v;
+      }
+      CHECK(cudaGetLastError());
+      const float lt_ms = time_lt(lt, m, g, wh, xh, bh, y, ws, ws_bytes);
+      ops_all += ops;
+      i8_all += t[best];
+      lt_all += lt_ms;
+      std::printf("%-5d %-5s %6lld %5lld %5lld | %-20s %8.1f %8.0f | %8.1f %8.0f | %6.2f |", batch, g.name,
+                  static_cast<long long>(m), static_cast<long long>(g.n), static_cast<long long>(g.k), rows[best].name,
+                  t[best] * 1e3, ops / (t[best] * 1e-3) / 1e12, lt_ms * 1e3, ops / (lt_ms * 1e-3) / 1e12,
+                  lt_ms / t[best]);
+      for (int v = 0; v < count; ++v) std::printf(" %.0f", ops / (t[v] * 1e-3) / 1e12);
+      std::printf("\n");
+    }
+    std::printf("%-5d %-5s four GEMMs: int8 %.1f us (%.0f TOP/s), cuBLASLt fp16 %.1f us (%.0f TFLOP/s), ratio %.2fx\n",
+                batch, "all", i8_all * 1e3, ops_all / (i8_all * 1e-3) / 1e12, lt_all * 1e3,
+                ops_all / (lt_all * 1e-3) / 1e12, lt_all / i8_all);
+  }
+  cublasLtDestroy(lt);
+  return 0;
+}

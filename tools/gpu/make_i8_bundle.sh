@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds, on this (GPU-less) host, the W8A8 GEMM's binaries for the lent GPU machine into build-i8-bundle/
+# (git-ignored; pass it as `carry` to the device run), packed as build-i8-bundle/payload.tar.xz:
+#   gemm_i8_cuda_test   tests/kernels/gemm_i8_cuda_test.cu (every variant x epilogue x scale mode vs the CPU reference)
+#   gemm_i8_test        tests/kernels/gemm_i8_test.cpp (the CPU reference vs a naive loop)
+#   bench_gemm_i8       tools/gpu/bench_gemm_i8.cu (int8 variants vs cuBLASLt fp16 at ViT-B shapes, mma ceilings)
+#   lib/                what they need beyond glibc and CUDA (tools/lib/bundle_libs.sh; gtest is static)
+# SASS for sm_87 (Orin) and sm_90 (the lent H100 / H200); ARCHS overrides ("87 90").
+#   usage: tools/gpu/make_i8_bundle.sh
+#   on the GPU machine: tar xJf build-i8-bundle/payload.tar.xz -C DIR; DIR/gemm_i8_cuda_test; DIR/bench_gemm_i8
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+out=build-i8-bundle
+obj=build-i8
+archs=${ARCHS:-87 90}
+gencode=()
+for a in $archs; do gencode+=(-gencode "arch=compute_$a,code=sm_$a"); done
+flags=(-std=c++17 -O3 -I"$root" --expt-relaxed-constexpr -lineinfo -Xcompiler -Wall,-Wextra)
+mkdir -p "$out/bin" "$obj"
+nvcc "${flags[@]}" "${gencode[@]}" -c kernels/cuda/gemm_i8.cu -o "$obj/gemm_i8.o"
+g++ -std=c++17 -O3 -Wall -Wextra -I"$root" -c kernels/cpu/gemm_i8_ref.cpp -o "$obj/gemm_i8_ref.o"
+nvcc "${flags[@]}" "${gencode[@]}" tests/kernels/gemm_i8_cuda_test.cu tests/testutil/cuda_main.cpp \
+  "$obj/gemm_i8.o" "$obj/gemm_i8_ref.o" -lgtest -lpthread -o "$out/bin/gemm_i8_cuda_test"
+g++ -std=c++17 -O3 -Wall -Wextra -I"$root" tests/kernels/gemm_i8_test.cpp "$obj/gemm_i8_ref.o" \
+  -lgtest -lgtest_main -lpthread -o "$out/bin/gemm_i8_test"
+nvcc "${flags[@]}" "${gencode[@]}" tools/gpu/bench_gemm_i8.cu kernels/cuda/gemm_lt.cpp kernels/cuda/ops_elementwise.cu \
+  "$obj/gemm_i8.o" -lcublasLt -o "$out/bin/bench_gemm_i8"
+. tools/lib/bundle_libs.sh
+bundle_libs "$out/bin/lib" "$out/bin/gemm_i8_cuda_test" "$out/bin/gemm_i8_test" "$out/bin/bench_gemm_i8"
+tar cJf "$out/payload.tar.xz" -C "$out/bin" .
+ls -la "$out" "$out/bin"
