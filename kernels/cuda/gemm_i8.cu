@@ -2,17 +2,20 @@
 // XOR-swizzled shared memory, a multi-stage cp.async pipeline, and the dequantization (fp32) with bias,
 // GELU (erf), residual add or INT8 requantization fused into the store (kernels/cuda/gemm_i8.h).
 //
-// Each block computes a tile_m x tile_n output tile; K streams through shared memory 64 bytes per stage
-// (two k32 MMA steps), zero-filled past M, N and K so no input needs padding. Warps tile the block as
-// warps_m x warps_n; a warp holds (tile_m / warps_m) x (tile_n / warps_n) int32 accumulators and reads
-// its A and B fragments with ldmatrix.x4 (an int8 16 x 32 fragment is a b16 16 x 16 one).
-// Variants (gemm_i8_variants(); H100 figures, ViT-B/16 batch 64, the four block GEMMs: docs/benchmarks.md,
-// tools/gpu/bench_gemm_i8.cu):
-//   i8_128x128x64_w8_s4   large M
-//   i8_128x256x64_w8_s3   large M and N (fewer fragment loads per MMA)
-//   i8_128x64x64_w4_s4    medium M, or N = 768
-//   i8_64x128x64_w4_s4    small M
-//   i8_64x64x64_w4_s4     small M and N (batch 1: more blocks for the SMs)
+// Each block computes a tile_m x tile_n output tile; K streams through shared memory tile_k bytes per stage
+// (64 or 128: two or four k32 MMA steps), zero-filled past M, N and K so no input needs padding. Warps tile
+// the block as warps_m x warps_n; a warp holds (tile_m / warps_m) x (tile_n / warps_n) int32 accumulators
+// and reads its A and B fragments with ldmatrix.x4 (an int8 16 x 32 fragment is a b16 16 x 16 one), the
+// next k32 step's during this one's MMAs. The epilogue stages the int32 tile through shared memory, then
+// dequantizes eight consecutive outputs per thread and writes them with one 16-byte (int8: 8-byte) store.
+// Variants (gemm_i8_variants(): tile M x N x K bytes, warps, stages), one figure each: ViT-B/16 fc2 at batch
+// 64 (12608 x 768 x 3072, bias + residual into fp16), TOP/s on an H200 (mma.sync s8 ceiling 1292 TOP/s;
+// cuBLASLt fp16 650 TFLOP/s); every shape and batch: tools/gpu/bench_gemm_i8.cu.
+//   i8_128x128x64_w8_s4    443        i8_128x128x128_w8_s3   480
+//   i8_128x64x64_w4_s4     453        i8_128x128x128_w4_s3   409
+//   i8_64x128x64_w4_s4     456        i8_128x256x128_w8_s3   388
+//   i8_64x64x64_w4_s4      426        i8_128x64x128_w4_s3    485
+//                                     i8_64x64x128_w4_s3     454   (batch 1: fastest on all four GEMMs)
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
@@ -49,11 +52,16 @@ cudaError_t launch(const GemmI8Args& a, cudaStream_t stream) {
 }
 static_assert(static_cast<int>(GemmI8Epilogue::kI8BiasGelu) == kGemmI8EpilogueCount - 1, "launch() covers all");
 
-using T128x128 = GemmI8Traits<128, 128, 2, 4, 4, 2>;
-using T128x256 = GemmI8Traits<128, 256, 2, 4, 3, 1>;
-using T128x64 = GemmI8Traits<128, 64, 2, 2, 4, 4>;
-using T64x128 = GemmI8Traits<64, 128, 2, 2, 4, 3>;
-using T64x64 = GemmI8Traits<64, 64, 2, 2, 4, 4>;
+// Traits: tile M, N, K (bytes), warps M x N, stages, resident blocks per SM (the register cap).
+using T128x128x64 = GemmI8Traits<128, 128, 64, 2, 4, 4, 2>;
+using T128x64x64 = GemmI8Traits<128, 64, 64, 2, 2, 4, 3>;
+using T64x128x64 = GemmI8Traits<64, 128, 64, 2, 2, 4, 3>;
+using T64x64x64 = GemmI8Traits<64, 64, 64, 2, 2, 4, 4>;
+using T128x128x128 = GemmI8Traits<128, 128, 128, 2, 4, 3, 2>;
+using T128x128x128w4 = GemmI8Traits<128, 128, 128, 2, 2, 3, 1>;
+using T128x256x128 = GemmI8Traits<128, 256, 128, 2, 4, 3, 1>;
+using T128x64x128 = GemmI8Traits<128, 64, 128, 2, 2, 3, 3>;
+using T64x64x128 = GemmI8Traits<64, 64, 128, 2, 2, 3, 4>;
 
 template <class T>
 constexpr GemmI8Variant row(const char* name) {
@@ -61,12 +69,15 @@ constexpr GemmI8Variant row(const char* name) {
 }
 
 constexpr GemmI8Variant kVariants[] = {
-    row<T128x128>("i8_128x128x64_w8_s4"), row<T128x256>("i8_128x256x64_w8_s3"),
-    row<T128x64>("i8_128x64x64_w4_s4"),   row<T64x128>("i8_64x128x64_w4_s4"),
-    row<T64x64>("i8_64x64x64_w4_s4"),
+    row<T128x128x64>("i8_128x128x64_w8_s4"),    row<T128x64x64>("i8_128x64x64_w4_s4"),
+    row<T64x128x64>("i8_64x128x64_w4_s4"),      row<T64x64x64>("i8_64x64x64_w4_s4"),
+    row<T128x128x128>("i8_128x128x128_w8_s3"),  row<T128x128x128w4>("i8_128x128x128_w4_s3"),
+    row<T128x256x128>("i8_128x256x128_w8_s3"),  row<T128x64x128>("i8_128x64x128_w4_s3"),
+    row<T64x64x128>("i8_64x64x128_w4_s3"),
 };
-constexpr LaunchFn kLaunchers[] = {launch<T128x128>, launch<T128x256>, launch<T128x64>, launch<T64x128>,
-                                   launch<T64x64>};
+constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
+                                   launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
+                                   launch<T128x256x128>,  launch<T128x64x128>,    launch<T64x64x128>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 
@@ -79,7 +90,7 @@ bool valid_args(const GemmI8Args& a) {
   if (a.m > int64_t{65535} * 64 || a.n > int64_t{1} << 30) return false;  // grid limits, conservatively
   if (!a.x || !a.w || !a.sx || !a.sw || !a.y) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
-  const uintptr_t y_align = a.epilogue == GemmI8Epilogue::kF32 ? 8 : gemm_i8_epilogue_is_i8(a.epilogue) ? 2 : 4;
+  const uintptr_t y_align = gemm_i8_epilogue_is_i8(a.epilogue) ? 8 : 16;  // one store per 8 outputs
   if (!aligned(a.y, y_align)) return false;
   if (gemm_i8_epilogue_is_i8(a.epilogue) && !(a.out_scale > 0.f)) return false;
   const int e = static_cast<int>(a.epilogue);

@@ -6,7 +6,7 @@
 //
 // Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory); the caller names
 // the row, there is no hidden choice. Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w
-// 16-byte aligned; y 8-byte (kF32), 4-byte (kF16*) or 2-byte (kI8*) aligned; out_scale > 0 for kI8*.
+// 16-byte aligned; y 16-byte aligned (kI8*: 8); out_scale > 0 for kI8*.
 // Pointers are device pointers; the caller keeps ownership. gemm_i8 only enqueues work on `stream` (it
 // can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
 // (the first call sets the kernel's shared-memory attribute).
@@ -23,12 +23,12 @@ namespace edgevit::gpu {
 
 // One kernel configuration.
 struct GemmI8Variant {
-  const char* name;   // "i8_128x128x64_w8_s4": tile M x N x K, warps, stages
+  const char* name;   // "i8_128x128x64_w8_s4": tile M x N x K (bytes), warps, stages
   int tile_m, tile_n, tile_k;
   int warps;
   int stages;
   int min_sm;         // compute capability x 10
-  int smem_bytes;     // dynamic shared memory per block
+  int smem_bytes;     // dynamic shared memory per block (the pipeline's, or the epilogue's int32 tile)
 };
 
 // The rows, in a fixed order (an index into this table is a variant's id).

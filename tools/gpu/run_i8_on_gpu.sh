@@ -26,7 +26,7 @@ step() {  # name, timeout, command...
 step cpu_test 60 "$dir/gemm_i8_test" --gtest_brief=1
 step memcheck 70 compute-sanitizer --tool memcheck --error-exitcode 99 "$dir/gemm_i8_cuda_test" --gtest_brief=1 \
   --gtest_filter='*SmallShapes*:*DeepPipeline*:*Rejects*'
-step racecheck 40 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
+step racecheck 60 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
   "$dir/gemm_i8_cuda_test" --gtest_brief=1 --gtest_filter='*DeepPipeline*'
 step cuda_test 100 "$dir/gemm_i8_cuda_test" --gtest_brief=1
 step bench 60 "$dir/bench_gemm_i8"
