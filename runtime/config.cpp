@@ -133,6 +133,7 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   a->patch_bias = !a->pre_norm;  // timm: PatchEmbed(bias=not pre_norm)
   EV_RETURN_IF_ERROR(m.get_bool("patch_bias", false, &a->patch_bias));
   EV_RETURN_IF_ERROR(m.get_bool("head_bias", false, &a->head_bias));
+  EV_RETURN_IF_ERROR(m.get_bool("qk_norm", false, &a->qk_norm));
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
@@ -285,6 +286,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (a.pre_norm) e << YAML::Key << "pre_norm" << YAML::Value << true;
   if (a.patch_bias == a.pre_norm) e << YAML::Key << "patch_bias" << YAML::Value << a.patch_bias;
   if (!a.head_bias) e << YAML::Key << "head_bias" << YAML::Value << false;
+  if (a.qk_norm) e << YAML::Key << "qk_norm" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -363,7 +365,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.fc_norm == b.fc_norm && a.num_classes == b.num_classes &&
                           a.layer_norm_eps == b.layer_norm_eps && a.act == b.act &&
                           a.dist_token == b.dist_token && a.layer_scale == b.layer_scale &&
-                          a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias;
+                          a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias &&
+                          a.qk_norm == b.qk_norm;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&

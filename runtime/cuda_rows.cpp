@@ -5,6 +5,7 @@
 //
 //   im2col, assemble_tokens, pool   one row per precision: kernels/cuda/ops.h
 //   layernorm                       one row per precision, statistics in fp32
+//   qk_norm                         one row per precision (timm qk_norm, in place on qkv), statistics in fp32
 //   linear                          cuBLASLt (kernels/cuda/gemm_lt.h), the epilogue in the kernel name
 //   attention, fp16                 the fused kernel (its kMhaVariants row in the kernel name), then the
 //                                   unfused cuBLASLt path (S x S scratch)
@@ -57,6 +58,10 @@ Support pool(const Op&, const Graph&, const DeviceProfile&) {
 }
 Support layernorm(const Op&, const Graph&, const DeviceProfile&) {
   return serves("cuda.layernorm_fp32stats", "statistics in fp32");
+}
+
+Support qk_norm(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.qk_norm_fp32stats", "LayerNorm per head on q and k in place, one warp per vector, fp32 statistics");
 }
 
 Support linear(const Op& op, const Graph& graph, const DeviceProfile&) {
@@ -162,6 +167,8 @@ const std::vector<OpRow>& cuda_op_table() {
       {OpKind::kAttention, kF16, "cuda.mha_unfused_cublas", mha_unfused, available_with_cuda,
        EV_CUDA_BIND(make_mha_unfused), mha_unfused_scratch},
       {OpKind::kAttention, kF32, "cuda.mha_f32", mha_f32, available_with_cuda, EV_CUDA_BIND(make_mha_f32)},
+      {OpKind::kQkNorm, kF16, "cuda.qk_norm_f16", qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm)},
+      {OpKind::kQkNorm, kF32, "cuda.qk_norm_f32", qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm)},
       {OpKind::kPool, kF16, "cuda.pool_f16", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
       {OpKind::kPool, kF32, "cuda.pool_f32", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
   };

@@ -24,6 +24,7 @@ const char* to_string(OpKind k) {
     case OpKind::kLayerNorm: return "layernorm";
     case OpKind::kAttention: return "attention";
     case OpKind::kPool: return "pool";
+    case OpKind::kQkNorm: return "qk_norm";
   }
   return "?";
 }
@@ -170,6 +171,17 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   b.layernorm(blk + ".norm1", x, h1, rows, d.E, a.layer_norm_eps);
   const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
   b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * d.E, d.E, a.qkv_bias, 0);
+  if (a.qk_norm) {
+    const std::string n = blk + ".attn.";
+    Op& o = b.op(OpKind::kQkNorm, n + "qk_norm", {qkv}, {qkv},
+                 {b.weight(n + "q_norm.weight", {d.D}), b.weight(n + "q_norm.bias", {d.D}),
+                  b.weight(n + "k_norm.weight", {d.D}), b.weight(n + "k_norm.bias", {d.D})});
+    o.eps = a.layer_norm_eps;
+    o.m = rows;
+    o.n = d.D;
+    o.flops = 8.0 * rows * 2 * d.E;
+    o.bytes = eb * (4.0 * rows * d.E + 4.0 * d.D);
+  }
   const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
   Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
   at.seq_q = sq;

@@ -5,7 +5,7 @@
 // One image's path (B = batch, P = patches, T = tokens, E = embed, M = MLP hidden, C/p = chans/patch):
 //   input (B,C,H,W) -im2col-> cols (B*P, C*p*p) -linear-> patches (B,P,E) -assemble-> x (B,T,E)
 //   [pre_norm (CLIP): x -ln (norm_pre, in place)-> x]
-//   per block:  x -ln-> h -linear-> qkv (B,T,3,H,D) -attention-> ctx (B,T,E) -linear(+=)-> x
+//   per block:  x -ln-> h -linear-> qkv (B,T,3,H,D) [-qk_norm (in place)->] -attention-> ctx (B,T,E) -linear(+=)-> x
 //               x -ln-> h -linear+gelu-> mlp (B,T,M) -linear(+=)-> x
 //   head: x -ln-> h -pool-> pre_logits (B,E) -linear-> logits (B,classes)     (fc_norm: pool, then ln)
 //
@@ -60,6 +60,7 @@ enum class OpKind {
   kLayerNorm,       // in: x                  out: y            weights: gamma, beta
   kAttention,       // in: qkv                out: ctx          scratch: explicit path's S x S
   kPool,            // in: x                  out: pooled
+  kQkNorm,          // in/out: qkv (in place)                   weights: q_norm gamma, beta, k_norm gamma, beta
 };
 const char* to_string(OpKind k);
 
@@ -78,7 +79,7 @@ struct Op {
                                  // 3 gelu_tanh, 4 quick_gelu
   int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
-  double eps = 0;                // kLayerNorm
+  double eps = 0;                // kLayerNorm, kQkNorm
   bool avg_pool = false;         // kPool
   int pool_count = 0;            // kPool: > 0 reads tokens [0, pool_count) instead: their mean (B, E), or
   bool pool_concat = false;      //        with pool_concat their concatenation (B, pool_count * E)

@@ -165,7 +165,6 @@ Status reject_unsupported_family(const WeightSource& w, const std::string& path)
     const char* what;
   };
   static const Marker kMarkers[] = {
-      {"attn.q_norm.", "qk-norm (LayerNorm on q and k per head, timm qk_norm=True)"},
       {"attn_pool.", "the MAP attention-pool head (timm global_pool='map', SigLIP)"},
       {"head.probe", "the MAP attention-pool head (SigLIP)"},
       {"mlp.fc1_g.", "the SwiGLU MLP (fc1_g / fc1_x)"},
@@ -235,6 +234,7 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
   a.fc_norm = w.has("fc_norm.weight") || w.has("fc_norm.bias");
   a.layer_scale = w.has(first_block + "ls1.gamma");  // timm init_values (DINOv2)
   a.pre_norm = w.has("norm_pre.weight");              // CLIP
+  a.qk_norm = w.has(first_block + "attn.q_norm.weight");
   a.patch_bias = w.has("patch_embed.proj.bias");
   if (w.has("head.weight")) {
     EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));

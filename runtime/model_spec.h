@@ -57,6 +57,9 @@ struct VitArch {
   bool pre_norm = false;
   bool patch_bias = true;
   bool head_bias = true;  // false: HF CLIP's visual_projection (no bias)
+  // qk-norm (timm qk_norm=True): LayerNorm over head_dim of each head's q and k (attn.q_norm, attn.k_norm) after
+  // the qkv projection, before attention (OpKind::kQkNorm, in place on the packed qkv).
+  bool qk_norm = false;
 
   int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
   // Tokens between the class token and the patches: the distillation token or the register tokens.

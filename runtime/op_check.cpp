@@ -90,6 +90,11 @@ std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<s
               out.data(), 1);
       break;
     }
+    case OpKind::kQkNorm:
+      out = v[static_cast<size_t>(op.inputs[0])];
+      qk_norm_ref(out.data(), w(0), w(1), w(2), w(3), static_cast<int>(op.m), a.num_heads, a.head_dim(),
+                  static_cast<float>(op.eps), 1);
+      break;
     case OpKind::kPool:
       if (op.pool_count > 0) {
         pool_prefix_ref(in(0), out.data(), b, a.num_tokens(), a.embed_dim, op.pool_count, op.pool_concat);
@@ -226,6 +231,9 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   quick.head_bias = false;
   for (const char* op : {"blocks.0.mlp.fc1", "norm_pre", "patch_embed.proj", "head"})
     cases.push_back(make_case(std::string("clip quick_gelu ") + op, quick, 3, op, p));
+  VitArch qk = base;  // timm qk_norm
+  qk.qk_norm = true;
+  cases.push_back(make_case("qk_norm blocks.0.attn.qk_norm", qk, 3, "blocks.0.attn.qk_norm", p));
   VitArch dist = base;  // DeiT distilled: class + distillation token, the folded two-token head
   dist.dist_token = true;
   for (const char* op : {"assemble_tokens", "pool.cls_dist_mean", "pool.cls_dist", "head_distilled"})
@@ -252,6 +260,7 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
                                   "blocks.0.norm2", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2",
                                   a.fc_norm ? "fc_norm" : "norm"};
   if (a.pre_norm) ops.push_back("norm_pre");
+  if (a.qk_norm) ops.push_back("blocks.0.attn.qk_norm");
   if (a.dist_token) {
     ops.push_back("pool.cls_dist_mean");
     if (a.num_classes > 0) ops.insert(ops.end(), {"pool.cls_dist", "head_distilled"});

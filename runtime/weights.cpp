@@ -191,6 +191,9 @@ std::vector<std::string> expected_names(const VitArch& a) {
     for (const char* m : {"attn.proj.weight", "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight",
                           "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"})
       n.push_back(b + m);
+    if (a.qk_norm)
+      for (const char* m : {"attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight", "attn.k_norm.bias"})
+        n.push_back(b + m);
     if (a.layer_scale) {
       n.push_back(b + "ls1.gamma");
       n.push_back(b + "ls2.gamma");
@@ -227,6 +230,7 @@ std::vector<int64_t> expected_shape(const VitArch& a, const std::string& name) {
     const std::string s(suffix);
     return module.size() >= s.size() && module.compare(module.size() - s.size(), s.size(), s) == 0;
   };
+  if (ends_with("attn.q_norm") || ends_with("attn.k_norm")) return {int64_t{a.head_dim()}};
   if (ends_with("attn.qkv")) return weight ? std::vector<int64_t>{3 * e, e} : std::vector<int64_t>{3 * e};
   if (ends_with("attn.proj")) return weight ? std::vector<int64_t>{e, e} : std::vector<int64_t>{e};
   if (ends_with("mlp.fc1")) return weight ? std::vector<int64_t>{m, e} : std::vector<int64_t>{m};

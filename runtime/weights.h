@@ -9,6 +9,7 @@
 //   head.{weight (C,E), bias (C)} unless num_classes == 0
 //   dist_token (1,1,E), head_dist.{weight (C,E), bias (C)}     DeiT distilled (arch.dist_token)
 //   blocks.N.ls1.gamma (E), blocks.N.ls2.gamma (E)            LayerScale (arch.layer_scale)
+//   blocks.N.attn.{q,k}_norm.{weight,bias} (D)                qk-norm (arch.qk_norm)
 // qkv rows are ordered q, k, v, with heads contiguous inside each.
 //
 // Hugging Face ViTForImageClassification checkpoints are read in both naming conventions (detected from

@@ -145,6 +145,13 @@ void layernorm_f32(const float* x, const float* gamma, const float* beta, float*
 void layernorm_ref(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
                    float eps, int threads);
 
+// qk-norm (timm Attention qk_norm=True): LayerNorm over head_dim of every head's q (q_gamma, q_beta) and k (k_gamma,
+// k_beta), in place on the packed qkv (rows, 3, H, D); v is left as it is. Statistics in fp32 or better.
+void qk_norm_f32(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma, const float* k_beta,
+                 int rows, int heads, int head_dim, float eps, int threads);
+void qk_norm_ref(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma, const float* k_beta,
+                 int rows, int heads, int head_dim, float eps, int threads);
+
 // Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), in place over n elements.
 void gelu_f32(float* x, int64_t n, int threads);
 void gelu_ref(float* x, int64_t n, int threads);

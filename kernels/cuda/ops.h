@@ -92,6 +92,13 @@ cudaError_t pool_prefix_f32(const float* x, float* out, int batch, int tokens, i
 cudaError_t pool_prefix_f16(const __half* x, __half* out, int batch, int tokens, int embed, int count, bool concat,
                             cudaStream_t stream);
 
+// qk-norm (meaning of qk_norm_ref; kernels/cuda/ops_families.cu): LayerNorm over head_dim of each head's q and k
+// in place on qkv (rows, 3, H, D), v untouched; fp32 statistics, two passes.
+cudaError_t qk_norm_f32(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma,
+                        const float* k_beta, int rows, int heads, int head_dim, float eps, cudaStream_t stream);
+cudaError_t qk_norm_f16(__half* qkv, const __half* q_gamma, const __half* q_beta, const __half* k_gamma,
+                        const __half* k_beta, int rows, int heads, int head_dim, float eps, cudaStream_t stream);
+
 // fp32 attention for fp32 plans (the fp16 launchers of kernels/cuda/mha.h have no fp32 variant), meaning of
 // mha_ref over the strided layouts of AttnParams (key_mask honoured; a row with no valid key yields zeros).
 // One block per (b, h, query row) holds the query and its Skv scores in shared memory, so it needs no

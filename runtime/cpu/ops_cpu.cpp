@@ -4,6 +4,7 @@
 //                     at load, JIT kernels), cpu.sgemm_openblas (everywhere)
 //   assemble_tokens   cpu.assemble_tokens
 //   layernorm         cpu.layernorm_f32 (fp32 statistics)
+//   qk_norm           cpu.qk_norm_f32 (timm qk_norm: LayerNorm per head on q and k, in place; fp32 statistics)
 //   attention         cpu.mha_fused_f32 (online softmax, head_dim <= kMhaFusedMaxHeadDim),
 //                     cpu.mha_explicit_f32 (S x S scratch per image and head)
 //   pool              cpu.pool
@@ -97,6 +98,20 @@ class LayerNorm final : public CpuKernel {
   std::string resolved(int) const override { return planned_; }
 };
 
+class QkNorm final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const VitArch& a = ctx.plan.graph.arch;
+    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
+    qk_norm_f32(ctx.f32(op_.outputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]), ctx.f32(op_.weights[2]),
+                ctx.f32(op_.weights[3]), rows, a.num_heads, a.head_dim(), static_cast<float>(op_.eps), ctx.threads);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+};
+
 Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) { return serves("statistics in fp32"); }
 
 }  // namespace
@@ -114,6 +129,8 @@ const std::vector<OpRow>& cpu_op_table() {
                  bind_kernel<Assemble>});
     t.push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f32", layernorm_supports, runs_everywhere,
                  bind_kernel<LayerNorm>});
+    t.push_back({OpKind::kQkNorm, Precision::kFp32, "cpu.qk_norm_f32", layernorm_supports, runs_everywhere,
+                 bind_kernel<QkNorm>});
     append_cpu_attention_rows(&t);
     t.push_back({OpKind::kPool, Precision::kFp32, "cpu.pool", always, runs_everywhere, bind_kernel<Pool>});
     return t;

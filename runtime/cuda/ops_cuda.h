@@ -21,6 +21,7 @@ std::string cuda_linear_kernel_name(bool fp16, int epilogue);
 namespace cuda_kernels {
 std::unique_ptr<OpKernel> make_im2col(const Op& op);
 std::unique_ptr<OpKernel> make_assemble_tokens(const Op& op);
+std::unique_ptr<OpKernel> make_qk_norm(const Op& op);
 std::unique_ptr<OpKernel> make_layernorm(const Op& op);
 std::unique_ptr<OpKernel> make_pool(const Op& op);
 std::unique_ptr<OpKernel> make_linear(const Op& op);

@@ -129,6 +129,26 @@ class PoolKernel final : public SmallKernel {
   }
 };
 
+class QkNormKernel final : public SmallKernel {
+ public:
+  explicit QkNormKernel(const Op& op) : SmallKernel(op, "cuda.qk_norm_fp32stats") {}
+  Status run(ExecContext& ctx, int n) override {
+    const CudaContext& c = static_cast<const CudaContext&>(ctx);
+    const VitArch& a = c.plan.graph.arch;
+    const Arena& m = c.arena;
+    const int rows = static_cast<int>(op_.m / c.plan.graph.batch * n);
+    const float eps = static_cast<float>(op_.eps);
+    const auto& w = op_.weights;
+    EV_CUDA_CHECK(where(), c.fp16 ? gpu::qk_norm_f16(m.as<__half>(op_.outputs[0]), m.as<__half>(w[0]), m.as<__half>(w[1]),
+                                                     m.as<__half>(w[2]), m.as<__half>(w[3]), rows, a.num_heads,
+                                                     a.head_dim(), eps, c.stream)
+                                  : gpu::qk_norm_f32(m.as<float>(op_.outputs[0]), m.as<float>(w[0]), m.as<float>(w[1]),
+                                                     m.as<float>(w[2]), m.as<float>(w[3]), rows, a.num_heads,
+                                                     a.head_dim(), eps, c.stream));
+    return Status::Ok();
+  }
+};
+
 }  // namespace
 
 namespace cuda_kernels {
@@ -136,6 +156,7 @@ std::unique_ptr<OpKernel> make_im2col(const Op& op) { return std::make_unique<Im
 std::unique_ptr<OpKernel> make_assemble_tokens(const Op& op) { return std::make_unique<AssembleTokensKernel>(op); }
 std::unique_ptr<OpKernel> make_layernorm(const Op& op) { return std::make_unique<LayerNormKernel>(op); }
 std::unique_ptr<OpKernel> make_pool(const Op& op) { return std::make_unique<PoolKernel>(op); }
+std::unique_ptr<OpKernel> make_qk_norm(const Op& op) { return std::make_unique<QkNormKernel>(op); }
 }  // namespace cuda_kernels
 
 }  // namespace edgevit

@@ -108,6 +108,9 @@ std::vector<RefCase> ref_cases() {
   clip.act = Activation::kQuickGelu;
   clip.layer_norm_eps = 1e-5;
   cases.push_back({"clip_quick_gelu", clip});
+  VitArch qk = tiny(10);
+  qk.qk_norm = true;
+  cases.push_back({"qk_norm", qk});
   return cases;
 }
 
@@ -187,7 +190,8 @@ INSTANTIATE_TEST_SUITE_P(Families, TimmFamilyGolden,
                                            TimmCase{"timm_dinov2", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_dinov2_reg4", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_clip", 1e-5, Activation::kGelu},
-                                           TimmCase{"timm_clip_quickgelu", 1e-5, Activation::kQuickGelu}),
+                                           TimmCase{"timm_clip_quickgelu", 1e-5, Activation::kQuickGelu},
+                                           TimmCase{"timm_qknorm", 1e-6, Activation::kGelu}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 class HfFamilyGolden : public ::testing::TestWithParam<const char*> {};

@@ -52,6 +52,9 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     layernorm_ref(x.data(), W(b + "norm1.weight"), W(b + "norm1.bias"), h.data(), rows, e, eps, 1);
     linear_ref(h.data(), W(b + "attn.qkv.weight"), a.qkv_bias ? W(b + "attn.qkv.bias") : nullptr, qkv.data(), rows,
                3 * e, e, Epilogue::kNone);
+    if (a.qk_norm)
+      qk_norm_ref(qkv.data(), W(b + "attn.q_norm.weight"), W(b + "attn.q_norm.bias"), W(b + "attn.k_norm.weight"),
+                  W(b + "attn.k_norm.bias"), rows, a.num_heads, d, eps, 1);
     mha_ref(ap, qkv.data(), qkv.data() + packed_k_offset(a.num_heads, d), qkv.data() + packed_v_offset(a.num_heads, d),
             att.data(), 1);
     linear_ref(att.data(), W(b + "attn.proj.weight"), W(b + "attn.proj.bias"), h.data(), rows, e, e, Epilogue::kNone);
