@@ -261,7 +261,7 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
     return input_error(display + ": image " + std::to_string(width) + "x" + std::to_string(height) + " has no pixels");
   const size_t px_bytes = static_cast<size_t>(width) * height * chans;
   std::vector<uint8_t> oriented;  // (h, w, C) upright
-  if (orientation != 1 && orientation >= 2 && orientation <= 8) {
+  if (orientation >= 2 && orientation <= 8) {
     oriented.resize(px_bytes);
     apply_exif_orientation(pixels, width, height, chans, orientation, oriented.data());
     if (orientation_swaps_sides(orientation)) std::swap(width, height);
