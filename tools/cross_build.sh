@@ -25,7 +25,7 @@ start=$(date +%s)
 # ---- dependencies ---------------------------------------------------------------------------------------
 host_pkgs=(g++-aarch64-linux-gnu qemu-user dpkg-dev)
 arm64_pkgs=(libc6 libstdc++6 libgomp1 libspdlog-dev libfmt-dev libopenblas-dev libstb-dev libgtest-dev
-            libgmock-dev libxxhash-dev libgpiod-dev libsystemd-dev libyaml-cpp0.7)
+            libgmock-dev libxxhash-dev libgpiod-dev libsystemd-dev libyaml-dev libyaml-cpp0.7)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 if [ -z "${EDGEVIT_SYSROOT:-}" ]; then
