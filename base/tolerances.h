@@ -21,4 +21,11 @@ constexpr double kFp16Kernel = 5e-3;
 // fp16 end-to-end logits (and the same top-1).
 constexpr double kFp16EndToEnd = 1e-2;
 
+// Image preprocessing vs the model's own pipeline (PIL/torchvision/transformers), in 8-bit levels
+// (|diff| x std x 255): at most one level per pixel (issue #24) ...
+constexpr double kPreprocessLevels = 1.0;
+// ... and a difference above this is a different pixel value, not float rounding (1e-3 level ~ 1e-5
+// relative): resize_u8 is bit-exact with Pillow 12, so none is expected.
+constexpr double kPreprocessRoundingLevels = 1e-3;
+
 }  // namespace edgevit::tol

@@ -26,11 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Issue #24: at most one 8-bit level per pixel from the reference pipelines. resize_u8 is bit-exact with
-// Pillow 12, so what remains is float rounding (float32 there, double then float here): far below a level.
-constexpr double kMaxLevels = 1.0;
-// Above this an element differs by a pixel value, not by float rounding (1e-3 level ~ 1e-5 relative).
-constexpr double kRoundingLevels = 1e-3;
+// At most tol::kPreprocessLevels per pixel from the reference pipelines. resize_u8 is bit-exact with Pillow 12,
+// so what remains is float rounding (float32 there, double then float here): far below a level.
+constexpr double kMaxLevels = tol::kPreprocessLevels;
+constexpr double kRoundingLevels = tol::kPreprocessRoundingLevels;
 
 constexpr int kImgSize = 32;
 
