@@ -16,7 +16,9 @@ namespace edgevit {
 
 namespace fs = std::filesystem;
 
-const char* to_string(GlobalPool v) { return v == GlobalPool::kToken ? "token" : "avg"; }
+const char* to_string(GlobalPool v) {
+  return v == GlobalPool::kToken ? "token" : v == GlobalPool::kMap ? "map" : "avg";
+}
 const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
 const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
 const char* to_string(Activation v) {
@@ -58,7 +60,8 @@ constexpr double kMaxMeanStd = 1e3;  // mean/std apply to pixel/255 in [0, 1]
 constexpr double kMinCropPct = 0.05;  // keeps floor(img_size / crop_pct) within 20 x kMaxImgSize
 
 const std::vector<std::pair<const char*, GlobalPool>> kPools = {{"token", GlobalPool::kToken},
-                                                                 {"avg", GlobalPool::kAvg}};
+                                                                 {"avg", GlobalPool::kAvg},
+                                                                 {"map", GlobalPool::kMap}};
 const std::vector<std::pair<const char*, WeightNaming>> kNamings = {{"timm", WeightNaming::kTimm},
                                                                      {"hf", WeightNaming::kHf}};
 const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Precision::kFp32},

@@ -231,8 +231,44 @@ void add_distilled_head(Builder& b, Graph& g, const Dims& d, int x) {
   b.linear("head_distilled", pair, g.logits, d.B, a.num_classes, 2 * d.E, true, 0);
 }
 
+// timm's AttentionPoolLatent (global_pool='map', SigLIP; graph.h): the latent query's projection does not
+// depend on the image, so the loader folds it into the bias of one packed qkv GEMM whose Q weights are zero
+// (attn_pool.qkv: runtime/weights.h); the attention takes the query of token 0 only (seq_q = 1, the class-token
+// tail's launch shape: the packed CPU GEMM computes Q for that row alone), then proj, and x + mlp(norm(x)).
+void add_map_head(Builder& b, Graph& g, const Dims& d, int x, int64_t explicit_scratch_bytes) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  const int64_t rows = d.B * d.T;
+  const int hn = b.act("norm.out", {d.B, d.T, d.E});
+  b.layernorm("norm", x, hn, rows, d.E, a.layer_norm_eps);
+  const int qkv = b.act("attn_pool.qkv.out", {d.B, d.T, 3, d.H, d.D});
+  b.linear("attn_pool.qkv", hn, qkv, rows, 3 * d.E, d.E, true, 0);
+  const int ctx = b.act("attn_pool.attn.out", {d.B, 1, d.H, d.D});
+  Op& at = b.op(OpKind::kAttention, "attn_pool.sdpa", {qkv}, {ctx});
+  at.seq_q = 1;
+  at.flops = 4.0 * d.B * d.H * d.T * d.D + 5.0 * d.B * d.H * d.T;
+  at.bytes = eb * (3.0 * d.B * d.T * d.E + d.B * d.E);
+  if (g.attention == AttentionPath::kExplicit) {
+    b.scratch(at, "attn_pool.attn.scores", explicit_scratch_bytes);
+    at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
+  }
+  const int y = g.pre_logits;
+  b.linear("attn_pool.proj", ctx, y, d.B, d.E, d.E, true, 0);
+  const int h = b.act("attn_pool.norm.out", {d.B, d.E});
+  b.layernorm("attn_pool.norm", y, h, d.B, d.E, a.layer_norm_eps);
+  const int mlp = b.act("attn_pool.mlp.hidden", {d.B, d.M});
+  b.linear("attn_pool.mlp.fc1", h, mlp, d.B, d.M, d.E, true, fc1_epilogue(a.act));
+  b.linear("attn_pool.mlp.fc2", mlp, y, d.B, d.E, d.M, true, 2);
+  if (a.num_classes > 0) {
+    g.logits = b.tensor("logits", {d.B, a.num_classes}, TensorKind::kOutput, g.act_elem_bytes());
+    b.linear("head", g.pre_logits, g.logits, d.B, a.num_classes, d.E, a.head_bias, 0);
+  } else {
+    g.logits = g.pre_logits;
+  }
+}
+
 // Final norm, pooling and head: pre_logits (B, E) and logits (B, classes) (pre_logits when classes == 0).
-void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
+void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explicit_scratch_bytes) {
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
   g.pre_logits = b.tensor("pre_logits", {d.B, d.E}, TensorKind::kOutput, g.act_elem_bytes());
@@ -241,6 +277,10 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc) {
   const double pool_bytes = eb * (avg ? d.B * (d.T - a.num_prefix_tokens()) * d.E + d.B * d.E : 2.0 * d.B * d.E);
   if (a.dist_token) {
     add_distilled_head(b, g, d, x);
+    return;
+  }
+  if (a.global_pool == GlobalPool::kMap) {
+    add_map_head(b, g, d, x, explicit_scratch_bytes);
     return;
   }
   if (xc >= 0) {
@@ -285,7 +325,7 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
     const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);
     if (c >= 0) xc = c;
   }
-  add_head(b, g, d, x, xc);
+  add_head(b, g, d, x, xc, explicit_scratch_bytes);
 
   // Weights, inputs and outputs live for the whole graph.
   const int last = static_cast<int>(g.ops.size()) - 1;

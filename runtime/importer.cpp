@@ -165,8 +165,6 @@ Status reject_unsupported_family(const WeightSource& w, const std::string& path)
     const char* what;
   };
   static const Marker kMarkers[] = {
-      {"attn_pool.", "the MAP attention-pool head (timm global_pool='map', SigLIP)"},
-      {"head.probe", "the MAP attention-pool head (SigLIP)"},
       {"mlp.fc1_g.", "the SwiGLU MLP (fc1_g / fc1_x)"},
       {"mlp.w12.", "the SwiGLU MLP (w12 / w3)"},
       {"mlp.weights_in.", "the SwiGLU MLP (DINOv2 use_swiglu_ffn)"},
@@ -247,6 +245,7 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
   EV_ASSIGN_OR_RETURN(a.mlp_ratio, mlp_ratio_for(a.embed_dim, fc1[0], path));
 
   EV_RETURN_IF_ERROR(apply_timm_options(options, path, &a));
+  if (!options.pool && w.has("attn_pool.latent")) a.global_pool = GlobalPool::kMap;  // timm global_pool='map'
 
   ModelSpec spec;
   spec.name = fs::path(checkpoint).stem().string();
@@ -267,24 +266,27 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   // full CLIP checkpoint, whose architecture keys sit under vision_config).
   const std::string model_type =
       top.contains("model_type") && top["model_type"].is_string() ? top["model_type"].get<std::string>() : "vit";
-  static const std::set<std::string> kTypes = {"vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model",
-                                               "clip"};
-  if (!kTypes.count(model_type)) {
-    const std::string why = model_type.rfind("siglip", 0) == 0
-                                ? " (SigLIP: its MAP attention-pool head is not supported yet)"
-                                : "; supported: vit, deit, dinov2, dinov2_with_registers, clip_vision_model, clip";
-    return unsupported(config_path + ": key 'model_type': \"" + model_type + "\" is not supported" + why);
-  }
+  static const std::set<std::string> kTypes = {"vit",  "deit", "dinov2", "dinov2_with_registers", "clip_vision_model",
+                                               "clip", "siglip_vision_model", "siglip"};
+  if (!kTypes.count(model_type))
+    return unsupported(config_path + ": key 'model_type': \"" + model_type +
+                       "\" is not supported; supported: vit, deit, dinov2, dinov2_with_registers, clip_vision_model, "
+                       "clip, siglip_vision_model, siglip (docs/models.md)");
   const bool dinov2 = model_type.rfind("dinov2", 0) == 0;
   const bool clip = model_type.rfind("clip", 0) == 0;
-  if (model_type == "clip" && !(top.contains("vision_config") && top["vision_config"].is_object()))
-    return config_error(config_path + ": a 'clip' config needs a 'vision_config' object");
-  const json& cfg = model_type == "clip" ? top["vision_config"] : top;
+  const bool siglip = model_type.rfind("siglip", 0) == 0;
+  const bool full = model_type == "clip" || model_type == "siglip";  // architecture keys under vision_config
+  if (full && !(top.contains("vision_config") && top["vision_config"].is_object()))
+    return config_error(config_path + ": a '" + model_type + "' config needs a 'vision_config' object");
+  const json& cfg = full ? top["vision_config"] : top;
   if (dinov2 && cfg.contains("use_swiglu_ffn") && cfg["use_swiglu_ffn"] == true)
     return unsupported(config_path + ": key 'use_swiglu_ffn': the SwiGLU MLP is not supported yet");
   const std::string act = cfg.contains("hidden_act") && cfg["hidden_act"].is_string()
                               ? cfg["hidden_act"].get<std::string>()
-                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump() : clip ? "quick_gelu" : "gelu");
+                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump()
+                                 : clip                       ? "quick_gelu"
+                                 : siglip                     ? "gelu_pytorch_tanh"
+                                                              : "gelu");
   VitArch a;
   if (act == "gelu") {
     a.act = Activation::kGelu;
@@ -317,7 +319,7 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
     if (!cfg["qkv_bias"].is_boolean()) return config_error(config_path + ": key 'qkv_bias': expected true or false");
     a.qkv_bias = cfg["qkv_bias"].get<bool>();
   }
-  a.layer_norm_eps = clip ? 1e-5 : dinov2 ? 1e-6 : 1e-12;
+  a.layer_norm_eps = clip ? 1e-5 : dinov2 || siglip ? 1e-6 : 1e-12;
   if (cfg.contains("layer_norm_eps")) {
     if (!cfg["layer_norm_eps"].is_number() || !(cfg["layer_norm_eps"].get<double>() > 0))
       return config_error(config_path + ": key 'layer_norm_eps': expected a positive number");
@@ -347,6 +349,10 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
     EV_ASSIGN_OR_RETURN(a.reg_tokens, positive_int(cfg, config_path, "num_register_tokens", 4));
     a.no_embed_class = true;
   }
+  if (siglip) {  // SiglipVisionTransformer: no class token, the MAP head (vision_use_head) on the normed tokens
+    a.class_token = false;
+    a.global_pool = GlobalPool::kMap;
+  }
   if (clip) {  // CLIPVisionTransformer: pre_layrnorm, a bias-free patch embedding and projection
     a.pre_norm = true;
     a.patch_bias = false;
@@ -356,6 +362,9 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(weights_path, WeightNaming::kHf));
   EV_RETURN_IF_ERROR(reject_unsupported_family(w, weights_path));
   a.dist_token = w.has("dist_token");
+  if (siglip && !w.has("attn_pool.latent"))
+    return unsupported(weights_path + ": a SigLIP vision tower without its MAP head (vision_use_head false) is not "
+                       "supported");
   a.layer_scale = w.has("blocks.0.ls1.gamma");
   a.num_classes = 0;
   if (w.has("head.weight")) {
@@ -368,7 +377,10 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
     return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "
                        "distillation token) is not supported; DeiTForImageClassificationWithTeacher is");
-  if (!clip && cfg.contains("id2label") && cfg["id2label"].is_object() &&
+  if (siglip && a.num_classes > 0)
+    return unsupported(weights_path + ": SiglipForImageClassification's classifier (over the mean of the tokens) is "
+                       "not supported yet (SiglipVisionModel is)");
+  if (!clip && !siglip && cfg.contains("id2label") && cfg["id2label"].is_object() &&
       cfg["id2label"].size() != static_cast<size_t>(a.num_classes))
     return checkpoint_error(config_path + ": id2label has " + std::to_string(cfg["id2label"].size()) +
                             " labels but " + weights_path + " classifies into " + std::to_string(a.num_classes));

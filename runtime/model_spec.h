@@ -9,13 +9,15 @@
 
 namespace edgevit {
 
-enum class GlobalPool { kToken, kAvg };
+// kMap: timm's global_pool='map' (AttentionPoolLatent; SigLIP's MAP head): one learned latent query attends
+// over the normed tokens, then proj and x + mlp(norm(x)).
+enum class GlobalPool { kToken, kAvg, kMap };
 enum class WeightNaming { kTimm, kHf };
 enum class Precision { kFp32, kFp16 };
 // Attention path request: kAuto lets the planner choose from the device profile; the others force one.
 enum class AttentionImpl { kAuto, kFused, kExplicit };
 
-const char* to_string(GlobalPool v);    // "token" | "avg"
+const char* to_string(GlobalPool v);    // "token" | "avg" | "map"
 const char* to_string(WeightNaming v);  // "timm" | "hf"
 const char* to_string(Precision v);     // "fp32" | "fp16"
 const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"

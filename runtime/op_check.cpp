@@ -234,6 +234,14 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   VitArch qk = base;  // timm qk_norm
   qk.qk_norm = true;
   cases.push_back(make_case("qk_norm blocks.0.attn.qk_norm", qk, 3, "blocks.0.attn.qk_norm", p));
+  VitArch map = base;  // SigLIP: no class token, the MAP head (its query folded into attn_pool.qkv's bias)
+  map.class_token = false;
+  map.global_pool = GlobalPool::kMap;
+  map.act = Activation::kGeluTanh;
+  // Not attn_pool.qkv: the packed CPU GEMM computes its Q columns for token 0's row only (the attention reads no
+  // other), so the rest of that tensor differs from the full reference by design.
+  for (const char* op : {"attn_pool.sdpa", "attn_pool.proj", "attn_pool.norm", "attn_pool.mlp.fc2"})
+    cases.push_back(make_case(std::string("siglip map ") + op, map, 3, op, p));
   VitArch dist = base;  // DeiT distilled: class + distillation token, the folded two-token head
   dist.dist_token = true;
   for (const char* op : {"assemble_tokens", "pool.cls_dist_mean", "pool.cls_dist", "head_distilled"})
@@ -264,6 +272,10 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
   if (a.dist_token) {
     ops.push_back("pool.cls_dist_mean");
     if (a.num_classes > 0) ops.insert(ops.end(), {"pool.cls_dist", "head_distilled"});
+  } else if (a.global_pool == GlobalPool::kMap) {
+    ops.insert(ops.end(), {"attn_pool.sdpa", "attn_pool.proj", "attn_pool.norm", "attn_pool.mlp.fc1",
+                           "attn_pool.mlp.fc2"});
+    if (a.num_classes > 0) ops.push_back("head");
   } else {
     ops.push_back(avg ? "pool.avg" : "pool.token");
     if (a.num_classes > 0) ops.push_back("head");

@@ -107,6 +107,7 @@ struct HfFamily {
   size_t layer4_count;
   std::vector<HfName> shared;
   const char* layers4 = "encoder.layer.";  // after the prefix: transformers 4.x layer names
+  const char* required = nullptr;          // a tensor (after the prefix) the family must have
   // Tensors of a full checkpoint that the vision tower does not use (CLIPModel's text tower), skipped.
   std::vector<const char*> skipped_prefixes = {};
 };
@@ -146,7 +147,28 @@ const std::vector<HfFamily>& hf_families() {
         {"post_layernorm.bias", "norm.bias", false},
         {"visual_projection.weight", "head.weight", true}},
        "encoder.layers.",
-       {"text_model.", "text_projection.", "logit_scale", "embeddings.position_ids", "vision_model.embeddings.position_ids"}},
+       "embeddings.class_embedding",
+       {"text_model.", "text_projection.", "logit_scale", "vision_model.embeddings.position_ids"}},
+      {"SigLIP", {"vision_model.", ""}, false, kClipLayer, std::size(kClipLayer),
+       {{"embeddings.position_embedding.weight", "pos_embed", false},
+        {"embeddings.patch_embedding.weight", "patch_embed.proj.weight", false},
+        {"embeddings.patch_embedding.bias", "patch_embed.proj.bias", false},
+        {"post_layernorm.weight", "norm.weight", false},
+        {"post_layernorm.bias", "norm.bias", false},
+        {"head.probe", "attn_pool.latent", false},
+        {"head.attention.in_proj_weight", "hf.attn_pool.in_proj.weight", false},
+        {"head.attention.in_proj_bias", "hf.attn_pool.in_proj.bias", false},
+        {"head.attention.out_proj.weight", "attn_pool.proj.weight", false},
+        {"head.attention.out_proj.bias", "attn_pool.proj.bias", false},
+        {"head.layernorm.weight", "attn_pool.norm.weight", false},
+        {"head.layernorm.bias", "attn_pool.norm.bias", false},
+        {"head.mlp.fc1.weight", "attn_pool.mlp.fc1.weight", false},
+        {"head.mlp.fc1.bias", "attn_pool.mlp.fc1.bias", false},
+        {"head.mlp.fc2.weight", "attn_pool.mlp.fc2.weight", false},
+        {"head.mlp.fc2.bias", "attn_pool.mlp.fc2.bias", false}},
+       "encoder.layers.",
+       nullptr,
+       {"text_model.", "logit_scale", "logit_bias", "vision_model.embeddings.position_ids"}},
       {"DINOv2", {"dinov2.", ""}, false, kDinov2Layer, std::size(kDinov2Layer),
        {{"embeddings.cls_token", "cls_token", false},
         {"embeddings.mask_token", nullptr, false},
@@ -202,6 +224,13 @@ std::vector<std::string> expected_names(const VitArch& a) {
   const std::string final_norm = a.fc_norm ? "fc_norm." : "norm.";
   n.push_back(final_norm + "weight");
   n.push_back(final_norm + "bias");
+  if (a.global_pool == GlobalPool::kMap) {
+    n.push_back("attn_pool.latent");
+    for (const char* m : {"q", "kv", "proj", "norm", "mlp.fc1", "mlp.fc2"}) {
+      n.push_back(std::string("attn_pool.") + m + ".weight");
+      n.push_back(std::string("attn_pool.") + m + ".bias");
+    }
+  }
   if (a.num_classes > 0) {
     n.push_back("head.weight");
     if (a.head_bias) n.push_back("head.bias");
@@ -218,7 +247,10 @@ std::vector<int64_t> expected_shape(const VitArch& a, const std::string& name) {
   if (std::find(names.begin(), names.end(), name) == names.end()) return {};
   const int64_t e = a.embed_dim, m = a.mlp_hidden();
   if (name == "patch_embed.proj.weight") return {e, a.in_chans, a.patch_size, a.patch_size};
-  if (name == "cls_token" || name == "dist_token") return {1, 1, e};
+  if (name == "cls_token" || name == "dist_token" || name == "attn_pool.latent") return {1, 1, e};
+  if (name == "attn_pool.kv.weight") return {2 * e, e};
+  if (name == "attn_pool.kv.bias") return {2 * e};
+  if (name == "attn_pool.q.weight" || name == "attn_pool.proj.weight") return {e, e};
   if (name == "reg_token") return {1, a.reg_tokens, e};
   if (name == "pos_embed") return {1, a.pos_embed_len(), e};
   if (name == "head.weight" || name == "head_dist.weight") return {a.num_classes, e};
@@ -287,12 +319,13 @@ Status WeightSource::build_hf() {
   bool any4 = false, any5 = false, any_timm = false;
   for (const HfFamily& f : hf_families()) {
     for (const char* p : f.prefixes) {
-      bool f4 = false, f5 = false;
+      bool f4 = false, f5 = false, has_required = f.required == nullptr;
       for (const TensorInfo& t : file_.tensors()) {
+        has_required = has_required || t.name == std::string(p) + f.required;
         f4 = f4 || starts_with(t.name, std::string(p) + f.layers4);
         f5 = f5 || (f.has_v5 && starts_with(t.name, std::string(p) + "layers."));
       }
-      if ((f4 || f5) && family == nullptr) {
+      if ((f4 || f5) && has_required && family == nullptr) {
         family = &f;
         prefix = p;
         any4 = f4;
@@ -450,6 +483,29 @@ void WeightSource::add_folds() {
     derived_["cls_token"] = {FoldKind::kAddFirstRow, {kHfClsWithPos, kHfPosWithCls}, *cls};
     derived_["pos_embed"] = {FoldKind::kDropFirstRow, {kHfPosWithCls}, {1, (*pos)[1] - 1, (*pos)[2]}};
   }
+  // HF SigLIP's nn.MultiheadAttention packs q, k, v into in_proj: timm's q and kv are its row slices.
+  const std::vector<int64_t>* ipw = shape_of("hf.attn_pool.in_proj.weight");
+  const std::vector<int64_t>* ipb = shape_of("hf.attn_pool.in_proj.bias");
+  if (ipw != nullptr && ipb != nullptr && ipw->size() == 2 && ipb->size() == 1 && (*ipw)[0] % 3 == 0 &&
+      (*ipb)[0] == (*ipw)[0]) {
+    const int64_t e = (*ipw)[0] / 3;
+    derived_["attn_pool.q.weight"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.weight"}, {e, (*ipw)[1]}, 0};
+    derived_["attn_pool.kv.weight"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.weight"}, {2 * e, (*ipw)[1]}, e};
+    derived_["attn_pool.q.bias"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.bias"}, {e}, 0};
+    derived_["attn_pool.kv.bias"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.bias"}, {2 * e}, e};
+  }
+  // The MAP head (timm AttentionPoolLatent): its query folded into one packed qkv GEMM.
+  const std::vector<int64_t>* kvw = find_shape("attn_pool.kv.weight");
+  const std::vector<int64_t>* kvb = find_shape("attn_pool.kv.bias");
+  if (kvw != nullptr && kvb != nullptr && kvw->size() == 2 && kvb->size() == 1 && find_shape("attn_pool.latent") &&
+      find_shape("attn_pool.q.weight") && find_shape("attn_pool.q.bias")) {
+    const int64_t e = (*kvw)[0] / 2;
+    derived_["attn_pool.qkv.weight"] = {FoldKind::kMapQkvWeight, {"attn_pool.kv.weight"}, {3 * e, (*kvw)[1]}};
+    derived_["attn_pool.qkv.bias"] = {FoldKind::kMapQkvBias,
+                                      {"attn_pool.latent", "attn_pool.q.weight", "attn_pool.q.bias",
+                                       "attn_pool.kv.bias"},
+                                      {3 * e}};
+  }
 }
 
 const std::vector<int64_t>* WeightSource::find_shape(const std::string& name) const {
@@ -475,11 +531,19 @@ Status WeightSource::read_derived_f32(const std::string& name, const Derived& d,
   std::vector<std::vector<float>> src(d.sources.size());
   std::vector<const std::vector<int64_t>*> shapes(d.sources.size());
   for (size_t i = 0; i < d.sources.size(); ++i) {
+    const bool self = d.sources[i] == name;  // a fold of the checkpoint tensor of the same name (LayerScale)
     auto it = tensors_.find(d.sources[i]);
-    if (it == tensors_.end()) return not_found(file_.path() + ": tensor '" + d.sources[i] + "' is not in the checkpoint");
-    src[i].resize(static_cast<size_t>(it->second.numel));
-    read_parts_f32(it->second, src[i].data());
-    shapes[i] = &it->second.shape;
+    shapes[i] = self ? (it == tensors_.end() ? nullptr : &it->second.shape) : find_shape(d.sources[i]);
+    if (shapes[i] == nullptr)
+      return not_found(file_.path() + ": tensor '" + d.sources[i] + "' is not in the checkpoint");
+    int64_t count_i = 1;
+    for (int64_t x : *shapes[i]) count_i *= x;
+    src[i].resize(static_cast<size_t>(count_i));
+    if (self) {
+      read_parts_f32(it->second, src[i].data());
+    } else {
+      EV_RETURN_IF_ERROR(read_f32(d.sources[i], src[i].data(), src[i].size()));
+    }
   }
   const size_t n = static_cast<size_t>(numel);
   switch (d.kind) {
@@ -504,6 +568,27 @@ Status WeightSource::read_derived_f32(const std::string& name, const Derived& d,
     case FoldKind::kAddFirstRow:
       for (size_t i = 0; i < n; ++i) dst[i] = src[0][i] + src[1][i];
       break;
+    case FoldKind::kRowSlice: {
+      const size_t inner = n / static_cast<size_t>(d.shape[0]);
+      for (size_t i = 0; i < n; ++i) dst[i] = src[0][static_cast<size_t>(d.begin) * inner + i];
+      break;
+    }
+    case FoldKind::kMapQkvWeight: {
+      const size_t q = n / 3;
+      for (size_t i = 0; i < q; ++i) dst[i] = 0.f;
+      for (size_t i = 0; i < n - q; ++i) dst[q + i] = src[0][i];
+      break;
+    }
+    case FoldKind::kMapQkvBias: {  // q = latent (E) W_q^T + b_q, in double
+      const size_t e = n / 3;
+      for (size_t r = 0; r < e; ++r) {
+        double acc = src[2][r];
+        for (size_t j = 0; j < e; ++j) acc += static_cast<double>(src[0][j]) * src[1][r * e + j];
+        dst[r] = static_cast<float>(acc);
+      }
+      for (size_t i = 0; i < 2 * e; ++i) dst[e + i] = src[3][i];
+      break;
+    }
     case FoldKind::kDropFirstRow: {
       const size_t e = static_cast<size_t>(d.shape[2]);
       for (size_t i = 0; i < n; ++i) dst[i] = src[0][e + i];
@@ -541,7 +626,7 @@ Status WeightSource::check(const VitArch& arch) const {
   }
   for (const auto& kv : tensors_) {
     if (expected_set.count(kv.first)) continue;
-    if (starts_with(kv.first, "hf.") && derived_.count("pos_embed")) continue;  // consumed by the DINOv2-with-registers fold
+    if (starts_with(kv.first, "hf.") && !derived_.empty()) continue;  // consumed by a fold  // consumed by the DINOv2-with-registers fold
     std::string label = kv.first;
     if (naming_ == WeightNaming::kHf) label += " (from " + list_names(kv.second.part_names, 3) + ")";
     extra.push_back(label);

@@ -43,6 +43,10 @@
 //       fp32 rounding, so LayerScale needs no op of its own
 //   head_distilled.weight (C, 2E) = [head.weight, head_dist.weight] / 2, head_distilled.bias = (head.bias +
 //       head_dist.bias) / 2: DeiT's (head(x0) + head_dist(x1)) / 2 as one GEMM over [x0, x1]
+//   attn_pool.qkv.weight (3E, E) = [0; kv.weight], attn_pool.qkv.bias = [latent q.weight^T + q.bias; kv.bias]:
+//       the MAP head's query does not depend on the image, so its projection is a constant folded into the
+//       Q part of one packed qkv GEMM's bias (every token's Q = that constant; the attention reads token 0's)
+//   attn_pool.{q,kv}.{weight,bias} = row slices of HF SigLIP's head.attention.in_proj_{weight,bias}
 //   cls_token = cls + position_embeddings[:, 0], pos_embed = position_embeddings[:, 1:] (HF DINOv2 with
 //       registers, whose position embeddings skip the registers: timm's no_embed_class form)
 #pragma once
@@ -117,11 +121,15 @@ class WeightSource {
     kHalfSum,         // (sources[0] + sources[1]) / 2
     kAddFirstRow,     // sources[0] (1, 1, E) + sources[1][:, 0] (1, L, E)
     kDropFirstRow,    // sources[0][:, 1:] (1, L, E) -> (1, L - 1, E)
+    kRowSlice,        // rows [begin, begin + shape[0]) of sources[0]
+    kMapQkvWeight,    // [0 (E, E); sources[0] (2E, E)]: the MAP head's packed qkv with the query folded out
+    kMapQkvBias,      // [latent q.weight^T + q.bias; kv.bias] from sources {latent, q.weight, q.bias, kv.bias}
   };
   struct Derived {
     FoldKind kind;
     std::vector<std::string> sources;  // canonical names of checkpoint tensors
     std::vector<int64_t> shape;
+    int64_t begin = 0;  // kRowSlice
   };
   void add_folds();
   Status read_derived_f32(const std::string& name, const Derived& d, float* dst, size_t count) const;

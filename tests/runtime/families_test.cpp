@@ -111,6 +111,13 @@ std::vector<RefCase> ref_cases() {
   VitArch qk = tiny(10);
   qk.qk_norm = true;
   cases.push_back({"qk_norm", qk});
+  VitArch map = tiny(0);  // SigLIP: no class token, MAP head, tanh GELU
+  map.class_token = false;
+  map.global_pool = GlobalPool::kMap;
+  map.act = Activation::kGeluTanh;
+  cases.push_back({"siglip_map", map});
+  map.num_classes = 10;
+  cases.push_back({"siglip_map_head", map});
   return cases;
 }
 
@@ -191,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(Families, TimmFamilyGolden,
                                            TimmCase{"timm_dinov2_reg4", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_clip", 1e-5, Activation::kGelu},
                                            TimmCase{"timm_clip_quickgelu", 1e-5, Activation::kQuickGelu},
-                                           TimmCase{"timm_qknorm", 1e-6, Activation::kGelu}),
+                                           TimmCase{"timm_qknorm", 1e-6, Activation::kGelu},
+                                           TimmCase{"timm_siglip", 1e-6, Activation::kGeluTanh}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 class HfFamilyGolden : public ::testing::TestWithParam<const char*> {};
@@ -204,7 +212,8 @@ TEST_P(HfFamilyGolden, ImportedMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
-                         ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision"),
+                         ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision",
+                                           "hf_siglip_vision"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -46,6 +46,16 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     for (size_t j = 0; j < v.size(); ++j) v[j] *= g[j % static_cast<size_t>(e)];
   };
   const int d = a.head_dim();
+  const auto hid_len = [](const VitArch& arch) { return arch.mlp_hidden(); };
+  const auto activation = [&](std::vector<float>& v) {
+    if (a.act == Activation::kGeluTanh) {
+      gelu_tanh_ref(v.data(), static_cast<int64_t>(v.size()), 1);
+    } else if (a.act == Activation::kQuickGelu) {
+      quick_gelu_ref(v.data(), static_cast<int64_t>(v.size()), 1);
+    } else {
+      gelu_ref(v.data(), static_cast<int64_t>(v.size()), 1);
+    }
+  };
   const AttnParams ap = attn_params_packed_qkv(batch, t, a.num_heads, d, 1.f / std::sqrt(static_cast<float>(d)));
   for (int i = 0; i < a.depth; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
@@ -62,13 +72,7 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
     layernorm_ref(x.data(), W(b + "norm2.weight"), W(b + "norm2.bias"), h.data(), rows, e, eps, 1);
     linear_ref(h.data(), W(b + "mlp.fc1.weight"), W(b + "mlp.fc1.bias"), mlp.data(), rows, hid, e, Epilogue::kNone);
-    if (a.act == Activation::kGeluTanh) {
-      gelu_tanh_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
-    } else if (a.act == Activation::kQuickGelu) {
-      quick_gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
-    } else {
-      gelu_ref(mlp.data(), static_cast<int64_t>(mlp.size()), 1);
-    }
+    activation(mlp);
     linear_ref(mlp.data(), W(b + "mlp.fc2.weight"), W(b + "mlp.fc2.bias"), h.data(), rows, e, hid, Epilogue::kNone);
     layer_scale(h, b + "ls2.gamma");
     for (size_t j = 0; j < x.size(); ++j) x[j] += h[j];
@@ -99,7 +103,30 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     for (size_t j = 0; j < out.logits.size(); ++j) out.logits[j] = (l0[j] + l1[j]) / 2;
     return out;
   }
-  if (a.fc_norm) {  // pool, then LayerNorm (timm fc_norm)
+  if (a.global_pool == GlobalPool::kMap) {  // timm AttentionPoolLatent, unfolded: latent query, kv, attention
+    layernorm_ref(x.data(), W("norm.weight"), W("norm.bias"), h.data(), rows, e, eps, 1);
+    std::vector<float> q(e), kv(static_cast<size_t>(rows) * 2 * e), packed(static_cast<size_t>(rows) * 3 * e),
+        ctx(static_cast<size_t>(batch) * e), y(ctx.size()), hy(ctx.size()), hid(static_cast<size_t>(batch) * hid_len(a));
+    linear_ref(W("attn_pool.latent"), W("attn_pool.q.weight"), W("attn_pool.q.bias"), q.data(), 1, e, e, Epilogue::kNone);
+    linear_ref(h.data(), W("attn_pool.kv.weight"), W("attn_pool.kv.bias"), kv.data(), rows, 2 * e, e, Epilogue::kNone);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < e; ++j) {
+        packed[static_cast<size_t>(r) * 3 * e + j] = q[static_cast<size_t>(j)];
+        packed[static_cast<size_t>(r) * 3 * e + e + j] = kv[static_cast<size_t>(r) * 2 * e + j];
+        packed[static_cast<size_t>(r) * 3 * e + 2 * e + j] = kv[static_cast<size_t>(r) * 2 * e + e + j];
+      }
+    const AttnParams pp = attn_params_packed_qkv(batch, t, a.num_heads, d, 1.f / std::sqrt(static_cast<float>(d)), 1);
+    mha_ref(pp, packed.data(), packed.data() + packed_k_offset(a.num_heads, d),
+            packed.data() + packed_v_offset(a.num_heads, d), ctx.data(), 1);
+    linear_ref(ctx.data(), W("attn_pool.proj.weight"), W("attn_pool.proj.bias"), y.data(), batch, e, e, Epilogue::kNone);
+    layernorm_ref(y.data(), W("attn_pool.norm.weight"), W("attn_pool.norm.bias"), hy.data(), batch, e, eps, 1);
+    linear_ref(hy.data(), W("attn_pool.mlp.fc1.weight"), W("attn_pool.mlp.fc1.bias"), hid.data(), batch, hid_len(a), e,
+               Epilogue::kNone);
+    activation(hid);
+    linear_ref(hid.data(), W("attn_pool.mlp.fc2.weight"), W("attn_pool.mlp.fc2.bias"), hy.data(), batch, e, hid_len(a),
+               Epilogue::kNone);
+    for (size_t j = 0; j < y.size(); ++j) out.pre_logits[j] = y[j] + hy[j];
+  } else if (a.fc_norm) {  // pool, then LayerNorm (timm fc_norm)
     pool_ref(x.data(), h.data(), batch, t, e, avg, a.num_prefix_tokens());
     layernorm_ref(h.data(), W("fc_norm.weight"), W("fc_norm.bias"), out.pre_logits.data(), batch, e, eps, 1);
   } else {
