@@ -11,8 +11,13 @@
 //   blocks.N.mlp.fc1.weight (M,E)      -> mlp_ratio = M / E
 //   num_heads must be given (--heads); global_pool defaults to timm's: 'token' with a class token and no
 //   fc_norm, else 'avg'; LayerNorm eps defaults to timm's 1e-6.
-// Hugging Face (a directory with config.json + model.safetensors, ViTForImageClassification): the
-// architecture comes from config.json and is cross-checked against every tensor shape.
+//   dist_token, blocks.N.ls1.gamma, norm_pre.*, blocks.N.attn.q_norm.*, attn_pool.* -> dist_token,
+//   layer_scale, pre_norm, qk_norm, global_pool 'map' (DeiT distilled, DINOv2, CLIP, qk-norm, SigLIP); the
+//   activation cannot be inferred (gelu unless the YAML says otherwise). Checkpoints of families not supported
+//   (EVA/RoPE, SwiGLU, BEiT) are refused naming what is missing (docs/models.md).
+// Hugging Face (a directory with config.json + model.safetensors; model_type vit, deit, dinov2,
+// dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip): the architecture comes from
+// config.json (clip / siglip: its vision_config) and is cross-checked against every tensor shape.
 // In both cases the result has passed WeightSource::check() and validate_model_spec().
 #pragma once
 

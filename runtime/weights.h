@@ -31,6 +31,14 @@
 //   encoder.layer.N.norm1 / norm2 / mlp.fc1 / mlp.fc2 -> blocks.N.norm1 / norm2 / mlp.fc1 / mlp.fc2 (DINOv2)
 //   encoder.layer.N.layer_scale1.lambda1 / layer_scale2.lambda1 -> blocks.N.ls1.gamma / ls2.gamma
 //   embeddings.register_tokens -> reg_token;  embeddings.mask_token (masked image modeling): skipped
+// CLIP (vision_model.*: CLIPVisionModel[WithProjection] or a full CLIPModel, whose text tower is skipped) and
+// SigLIP (vision_model.* or SiglipVisionModel's names), transformers 4.x/5.x layer names:
+//   encoder.layers.N.layer_norm1 / layer_norm2 / mlp.fc1 / mlp.fc2 -> blocks.N.norm1 / norm2 / mlp.fc1 / mlp.fc2
+//   encoder.layers.N.self_attn.q_proj|k_proj|v_proj -> attn.qkv, self_attn.out_proj -> attn.proj
+//   embeddings.class_embedding (E) -> cls_token (1,1,E), embeddings.position_embedding (L,E) -> pos_embed (1,L,E)
+//   embeddings.patch_embedding -> patch_embed.proj, pre_layrnorm (sic) -> norm_pre, post_layernorm -> norm,
+//   visual_projection -> head (no bias);  SigLIP's head.probe -> attn_pool.latent, head.attention.out_proj ->
+//   attn_pool.proj, head.layernorm -> attn_pool.norm, head.mlp.* -> attn_pool.mlp.*
 // HF's separate q/k/v tensors are packed into qkv at read time by concatenating along dim 0. No HF tensor
 // is ignored: vit.pooler.* (ViTModel's add_pooling_layer, a dense+tanh that classification never uses but
 // that timm has no counterpart for) and vit.embeddings.mask_token (masked image modeling) are reported as

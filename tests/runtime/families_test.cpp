@@ -216,5 +216,42 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
                                            "hf_siglip_vision"),
                          [](const auto& info) { return std::string(info.param); });
 
+// ---- families not supported yet: a clear error naming what is missing --------------------------------------
+
+TEST(UnsupportedFamilies, TimmCheckpointsNameWhatIsMissing) {
+  struct Case {
+    const char* tensor;    // added to a plain ViT's checkpoint
+    const char* fragment;  // in the error
+  };
+  const Case cases[] = {{"blocks.0.mlp.fc1_g.weight", "SwiGLU"},
+                        {"rope.freqs", "rotary position embeddings"},
+                        {"blocks.0.gamma_1", "BEiT/EVA-style layer scale"},
+                        {"blocks.0.attn.relative_position_bias_table", "relative position bias"}};
+  const std::string dir = testutil::make_temp_dir("unsupported");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tensor);
+    testutil::TensorMap w = testutil::random_checkpoint(tiny(10), 3);
+    w[c.tensor] = {{4}, std::vector<float>(4, 1.f)};
+    const std::string path = dir + "/model.safetensors";
+    ASSERT_TRUE(testutil::write_tensors(path, w).ok());
+    ImportOptions io;
+    io.heads = 2;
+    auto spec = infer_model_spec_timm(path, io);
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(spec.status().message().find(c.fragment), std::string::npos) << spec.status().message();
+    EXPECT_NE(spec.status().message().find(c.tensor), std::string::npos) << spec.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(UnsupportedFamilies, HfClassifierOverClassAndMeanTokensIsNamed) {
+  auto spec = infer_model_spec_hf(family_path("hf_dinov2_cls"), {});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(spec.status().message().find("Dinov2ForImageClassification"), std::string::npos)
+      << spec.status().message();
+}
+
 }  // namespace
 }  // namespace edgevit
