@@ -137,6 +137,9 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(m.get_bool("patch_bias", false, &a->patch_bias));
   EV_RETURN_IF_ERROR(m.get_bool("head_bias", false, &a->head_bias));
   EV_RETURN_IF_ERROR(m.get_bool("qk_norm", false, &a->qk_norm));
+  EV_RETURN_IF_ERROR(m.get_bool("head_mean_tokens", false, &a->head_mean_tokens));
+  if (a->head_mean_tokens && (!a->class_token || a->global_pool != GlobalPool::kToken || a->fc_norm || a->dist_token))
+    return m.error("head_mean_tokens", "needs class_token: true, global_pool: token, fc_norm: false, no dist_token");
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
@@ -290,6 +293,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (a.patch_bias == a.pre_norm) e << YAML::Key << "patch_bias" << YAML::Value << a.patch_bias;
   if (!a.head_bias) e << YAML::Key << "head_bias" << YAML::Value << false;
   if (a.qk_norm) e << YAML::Key << "qk_norm" << YAML::Value << true;
+  if (a.head_mean_tokens) e << YAML::Key << "head_mean_tokens" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -369,7 +373,7 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.layer_norm_eps == b.layer_norm_eps && a.act == b.act &&
                           a.dist_token == b.dist_token && a.layer_scale == b.layer_scale &&
                           a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias &&
-                          a.qk_norm == b.qk_norm;
+                          a.qk_norm == b.qk_norm && a.head_mean_tokens == b.head_mean_tokens;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&

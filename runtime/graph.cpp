@@ -283,6 +283,20 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
     add_map_head(b, g, d, x, explicit_scratch_bytes);
     return;
   }
+  if (a.head_mean_tokens) {  // HF Dinov2ForImageClassification (model_spec.h)
+    const int hn = b.act("norm.out", {d.B, d.T, d.E});
+    b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+    Op& cls = b.op(OpKind::kPool, "pool.token", {hn}, {g.pre_logits});
+    cls.bytes = eb * 2.0 * d.B * d.E;
+    const int mean = b.act("pool.patch_mean", {d.B, d.E});
+    Op& avg = b.op(OpKind::kPool, "pool.avg", {hn}, {mean});
+    avg.avg_pool = true;
+    avg.bytes = eb * (d.B * (d.T - a.num_prefix_tokens()) * d.E + d.B * d.E);
+    g.logits = b.tensor("logits", {d.B, a.num_classes}, TensorKind::kOutput, g.act_elem_bytes());
+    b.linear("head", g.pre_logits, g.logits, d.B, a.num_classes, d.E, true, 0);
+    b.linear("head_mean", mean, g.logits, d.B, a.num_classes, d.E, false, 2);
+    return;
+  }
   if (xc >= 0) {
     b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, d.B, d.E, a.layer_norm_eps);
   } else if (!a.fc_norm) {
@@ -319,7 +333,8 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   const Dims d(a, batch);
   const int x = add_stem(b, g, d);
   // The class-token tail (see graph.h): token pooling reads token 0 only.
-  const bool tail = !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token;
+  const bool tail =
+      !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token && !a.head_mean_tokens;
   int xc = -1;  // tail: the class token's row per image, (B, E)
   for (int i = 0; i < a.depth; ++i) {
     const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);

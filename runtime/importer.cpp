@@ -367,12 +367,10 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
                        "supported");
   a.layer_scale = w.has("blocks.0.ls1.gamma");
   a.num_classes = 0;
-  if (w.has("head.weight")) {
+  if (w.shape("head.weight").ok()) {
     EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
     a.num_classes = static_cast<int>(head[0]);
-    if (dinov2 && head[1] == 2 * int64_t{a.embed_dim})
-      return unsupported(weights_path + ": Dinov2ForImageClassification's classifier over [class token, mean of the "
-                         "patch tokens] is not supported yet (Dinov2Model, without the classifier, is)");
+    a.head_mean_tokens = w.shape("head_mean.weight").ok();  // Dinov2ForImageClassification
   }
   if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
     return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "

@@ -62,6 +62,10 @@ struct VitArch {
   // qk-norm (timm qk_norm=True): LayerNorm over head_dim of each head's q and k (attn.q_norm, attn.k_norm) after
   // the qkv projection, before attention (OpKind::kQkNorm, in place on the packed qkv).
   bool qk_norm = false;
+  // HF Dinov2ForImageClassification: the classifier reads [class token, mean of the patch tokens] (2E) of the
+  // normed tokens; edgevit splits it into `head` (class token, with the bias) and `head_mean` (the mean, no
+  // bias, accumulated into the logits). Needs class_token and token pooling; pre_logits is the class token.
+  bool head_mean_tokens = false;
 
   int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
   // Tokens between the class token and the patches: the distillation token or the register tokens.

@@ -242,6 +242,10 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   // other), so the rest of that tensor differs from the full reference by design.
   for (const char* op : {"attn_pool.sdpa", "attn_pool.proj", "attn_pool.norm", "attn_pool.mlp.fc2"})
     cases.push_back(make_case(std::string("siglip map ") + op, map, 3, op, p));
+  VitArch cls_mean = base;  // HF Dinov2ForImageClassification: head over the class token + head_mean (+=)
+  cls_mean.head_mean_tokens = true;
+  for (const char* op : {"pool.avg", "head_mean"})
+    cases.push_back(make_case(std::string("class token + patch mean head ") + op, cls_mean, 2, op, p));
   VitArch dist = base;  // DeiT distilled: class + distillation token, the folded two-token head
   dist.dist_token = true;
   for (const char* op : {"assemble_tokens", "pool.cls_dist_mean", "pool.cls_dist", "head_distilled"})
@@ -272,6 +276,8 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
   if (a.dist_token) {
     ops.push_back("pool.cls_dist_mean");
     if (a.num_classes > 0) ops.insert(ops.end(), {"pool.cls_dist", "head_distilled"});
+  } else if (a.head_mean_tokens) {
+    ops.insert(ops.end(), {"pool.token", "pool.avg", "head", "head_mean"});
   } else if (a.global_pool == GlobalPool::kMap) {
     ops.insert(ops.end(), {"attn_pool.sdpa", "attn_pool.proj", "attn_pool.norm", "attn_pool.mlp.fc1",
                            "attn_pool.mlp.fc2"});

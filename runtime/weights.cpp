@@ -178,7 +178,7 @@ const std::vector<HfFamily>& hf_families() {
         {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
         {"layernorm.weight", "norm.weight", false},
         {"layernorm.bias", "norm.bias", false},
-        {"classifier.weight", "head.weight", true},
+        {"classifier.weight", "hf.classifier_cls_mean.weight", true},  // (C, 2E): folded, see add_folds
         {"classifier.bias", "head.bias", true}}},
   };
   return families;
@@ -234,6 +234,7 @@ std::vector<std::string> expected_names(const VitArch& a) {
   if (a.num_classes > 0) {
     n.push_back("head.weight");
     if (a.head_bias) n.push_back("head.bias");
+    if (a.head_mean_tokens) n.push_back("head_mean.weight");
     if (a.dist_token) {
       n.push_back("head_dist.weight");
       n.push_back("head_dist.bias");
@@ -253,7 +254,7 @@ std::vector<int64_t> expected_shape(const VitArch& a, const std::string& name) {
   if (name == "attn_pool.q.weight" || name == "attn_pool.proj.weight") return {e, e};
   if (name == "reg_token") return {1, a.reg_tokens, e};
   if (name == "pos_embed") return {1, a.pos_embed_len(), e};
-  if (name == "head.weight" || name == "head_dist.weight") return {a.num_classes, e};
+  if (name == "head.weight" || name == "head_dist.weight" || name == "head_mean.weight") return {a.num_classes, e};
   if (name == "head.bias" || name == "head_dist.bias") return {a.num_classes};
   const size_t last_dot = name.rfind('.');
   const std::string module = name.substr(0, last_dot);
@@ -494,6 +495,13 @@ void WeightSource::add_folds() {
     derived_["attn_pool.q.bias"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.bias"}, {e}, 0};
     derived_["attn_pool.kv.bias"] = {FoldKind::kRowSlice, {"hf.attn_pool.in_proj.bias"}, {2 * e}, e};
   }
+  // HF Dinov2ForImageClassification: [class token, patch mean] (C, 2E) as two (C, E) GEMMs.
+  const std::vector<int64_t>* cm = shape_of("hf.classifier_cls_mean.weight");
+  if (cm != nullptr && cm->size() == 2 && (*cm)[1] % 2 == 0) {
+    const int64_t half = (*cm)[1] / 2;
+    derived_["head.weight"] = {FoldKind::kColSlice, {"hf.classifier_cls_mean.weight"}, {(*cm)[0], half}, 0};
+    derived_["head_mean.weight"] = {FoldKind::kColSlice, {"hf.classifier_cls_mean.weight"}, {(*cm)[0], half}, half};
+  }
   // The MAP head (timm AttentionPoolLatent): its query folded into one packed qkv GEMM.
   const std::vector<int64_t>* kvw = find_shape("attn_pool.kv.weight");
   const std::vector<int64_t>* kvb = find_shape("attn_pool.kv.bias");
@@ -571,6 +579,13 @@ Status WeightSource::read_derived_f32(const std::string& name, const Derived& d,
     case FoldKind::kRowSlice: {
       const size_t inner = n / static_cast<size_t>(d.shape[0]);
       for (size_t i = 0; i < n; ++i) dst[i] = src[0][static_cast<size_t>(d.begin) * inner + i];
+      break;
+    }
+    case FoldKind::kColSlice: {
+      const size_t rows = static_cast<size_t>(d.shape[0]), width = static_cast<size_t>(d.shape[1]);
+      const size_t src_width = src[0].size() / rows;
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < width; ++j) dst[r * width + j] = src[0][r * src_width + static_cast<size_t>(d.begin) + j];
       break;
     }
     case FoldKind::kMapQkvWeight: {

@@ -55,6 +55,8 @@
 //       the MAP head's query does not depend on the image, so its projection is a constant folded into the
 //       Q part of one packed qkv GEMM's bias (every token's Q = that constant; the attention reads token 0's)
 //   attn_pool.{q,kv}.{weight,bias} = row slices of HF SigLIP's head.attention.in_proj_{weight,bias}
+//   head.weight = classifier.weight[:, :E], head_mean.weight = classifier.weight[:, E:] (HF
+//       Dinov2ForImageClassification: the classifier over [class token, mean of the patch tokens] as two GEMMs)
 //   cls_token = cls + position_embeddings[:, 0], pos_embed = position_embeddings[:, 1:] (HF DINOv2 with
 //       registers, whose position embeddings skip the registers: timm's no_embed_class form)
 #pragma once
@@ -132,6 +134,7 @@ class WeightSource {
     kRowSlice,        // rows [begin, begin + shape[0]) of sources[0]
     kMapQkvWeight,    // [0 (E, E); sources[0] (2E, E)]: the MAP head's packed qkv with the query folded out
     kMapQkvBias,      // [latent q.weight^T + q.bias; kv.bias] from sources {latent, q.weight, q.bias, kv.bias}
+    kColSlice,        // columns [begin, begin + shape[1]) of sources[0] (C, K)
   };
   struct Derived {
     FoldKind kind;

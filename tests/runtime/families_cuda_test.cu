@@ -58,6 +58,7 @@ constexpr FamilyCase kCases[] = {
     {"hf_dinov2_reg4", false, 0, Activation::kGelu},
     {"hf_clip_vision", false, 0, Activation::kGelu},
     {"hf_siglip_vision", false, 0, Activation::kGelu},
+    {"hf_dinov2_cls", false, 0, Activation::kGelu},
 };
 
 Result<ModelSpec> import_case(const FamilyCase& c) {

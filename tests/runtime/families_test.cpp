@@ -101,6 +101,10 @@ std::vector<RefCase> ref_cases() {
   dinov2.reg_tokens = 4;
   dinov2.no_embed_class = true;
   cases.push_back({"layer_scale_reg4", dinov2});
+  VitArch cls_mean = tiny(10);  // HF Dinov2ForImageClassification's head
+  cls_mean.layer_scale = true;
+  cls_mean.head_mean_tokens = true;
+  cases.push_back({"class_and_patch_mean_head", cls_mean});
   VitArch clip = tiny(16);  // CLIP: norm_pre, bias-free patch embedding and projection, QuickGELU
   clip.pre_norm = true;
   clip.patch_bias = false;
@@ -213,7 +217,7 @@ TEST_P(HfFamilyGolden, ImportedMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
                          ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision",
-                                           "hf_siglip_vision"),
+                                           "hf_siglip_vision", "hf_dinov2_cls"),
                          [](const auto& info) { return std::string(info.param); });
 
 // ---- families not supported yet: a clear error naming what is missing --------------------------------------
@@ -243,14 +247,6 @@ TEST(UnsupportedFamilies, TimmCheckpointsNameWhatIsMissing) {
     EXPECT_NE(spec.status().message().find(c.tensor), std::string::npos) << spec.status().message();
   }
   std::filesystem::remove_all(dir);
-}
-
-TEST(UnsupportedFamilies, HfClassifierOverClassAndMeanTokensIsNamed) {
-  auto spec = infer_model_spec_hf(family_path("hf_dinov2_cls"), {});
-  ASSERT_FALSE(spec.ok());
-  EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(spec.status().message().find("Dinov2ForImageClassification"), std::string::npos)
-      << spec.status().message();
 }
 
 }  // namespace

@@ -138,6 +138,24 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
     return out;
   }
   out.logits.resize(static_cast<size_t>(batch) * a.num_classes);
+  if (a.head_mean_tokens) {  // HF Dinov2ForImageClassification: classifier([cls, mean(patch tokens)]), unsplit
+    std::vector<float> cat(static_cast<size_t>(batch) * 2 * e), mean(static_cast<size_t>(batch) * e),
+        wcat(static_cast<size_t>(a.num_classes) * 2 * e);
+    pool_ref(h.data(), mean.data(), batch, t, e, true, a.num_prefix_tokens());
+    for (int n = 0; n < batch; ++n)
+      for (int j = 0; j < e; ++j) {
+        cat[static_cast<size_t>(n) * 2 * e + j] = out.pre_logits[static_cast<size_t>(n) * e + j];
+        cat[static_cast<size_t>(n) * 2 * e + e + j] = mean[static_cast<size_t>(n) * e + j];
+      }
+    for (int c = 0; c < a.num_classes; ++c)
+      for (int j = 0; j < e; ++j) {
+        wcat[static_cast<size_t>(c) * 2 * e + j] = W("head.weight")[static_cast<size_t>(c) * e + j];
+        wcat[static_cast<size_t>(c) * 2 * e + e + j] = W("head_mean.weight")[static_cast<size_t>(c) * e + j];
+      }
+    linear_ref(cat.data(), wcat.data(), W("head.bias"), out.logits.data(), batch, a.num_classes, 2 * e,
+               Epilogue::kNone);
+    return out;
+  }
   linear_ref(out.pre_logits.data(), W("head.weight"), a.head_bias ? W("head.bias") : nullptr, out.logits.data(),
              batch, a.num_classes, e, Epilogue::kNone);
   return out;
