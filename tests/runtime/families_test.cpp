@@ -6,11 +6,14 @@
 //     tol::kFp32EndToEnd normwise and with the same top-1.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "base/tolerances.h"
 #include "platform/device_registry.h"
+#include "runtime/config.h"
 #include "runtime/engine.h"
 #include "runtime/importer.h"
 #include "runtime/safetensors.h"
@@ -219,6 +222,59 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
                          ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision",
                                            "hf_siglip_vision", "hf_dinov2_cls"),
                          [](const auto& info) { return std::string(info.param); });
+
+// ---- config round trip and full two-tower checkpoints ------------------------------------------------------
+
+// Every family's imported spec, saved as YAML and read back, is the same spec (the architecture keys of
+// docs/config.md carry every family field).
+TEST(FamilyConfig, ImportedSpecsRoundTripThroughYaml) {
+  const std::string dir = testutil::make_temp_dir("family_yaml");
+  for (const char* name : {"timm_deit_distilled", "timm_dinov2_reg4", "timm_clip_quickgelu", "timm_qknorm",
+                           "timm_siglip", "hf_clip_vision", "hf_dinov2_cls", "hf_dinov2_reg4", "hf_siglip_vision"}) {
+    SCOPED_TRACE(name);
+    const std::string base = family_path(name);
+    Result<ModelSpec> spec = not_found("");
+    if (std::string(name).rfind("timm_", 0) == 0) {
+      ImportOptions io;
+      io.heads = 2;
+      spec = infer_model_spec_timm(base + ".safetensors", io);
+    } else {
+      spec = infer_model_spec_hf(base, {});
+    }
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    if (std::string(name) == "timm_clip_quickgelu") spec->arch.act = Activation::kQuickGelu;
+    const std::string yaml = dir + "/" + name + ".yaml";
+    ASSERT_TRUE(save_imported_spec(*spec, yaml).ok());
+    auto back = load_model_spec(yaml);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    back->source_path.clear();
+    back->name = spec->name;
+    EXPECT_TRUE(same_model_spec(*spec, *back)) << name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The vision tower of a full CLIP checkpoint (CLIPModel: vision_model.*, visual_projection, and a text tower
+// that is skipped) gives the same outputs as CLIPVisionModelWithProjection's.
+TEST(FamilyConfig, FullClipCheckpointRunsItsVisionTower) {
+  const std::string src = family_path("hf_clip_vision");
+  testutil::TensorMap w = testutil::read_all_f32(src + "/model.safetensors");
+  w["text_model.embeddings.token_embedding.weight"] = {{8, 4}, std::vector<float>(32, 0.5f)};
+  w["text_model.final_layer_norm.weight"] = {{4}, std::vector<float>(4, 1.f)};
+  w["text_projection.weight"] = {{16, 4}, std::vector<float>(64, 0.25f)};
+  w["logit_scale"] = {{}, {2.f}};
+  std::ifstream in(src + "/config.json");
+  const nlohmann::json vision = nlohmann::json::parse(in);
+  const nlohmann::json full = {{"model_type", "clip"}, {"vision_config", vision}, {"text_config", {{"hidden_size", 4}}}};
+  const std::string dir = testutil::make_temp_dir("full_clip");
+  ASSERT_TRUE(testutil::write_tensors(dir + "/model.safetensors", w).ok());
+  std::ofstream(dir + "/config.json") << full.dump();
+  auto spec = infer_model_spec_hf(dir, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->arch.num_classes, 16);
+  expect_matches_golden(*spec, src + ".golden.safetensors");
+  std::filesystem::remove_all(dir);
+}
 
 // ---- families not supported yet: a clear error naming what is missing --------------------------------------
 
