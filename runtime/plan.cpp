@@ -134,6 +134,10 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.fallback) plan->notes.push_back("FALLBACK: attention runs unfused (" + att.reason + ")");
   for (const Op& o : plan->graph.ops) {
     if (o.kind != OpKind::kAttention || o.seq_q >= a.num_tokens()) continue;
+    if (o.name.rfind("attn_pool.", 0) == 0) {  // the MAP head's one latent query: not a tail of the blocks
+      plan->notes.push_back("MAP head: one latent query attends over every token (" + o.name + ")");
+      continue;
+    }
     plan->class_token_tail = true;
     plan->notes.push_back("class-token tail: token pooling reads only the class token, so " +
                           o.name.substr(0, o.name.find(".attn")) +
