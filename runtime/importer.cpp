@@ -203,6 +203,7 @@ Status apply_timm_options(const ImportOptions& options, const std::string& path,
     return invalid_argument(path + ": --pool token needs a class token and this checkpoint has no cls_token");
   a->layer_norm_eps = options.eps ? *options.eps : kTimmLayerNormEps;
   if (!(a->layer_norm_eps > 0)) return invalid_argument(path + ": --eps must be positive");
+  if (options.act) a->act = *options.act;
   return Status::Ok();
 }
 
@@ -258,6 +259,9 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
 }
 
 Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOptions& options) {
+  if (options.act)
+    return invalid_argument((fs::path(dir) / "config.json").string() +
+                            ": --act applies to timm checkpoints; a Hugging Face config.json names hidden_act");
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
   EV_ASSIGN_OR_RETURN(json top, read_json_file(config_path));

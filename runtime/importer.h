@@ -33,6 +33,8 @@ struct ImportOptions {
   std::optional<int> heads;        // required for timm; must agree with config.json for HF
   std::optional<GlobalPool> pool;  // overrides the default (HF classifies the class token: token only)
   std::optional<double> eps;       // timm: overrides 1e-6; HF: must agree with config.json
+  std::optional<Activation> act;   // timm only (the checkpoint cannot say it; default gelu): HF's config.json
+                                   // names hidden_act, so an HF import refuses it
 };
 
 // weights_path in the result is absolute; name is the checkpoint's file stem.

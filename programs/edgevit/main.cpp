@@ -629,14 +629,16 @@ int main(int argc, char** argv) {
   devices->add_flag("--detect", devices_detect,
                     "detect this machine's device: print the profile chosen and how each field was found");
 
-  std::string import_from, import_ckpt, import_out, import_pool;
+  std::string import_from, import_ckpt, import_out, import_pool, import_act;
   int import_heads = 0;
   double import_eps = 0;
   CLI::App* imp = app.add_subcommand("import", "write a model config inferred from a checkpoint");
   imp->add_option("--from", import_from, "timm | hf")->required()->check(CLI::IsMember({"timm", "hf"}));
   imp->add_option("checkpoint", import_ckpt, "timm .safetensors file, or Hugging Face model directory")->required();
   imp->add_option("--heads", import_heads, "attention heads (timm checkpoints do not record it)")->check(CLI::Range(1, 4096));
-  imp->add_option("--pool", import_pool, "token | avg")->check(CLI::IsMember({"token", "avg"}));
+  imp->add_option("--pool", import_pool, "token | avg | map")->check(CLI::IsMember({"token", "avg", "map"}));
+  imp->add_option("--act", import_act, "MLP activation of a timm checkpoint (it cannot say): gelu | gelu_tanh | quick_gelu")
+      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
   imp->add_option("--eps", import_eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
   imp->add_option("-o,--output", import_out, "model YAML to write")->required();
 
@@ -675,7 +677,11 @@ int main(int argc, char** argv) {
   if (*imp) {
     ev::ImportOptions io;
     if (import_heads > 0) io.heads = import_heads;
-    if (!import_pool.empty()) io.pool = import_pool == "avg" ? ev::GlobalPool::kAvg : ev::GlobalPool::kToken;
+    if (!import_pool.empty())
+      io.pool = import_pool == "avg" ? ev::GlobalPool::kAvg : import_pool == "map" ? ev::GlobalPool::kMap : ev::GlobalPool::kToken;
+    if (!import_act.empty())
+      io.act = import_act == "gelu_tanh" ? ev::Activation::kGeluTanh
+               : import_act == "quick_gelu" ? ev::Activation::kQuickGelu : ev::Activation::kGelu;
     if (import_eps > 0) io.eps = import_eps;
     return cmd_import(import_from, import_ckpt, io, import_out);
   }

@@ -122,6 +122,25 @@ TEST(ImportTimm, OptionsOverridePoolAndEps) {
   EXPECT_TRUE(contains(spec.status().message(), "no cls_token")) << spec.status().message();
 }
 
+// A timm checkpoint cannot say its MLP activation: --act sets it (default gelu); a Hugging Face import
+// refuses it (config.json's hidden_act says it).
+TEST(ImportTimm, ActOptionSetsTheActivation) {
+  ImportOptions options;
+  options.heads = 2;
+  auto plain = infer_model_spec_timm(testutil::source_path("tests/data/families/timm_clip_quickgelu.safetensors"), options);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->arch.act, Activation::kGelu);
+  options.act = Activation::kQuickGelu;
+  auto quick = infer_model_spec_timm(testutil::source_path("tests/data/families/timm_clip_quickgelu.safetensors"), options);
+  ASSERT_TRUE(quick.ok()) << quick.status().to_string();
+  EXPECT_EQ(quick->arch.act, Activation::kQuickGelu);
+  ImportOptions hf;
+  hf.act = Activation::kGeluTanh;
+  auto refused = infer_model_spec_hf(testutil::source_path("tests/data/families/hf_clip_vision"), hf);
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(refused.status().message(), "--act applies to timm checkpoints")) << refused.status().message();
+}
+
 TEST_F(ImporterTest, InfersSyntheticVariants) {
   VitArch reg;  // register tokens, pos_embed over patches only (timm *_reg4 models), no qkv bias, no head
   reg.img_size = 64, reg.patch_size = 16, reg.embed_dim = 32, reg.depth = 3, reg.num_heads = 2;
