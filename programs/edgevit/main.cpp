@@ -428,22 +428,102 @@ struct BenchOpts {
   bool device_input = false;    // CUDA: infer_device() over images already in Engine::device_input()
 };
 
+// Latency percentiles of the timed forwards, and the per-op sums of --profile.
+struct BenchTimes {
+  std::vector<double> ms;      // per iteration
+  std::vector<double> op_sum;  // per op, seconds summed over iterations (--profile)
+  double pct(double q) const {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * (sorted.size() - 1) + 0.5))];
+  }
+  double mean() const { return std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size(); }
+};
+
+// Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically),
+// written once into the engine's own input buffer (infer() then copies nothing: the numbers are the
+// forward's), or with --pageable-input into a separate array that every infer() copies in.
+float* bench_input(ev::Engine& e, const BenchOpts& b, int n, std::vector<float>* pageable) {
+  const size_t input_len = static_cast<size_t>(e.input_numel_per_image()) * n;
+  pageable->assign(b.pageable_input ? input_len : 0, 0.f);
+  float* input = b.pageable_input ? pageable->data() : e.input_buffer();
+  uint32_t s = 12345;
+  for (size_t i = 0; i < input_len; ++i) {
+    s = s * 1664525u + 1013904223u;
+    input[i] = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
+  }
+  return input;
+}
+
+ev::Status time_forwards(ev::Engine& e, const BenchOpts& b, const float* input, int n, BenchTimes* t) {
+  auto forward = [&]() { return b.device_input ? e.infer_device(n) : e.infer(input, n); };
+  for (int i = 0; i < b.warmup; ++i) EV_RETURN_IF_ERROR(forward());
+  t->op_sum.assign(e.op_timings().size(), 0.0);
+  for (int i = 0; i < b.iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const ev::Status st = forward();
+    t->ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    EV_RETURN_IF_ERROR(st);
+    if (b.profile)
+      for (size_t j = 0; j < t->op_sum.size(); ++j) t->op_sum[j] += e.op_timings()[j].seconds;
+  }
+  return ev::Status::Ok();
+}
+
+void print_bench_json(const ev::Engine& e, const ev::ModelSpec& spec, const DeviceChoice& dev, const BenchOpts& b,
+                      const ev::EngineOptions& eo, const char* input_path, const BenchTimes& t) {
+  const int n = e.max_batch();
+  nlohmann::ordered_json j{{"model", spec.name}, {"device", dev.profile.name}, {"batch", n},
+                           {"precision", ev::to_string(e.plan().graph.precision)}, {"threads", e.threads()},
+                           {"iters", b.iters}, {"p50_ms", t.pct(0.5)}, {"p90_ms", t.pct(0.9)}, {"p99_ms", t.pct(0.99)},
+                           {"mean_ms", t.mean()}, {"images_per_s", n / (t.mean() / 1e3)},
+                           {"attention_kernel", e.plan().attention_kernel}, {"input_path", input_path},
+                           {"gemm_tuning", eo.tune_gemms}, {"attention_tuning", eo.tune_attention}};
+  if (b.profile) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < t.op_sum.size(); ++k)
+      ops.push_back({{"name", e.op_timings()[k].name}, {"kernel", e.op_timings()[k].kernel}, {"ms", t.op_sum[k] / b.iters * 1e3}});
+    j["ops"] = ops;
+  }
+  std::cout << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+}
+
+void print_bench_text(const ev::Engine& e, const ev::ModelSpec& spec, const DeviceChoice& dev, const BenchOpts& b,
+                      const char* input_desc, const BenchTimes& t) {
+  const int n = e.max_batch();
+  std::printf("bench %s on %s: batch %d, %s, %d threads, attention %s\n", spec.name.c_str(), dev.profile.name.c_str(), n,
+              ev::to_string(e.plan().graph.precision), e.threads(), e.plan().attention_kernel.c_str());
+  std::printf("input: %s\n", input_desc);
+  std::printf("latency over %d iterations (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
+              b.iters, b.warmup, t.pct(0.5), t.pct(0.9), t.pct(0.99), t.mean());
+  std::printf("throughput: %.1f images/s\n", n / (t.mean() / 1e3));
+  if (!b.profile) return;
+  double total = 0;
+  for (double v : t.op_sum) total += v;
+  std::printf("\nper-op profile (mean over iterations; wall time per op):\n");
+  std::printf("  %-26s %-30s %9s %7s %9s %9s\n", "op", "kernel", "ms", "share", "GB/s", "GFLOP/s");
+  for (size_t k = 0; k < t.op_sum.size(); ++k) {
+    const auto& op = e.op_timings()[k];
+    const double sec = t.op_sum[k] / b.iters;
+    std::printf("  %-26s %-30s %9.4f %6.1f%% %9.2f %9.2f\n", op.name.c_str(), op.kernel.c_str(), sec * 1e3,
+                total > 0 ? 100.0 * t.op_sum[k] / total : 0.0, sec > 0 ? op.bytes / sec / 1e9 : 0.0,
+                sec > 0 ? op.flops / sec / 1e9 : 0.0);
+  }
+}
+
 int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::string>& dirs) {
   auto setup = load_setup(o, dirs);
   if (!setup.ok()) return fail(setup.status());
-  const ev::ModelSpec* spec = &setup->spec;
-  const DeviceChoice* dev = &setup->device;
-  const ev::PlanOptions* popts = &setup->plan;
   if (b.iters < 1) return fail(ev::invalid_argument("--iters must be >= 1"));
   if (b.pageable_input && b.device_input)
     return fail(ev::invalid_argument("--pageable-input and --device-input exclude each other"));
   ev::EngineOptions eo;
-  eo.plan = *popts;
+  eo.plan = setup->plan;
   eo.threads = o.threads;
   eo.profile_ops = b.profile;
   eo.tune_gemms = !o.no_gemm_tuning;
   eo.tune_attention = !o.no_attention_tuning;
-  auto engine = ev::Engine::create(*spec, dev->profile, eo);
+  auto engine = ev::Engine::create(setup->spec, setup->device.profile, eo);
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
   announce_plan(e.plan(), o.verbose);
@@ -451,17 +531,8 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   announce_gemm_choices(e, o.verbose || b.profile, e.max_batch());
   announce_attention_choices(e, o.verbose || b.profile);
   const int n = e.max_batch();
-  // Deterministic pseudo-random input in [-1, 1) (never zeros: they hide bugs and run unrealistically),
-  // written once into the engine's own input buffer (infer() then copies nothing: the numbers are the
-  // forward's), or with --pageable-input into a separate array that every infer() copies in.
-  const size_t input_len = static_cast<size_t>(e.input_numel_per_image()) * n;
-  std::vector<float> pageable(b.pageable_input ? input_len : 0);
-  float* input = b.pageable_input ? pageable.data() : e.input_buffer();
-  uint32_t s = 12345;
-  for (size_t i = 0; i < input_len; ++i) {
-    s = s * 1664525u + 1013904223u;
-    input[i] = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
-  }
+  std::vector<float> pageable;
+  const float* input = bench_input(e, b, n, &pageable);
   const char* input_path = b.pageable_input ? "pageable_copy" : b.device_input ? "device_tensor" : "engine_buffer";
   const char* input_desc =
       b.pageable_input ? "a separate pageable host array, copied into the engine's input buffer by every infer()"
@@ -471,67 +542,18 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
                          "CUDA), no copy in infer()";
   if (b.device_input) {
     if (e.device_input() == nullptr)
-      return fail(ev::unsupported("--device-input: the " + dev->profile.name +
+      return fail(ev::unsupported("--device-input: the " + setup->device.profile.name +
                                   " backend has no device-resident input (CUDA engines only)"));
     const ev::Status st = e.infer(input, n);  // the cast of the host images fills the device input
     if (!st.ok()) return fail(st);
   }
-  auto forward = [&]() { return b.device_input ? e.infer_device(n) : e.infer(input, n); };
-  for (int i = 0; i < b.warmup; ++i) {
-    const ev::Status st = forward();
-    if (!st.ok()) return fail(st);
-  }
-  std::vector<double> ms;
-  std::vector<double> op_sum(e.op_timings().size(), 0.0);
-  for (int i = 0; i < b.iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const ev::Status st = forward();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (!st.ok()) return fail(st);
-    if (b.profile)
-      for (size_t j = 0; j < op_sum.size(); ++j) op_sum[j] += e.op_timings()[j].seconds;
-  }
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  auto pct = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * (sorted.size() - 1) + 0.5))]; };
-  const double p50 = pct(0.5), p90 = pct(0.9), p99 = pct(0.99);
-  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
-  const double ips = n / (mean / 1e3);
+  BenchTimes t;
+  const ev::Status st = time_forwards(e, b, input, n, &t);
+  if (!st.ok()) return fail(st);
   if (b.json) {
-    nlohmann::ordered_json j{{"model", spec->name}, {"device", dev->profile.name}, {"batch", n},
-                             {"precision", ev::to_string(e.plan().graph.precision)}, {"threads", e.threads()},
-                             {"iters", b.iters}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99}, {"mean_ms", mean},
-                             {"images_per_s", ips}, {"attention_kernel", e.plan().attention_kernel},
-                             {"input_path", input_path}, {"gemm_tuning", eo.tune_gemms},
-                             {"attention_tuning", eo.tune_attention}};
-    if (b.profile) {
-      nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-      for (size_t k = 0; k < op_sum.size(); ++k)
-        ops.push_back({{"name", e.op_timings()[k].name}, {"kernel", e.op_timings()[k].kernel}, {"ms", op_sum[k] / b.iters * 1e3}});
-      j["ops"] = ops;
-    }
-    std::cout << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-    return 0;
-  }
-  std::printf("bench %s on %s: batch %d, %s, %d threads, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
-              ev::to_string(e.plan().graph.precision), e.threads(), e.plan().attention_kernel.c_str());
-  std::printf("input: %s\n", input_desc);
-  std::printf("latency over %d iterations (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
-              b.iters, b.warmup, p50, p90, p99, mean);
-  std::printf("throughput: %.1f images/s\n", ips);
-  if (b.profile) {
-    double total = 0;
-    for (double v : op_sum) total += v;
-    std::printf("\nper-op profile (mean over iterations; wall time per op):\n");
-    std::printf("  %-26s %-30s %9s %7s %9s %9s\n", "op", "kernel", "ms", "share", "GB/s", "GFLOP/s");
-    for (size_t k = 0; k < op_sum.size(); ++k) {
-      const auto& t = e.op_timings()[k];
-      const double sec = op_sum[k] / b.iters;
-      const double scale = static_cast<double>(n) / e.max_batch();
-      std::printf("  %-26s %-30s %9.4f %6.1f%% %9.2f %9.2f\n", t.name.c_str(), t.kernel.c_str(), sec * 1e3,
-                  total > 0 ? 100.0 * op_sum[k] / total : 0.0, sec > 0 ? t.bytes * scale / sec / 1e9 : 0.0,
-                  sec > 0 ? t.flops * scale / sec / 1e9 : 0.0);
-    }
+    print_bench_json(e, setup->spec, setup->device, b, eo, input_path, t);
+  } else {
+    print_bench_text(e, setup->spec, setup->device, b, input_desc, t);
   }
   return 0;
 }
