@@ -57,6 +57,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
   if (spec.weights_path.empty())
     return config_error(spec.source_path + ": weights.path: no checkpoint given for model '" + spec.name + "'");
   EV_ASSIGN_OR_RETURN(WeightSource weights, WeightSource::open(spec.weights_path, spec.weights_naming));
+  EV_RETURN_IF_ERROR(weights.fit_pos_embed(spec.arch));  // the model's grid, when not the checkpoint's
   EV_RETURN_IF_ERROR(weights.check(spec.arch));
 
   if (device.kind == DeviceKind::kCpu) {

@@ -1,8 +1,11 @@
 #include "runtime/weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <set>
+
+#include "kernels/cpu/kernels.h"
 
 namespace edgevit {
 namespace {
@@ -604,6 +607,14 @@ Status WeightSource::read_derived_f32(const std::string& name, const Derived& d,
       for (size_t i = 0; i < 2 * e; ++i) dst[e + i] = src[3][i];
       break;
     }
+    case FoldKind::kResampleGrid: {
+      const size_t e = static_cast<size_t>(d.shape[2]), prefix = static_cast<size_t>(d.begin) * e;
+      for (size_t i = 0; i < prefix; ++i) dst[i] = src[0][i];
+      resample_pos_embed_bicubic(src[0].data() + prefix, static_cast<int>(d.grid[0]), static_cast<int>(d.grid[1]),
+                                 static_cast<int>(e), dst + prefix, static_cast<int>(d.grid[2]),
+                                 static_cast<int>(d.grid[3]), naming_ == WeightNaming::kTimm);
+      break;
+    }
     case FoldKind::kDropFirstRow: {
       const size_t e = static_cast<size_t>(d.shape[2]);
       for (size_t i = 0; i < n; ++i) dst[i] = src[0][e + i];
@@ -623,6 +634,34 @@ Result<std::vector<int64_t>> WeightSource::shape(const std::string& canonical) c
   const std::vector<int64_t>* s = find_shape(canonical);
   if (s == nullptr) return not_found(file_.path() + ": tensor '" + canonical + "' is not in the checkpoint");
   return *s;
+}
+
+Status WeightSource::fit_pos_embed(const VitArch& arch) {
+  const std::vector<int64_t>* s = find_shape("pos_embed");
+  if (s == nullptr || s->size() != 3 || (*s)[0] != 1) return Status::Ok();  // check() reports it
+  const std::vector<int64_t> have = *s;
+  const int64_t prefix = arch.no_embed_class ? 0 : arch.num_prefix_tokens();
+  const int64_t out_h = arch.img_size / arch.patch_size, out_w = arch.img_size / arch.patch_size;
+  const int64_t cells = have[1] - prefix;
+  if (cells == out_h * out_w) return Status::Ok();
+  int64_t g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(cells, 0)))));
+  if (cells <= 0 || g * g != cells)
+    return checkpoint_error(file_.path() + ": pos_embed " + shape_string(have) + " with " + std::to_string(prefix) +
+                            " prefix row(s) does not hold a square patch grid; cannot resample it to " +
+                            std::to_string(out_h) + "x" + std::to_string(out_w));
+  std::string source = "pos_embed";
+  auto d = derived_.find("pos_embed");
+  if (d != derived_.end()) {  // already a fold (HF DINOv2 with registers): resample its result
+    source = "derived.pos_embed";
+    derived_[source] = d->second;
+  }
+  Derived r{FoldKind::kResampleGrid, {source}, {1, prefix + out_h * out_w, have[2]}, prefix};
+  r.grid[0] = g;
+  r.grid[1] = g;
+  r.grid[2] = out_h;
+  r.grid[3] = out_w;
+  derived_["pos_embed"] = r;
+  return Status::Ok();
 }
 
 Status WeightSource::check(const VitArch& arch) const {

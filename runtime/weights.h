@@ -98,6 +98,16 @@ class WeightSource {
   // Source tensor names with no canonical counterpart (always errors in check()).
   const std::vector<std::string>& unmapped() const { return unmapped_; }
 
+  // Position embeddings for arch's patch grid: when the checkpoint's pos_embed (1, prefix + g * g, E) covers
+  // another grid than arch's (img_size / patch_size per side), pos_embed becomes a fold that resizes its
+  // patch part to the model's grid (kernels/cpu resample_pos_embed_bicubic) and keeps the prefix rows (class,
+  // distillation, register tokens unless no_embed_class) unchanged, as the checkpoint's own library does it:
+  //   timm naming: resample_abs_pos_embed as checkpoint_filter_fn calls it (timm 1.0: bicubic, antialias=True);
+  //   HF naming: DINOv2's interpolate_pos_encoding (transformers 5.x: bicubic with size=(new_h, new_w),
+  //     align_corners=False, no antialias; older versions' scale_factor (new + 0.1) / old form is not it).
+  // No-op when the grids agree or there is no pos_embed. Call before check().
+  Status fit_pos_embed(const VitArch& arch);
+
   // Every expected tensor present with the expected shape, no extra tensors. The error lists all missing,
   // extra and mismatched tensors (the first kMaxListed of each).
   Status check(const VitArch& arch) const;
@@ -135,12 +145,14 @@ class WeightSource {
     kMapQkvWeight,    // [0 (E, E); sources[0] (2E, E)]: the MAP head's packed qkv with the query folded out
     kMapQkvBias,      // [latent q.weight^T + q.bias; kv.bias] from sources {latent, q.weight, q.bias, kv.bias}
     kColSlice,        // columns [begin, begin + shape[1]) of sources[0] (C, K)
+    kResampleGrid,    // sources[0] (1, begin + in_h * in_w, E): rows [0, begin) kept, the grid resized to out_h x out_w
   };
   struct Derived {
     FoldKind kind;
     std::vector<std::string> sources;  // canonical names of checkpoint tensors
     std::vector<int64_t> shape;
-    int64_t begin = 0;  // kRowSlice
+    int64_t begin = 0;  // kRowSlice, kColSlice; kResampleGrid: prefix rows
+    int64_t grid[4] = {0, 0, 0, 0};  // kResampleGrid: in_h, in_w, out_h, out_w
   };
   void add_folds();
   Status read_derived_f32(const std::string& name, const Derived& d, float* dst, size_t count) const;

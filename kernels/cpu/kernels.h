@@ -204,6 +204,16 @@ void resize_u8(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, 
 void resize_u8_ref(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, int out_w, int out_h,
                    ResampleFilter f);
 
+// Position-embedding grid resize as torch's F.interpolate(mode='bicubic', align_corners=False, size=(out_h,
+// out_w)) does it, in double, float in and out (load time only):
+//   antialias == false (HF DINOv2's interpolate_pos_encoding): per axis source coordinate
+//     (dst + 0.5) * in / out - 0.5, Keys cubic a = -0.75 over the 4 nearest samples, indices clamped;
+//   antialias == true (timm's resample_abs_pos_embed as checkpoint_filter_fn calls it): Pillow's windows,
+//     Keys cubic a = -0.5 widened by max(1, in / out), cut at the border, weights normalised.
+// src (in_h * in_w, embed) row-major tokens; dst (out_h * out_w, embed).
+void resample_pos_embed_bicubic(const float* src, int in_h, int in_w, int embed, float* dst, int out_h, int out_w,
+                                bool antialias);
+
 // Non-finite values (NaN, +-Inf) in x[0, n): how many, and the index of the first (-1: none).
 int64_t count_nonfinite_f32(const float* x, int64_t n);
 int64_t count_nonfinite_ref(const float* x, int64_t n);

@@ -7,9 +7,12 @@
 // pass whose axis keeps its size is skipped (no rounding there).
 // Reference: resample_ref.cpp (the same windows in double, no fixed point: within one level).
 // Goldens: tests/data/resample/pil_resize.safetensors (tools/make_resample_golden.py).
+// Also resample_pos_embed_bicubic: torch's bicubic F.interpolate (antialias False or True) for position-embedding
+// grids, in double (load time only); goldens: the pos_embed tables of tests/data/families/resize.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/kernels.h"
 
@@ -136,6 +139,74 @@ void resize_u8(const uint8_t* src, int in_w, int in_h, int chans, uint8_t* dst, 
       for (int t = 0; t < wy[y].count; ++t)
         acc += mid[static_cast<int64_t>(wy[y].first - row0 + t) * mid_w * chans + i] * k[t];
       out[i] = clip8(acc);
+    }
+  }
+}
+
+namespace {
+
+// One output sample's taps along one axis: input indices and double weights.
+struct AxisTaps {
+  std::vector<int> idx;
+  std::vector<double> w;
+};
+
+// torch's upsample_bicubic2d (antialias=False): source coordinate (dst + 0.5) * in / out - 0.5, not clamped;
+// Keys cubic a = -0.75 at floor - 1 .. floor + 2, indices clamped at the border.
+AxisTaps cubic_taps(int dst, int in_size, int out_size) {
+  constexpr double a = -0.75;
+  const auto near = [](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };      // |x| <= 1
+  const auto far = [](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  const double real = (dst + 0.5) * static_cast<double>(in_size) / out_size - 0.5;
+  const double fl = std::floor(real), t = real - fl;
+  AxisTaps taps;
+  taps.w = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+  for (int k = 0; k < 4; ++k) taps.idx.push_back(std::min(std::max(static_cast<int>(fl) - 1 + k, 0), in_size - 1));
+  return taps;
+}
+
+// torch's _upsample_bicubic2d_aa (antialias=True), Pillow's windows: centre (dst + 0.5) * scale, support
+// 2 * max(1, scale), Keys cubic a = -0.5 at (j - centre + 0.5) / max(1, scale), window cut at the border and
+// its weights normalised to sum 1.
+AxisTaps cubic_aa_taps(int dst, int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = std::max(1.0, scale);
+  const double support = resample_filter_support(ResampleFilter::kBicubic) * filterscale;
+  const double center = (dst + 0.5) * scale;
+  const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
+  const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size);
+  AxisTaps taps;
+  double total = 0;
+  for (int j = xmin; j < xmax; ++j) {
+    const double w = resample_filter(ResampleFilter::kBicubic, (j - center + 0.5) / filterscale);
+    taps.idx.push_back(j);
+    taps.w.push_back(w);
+    total += w;
+  }
+  if (total != 0)
+    for (double& w : taps.w) w /= total;
+  return taps;
+}
+
+}  // namespace
+
+void resample_pos_embed_bicubic(const float* src, int in_h, int in_w, int embed, float* dst, int out_h, int out_w,
+                                bool antialias) {
+  const auto taps = antialias ? cubic_aa_taps : cubic_taps;
+  std::vector<double> acc(static_cast<size_t>(embed));
+  for (int y = 0; y < out_h; ++y) {
+    const AxisTaps ay = taps(y, in_h, out_h);
+    for (int x = 0; x < out_w; ++x) {
+      const AxisTaps ax = taps(x, in_w, out_w);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t i = 0; i < ay.idx.size(); ++i)
+        for (size_t j = 0; j < ax.idx.size(); ++j) {
+          const double w = ay.w[i] * ax.w[j];
+          const float* s = src + (static_cast<int64_t>(ay.idx[i]) * in_w + ax.idx[j]) * embed;
+          for (int e = 0; e < embed; ++e) acc[static_cast<size_t>(e)] += w * s[e];
+        }
+      float* d = dst + (static_cast<int64_t>(y) * out_w + x) * embed;
+      for (int e = 0; e < embed; ++e) d[e] = static_cast<float>(acc[static_cast<size_t>(e)]);
     }
   }
 }
