@@ -61,7 +61,22 @@ Result<std::vector<int64_t>> need_shape(const WeightSource& w, const std::string
   return shape;
 }
 
-Status finish_spec(ModelSpec& spec, const WeightSource& weights) {
+// --image-size: the user's input size; the checkpoint's position embeddings are resampled to its grid.
+Status apply_image_size(const ImportOptions& options, ModelSpec& spec, WeightSource& weights) {
+  if (!options.image_size) return Status::Ok();
+  const auto [h, w] = *options.image_size;
+  const std::string given = "--image-size " + std::to_string(h) + (h == w ? "" : "x" + std::to_string(w));
+  if (h != w)
+    return unsupported(given + ": non-square input sizes are not supported yet; give one size (a square)");
+  const int p = spec.arch.patch_size;
+  if (h <= 0 || h % p != 0)
+    return invalid_argument(given + ": not a positive multiple of the patch size " + std::to_string(p));
+  spec.arch.img_size = h;
+  return weights.fit_pos_embed(spec.arch);
+}
+
+Status finish_spec(ModelSpec& spec, WeightSource& weights, const ImportOptions& options) {
+  EV_RETURN_IF_ERROR(apply_image_size(options, spec, weights));
   EV_RETURN_IF_ERROR(weights.check(spec.arch));
   EV_RETURN_IF_ERROR(read_checkpoint_preprocess(&spec));  // runtime/preprocess_config.h
   return validate_model_spec(spec, spec.weights_path);
@@ -254,7 +269,7 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
   spec.weights_naming = WeightNaming::kTimm;
   spec.arch = a;
   fit_default_normalization(&spec.preprocess, a.in_chans);
-  EV_RETURN_IF_ERROR(finish_spec(spec, w));
+  EV_RETURN_IF_ERROR(finish_spec(spec, w, options));
   return spec;
 }
 
@@ -393,7 +408,7 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   spec.weights_naming = WeightNaming::kHf;
   spec.arch = a;
   fit_default_normalization(&spec.preprocess, a.in_chans);
-  EV_RETURN_IF_ERROR(finish_spec(spec, w));
+  EV_RETURN_IF_ERROR(finish_spec(spec, w, options));
   return spec;
 }
 

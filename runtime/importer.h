@@ -23,6 +23,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "runtime/model_spec.h"
 #include "base/status.h"
@@ -35,6 +36,9 @@ struct ImportOptions {
   std::optional<double> eps;       // timm: overrides 1e-6; HF: must agree with config.json
   std::optional<Activation> act;   // timm only (the checkpoint cannot say it; default gelu): HF's config.json
                                    // names hidden_act, so an HF import refuses it
+  // The model's input (height, width) in pixels, instead of the checkpoint's: a multiple of the patch size;
+  // the position embeddings are resampled to it at load (WeightSource::fit_pos_embed). Square only for now.
+  std::optional<std::pair<int, int>> image_size;
 };
 
 // weights_path in the result is absolute; name is the checkpoint's file stem.

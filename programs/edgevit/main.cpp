@@ -651,7 +651,7 @@ int main(int argc, char** argv) {
   devices->add_flag("--detect", devices_detect,
                     "detect this machine's device: print the profile chosen and how each field was found");
 
-  std::string import_from, import_ckpt, import_out, import_pool, import_act;
+  std::string import_from, import_ckpt, import_out, import_pool, import_act, import_size;
   int import_heads = 0;
   double import_eps = 0;
   CLI::App* imp = app.add_subcommand("import", "write a model config inferred from a checkpoint");
@@ -662,6 +662,8 @@ int main(int argc, char** argv) {
   imp->add_option("--act", import_act, "MLP activation of a timm checkpoint (it cannot say): gelu | gelu_tanh | quick_gelu")
       ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
   imp->add_option("--eps", import_eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
+  imp->add_option("--image-size", import_size,
+                  "input size H[xW] in pixels instead of the checkpoint's (position embeddings resampled at load)");
   imp->add_option("-o,--output", import_out, "model YAML to write")->required();
 
   ev::daemon::ClientOptions client_o;
@@ -705,6 +707,18 @@ int main(int argc, char** argv) {
       io.act = import_act == "gelu_tanh" ? ev::Activation::kGeluTanh
                : import_act == "quick_gelu" ? ev::Activation::kQuickGelu : ev::Activation::kGelu;
     if (import_eps > 0) io.eps = import_eps;
+    if (!import_size.empty()) {
+      int h = 0, w = 0;
+      char extra = 0;
+      const int got = std::sscanf(import_size.c_str(), "%dx%d%c", &h, &w, &extra);
+      if (got == 1) w = h;
+      if ((got != 1 && got != 2) || h <= 0 || w <= 0 ||
+          (got == 1 && import_size.find_first_not_of("0123456789") != std::string::npos)) {
+        std::fprintf(stderr, "error: --image-size %s: expected H or HxW (pixels)\n", import_size.c_str());
+        return 2;
+      }
+      io.image_size = std::make_pair(h, w);
+    }
     return cmd_import(import_from, import_ckpt, io, import_out);
   }
   return 2;

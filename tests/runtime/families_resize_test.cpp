@@ -7,16 +7,21 @@
 //   - the outputs within tol::kFp32EndToEnd normwise and the same top-1.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/tolerances.h"
 #include "kernels/cpu/kernels.h"
 #include "platform/device_registry.h"
+#include "runtime/config.h"
 #include "runtime/engine.h"
 #include "runtime/importer.h"
+#include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
+#include "tests/runtime/checkpoint_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -45,10 +50,12 @@ struct ResizeCase {
   double eps;  // timm: what the checkpoint cannot say (the CLIP case was built with nn.LayerNorm's 1e-5)
 };
 
-Result<ModelSpec> import_case(const ResizeCase& c) {
+// size > 0: imported as `import --image-size SIZE` does it.
+Result<ModelSpec> import_case(const ResizeCase& c, int size = 0) {
   const std::string base = family_path(c.name);
-  if (std::string(c.name).rfind("hf_", 0) == 0) return infer_model_spec_hf(base, {});
   ImportOptions io;
+  if (size > 0) io.image_size = std::make_pair(size, size);
+  if (std::string(c.name).rfind("hf_", 0) == 0) return infer_model_spec_hf(base, io);
   io.heads = 2;
   io.eps = c.eps;
   return infer_model_spec_timm(base + ".safetensors", io);
@@ -96,11 +103,17 @@ TEST_P(FamilyResize, PosEmbedResampledAtLoad) {
   EXPECT_LE(testutil::rel_error(got.data(), want.data() + skip, got.size()), kPosEmbedRel);
 }
 
+// Imported at 48 (import --image-size 48), saved as YAML and read back: the user's size is the model's.
 TEST_P(FamilyResize, OutputsMatchReferenceAt48x48) {
   const ResizeCase c = GetParam();
-  auto spec = import_case(c);
+  auto imported = import_case(c, 48);
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  EXPECT_EQ(imported->arch.img_size, 48);
+  const std::string dir = testutil::make_temp_dir("resize_yaml");
+  ASSERT_TRUE(save_imported_spec(*imported, dir + "/model.yaml").ok());
+  auto spec = load_model_spec(dir + "/model.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
-  spec->arch.img_size = 48;
+  EXPECT_EQ(spec->arch.img_size, 48);
   auto golden = SafetensorsFile::open(golden_path(c.name, 48, 48));
   ASSERT_TRUE(golden.ok()) << golden.status().to_string();
   const std::vector<float> input = read_tensor(*golden, "input");
@@ -130,6 +143,25 @@ TEST_P(FamilyResize, OutputsMatchReferenceAt48x48) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
+  // plan states the token count at the model's size: 36 patches + the prefix tokens.
+  const std::string text = format_plan_text((*engine)->plan(), false);
+  const std::string want_line = std::to_string(36 + spec->arch.num_prefix_tokens()) + " tokens at 48x48";
+  EXPECT_NE(text.find(want_line), std::string::npos) << text.substr(0, 400);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ImportImageSize, RefusesWhatCannotBeRun) {
+  const std::string ckpt = family_path("timm_vit_nohead.safetensors");
+  ImportOptions io;
+  io.heads = 2;
+  io.image_size = std::make_pair(44, 44);  // not a multiple of the patch (8)
+  auto spec = infer_model_spec_timm(ckpt, io);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("multiple of the patch size 8"), std::string::npos) << spec.status().message();
+  io.image_size = std::make_pair(48, 32);
+  spec = infer_model_spec_timm(ckpt, io);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyResize,
