@@ -273,6 +273,131 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
   return spec;
 }
 
+namespace {
+
+// The family's flags, from model_type (docs/models.md).
+struct HfKind {
+  std::string model_type;
+  bool dinov2 = false, clip = false, siglip = false;
+};
+
+// config.json's hidden_act (the family's default when absent) as an Activation.
+Status hf_activation(const json& cfg, const std::string& config_path, const HfKind& k, VitArch* out) {
+  VitArch& a = *out;
+  const std::string act = cfg.contains("hidden_act") && cfg["hidden_act"].is_string()
+                              ? cfg["hidden_act"].get<std::string>()
+                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump()
+                                 : k.clip                     ? "quick_gelu"
+                                 : k.siglip                   ? "gelu_pytorch_tanh"
+                                                              : "gelu");
+  if (act == "gelu") {
+    a.act = Activation::kGelu;
+  } else if (act == "quick_gelu") {
+    a.act = Activation::kQuickGelu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
+    a.act = Activation::kGeluTanh;
+  } else {
+    return unsupported(config_path + ": key 'hidden_act': '" + act +
+                       "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh, gelu_new)");
+  }
+
+  return Status::Ok();
+}
+
+// Sizes, LayerNorm eps and the MLP's hidden width, with the family's config-class defaults.
+Status hf_dimensions(const json& cfg, const std::string& config_path, const HfKind& k, VitArch* out, int* hidden) {
+  VitArch& a = *out;
+  const bool dinov2 = k.dinov2, clip = k.clip, siglip = k.siglip;
+  // Defaults are the family's config class's (ViTConfig, DeiTConfig, Dinov2Config, CLIPVisionConfig), for keys a
+  // config.json may omit.
+  EV_ASSIGN_OR_RETURN(a.embed_dim, positive_int(cfg, config_path, "hidden_size", 768));
+  EV_ASSIGN_OR_RETURN(a.depth, positive_int(cfg, config_path, "num_hidden_layers", 12));
+  EV_ASSIGN_OR_RETURN(a.num_heads, positive_int(cfg, config_path, "num_attention_heads", 12));
+  EV_ASSIGN_OR_RETURN(*hidden, positive_int(cfg, config_path, "intermediate_size", 3072));
+  if (dinov2) {  // Dinov2Config sizes the MLP by mlp_ratio (intermediate_size is unused)
+    if (cfg.contains("mlp_ratio") && !(cfg["mlp_ratio"].is_number() && cfg["mlp_ratio"].get<double>() > 0))
+      return config_error(config_path + ": key 'mlp_ratio': expected a positive number");
+    const double ratio = cfg.contains("mlp_ratio") ? cfg["mlp_ratio"].get<double>() : 4.0;
+    *hidden = static_cast<int>(a.embed_dim * ratio);
+  }
+  EV_ASSIGN_OR_RETURN(a.img_size, square_size(cfg, config_path, "image_size", 224));
+  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", clip ? 32 : dinov2 ? 14 : 16));
+  EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
+  a.qkv_bias = true;
+  if (cfg.contains("qkv_bias")) {
+    if (!cfg["qkv_bias"].is_boolean()) return config_error(config_path + ": key 'qkv_bias': expected true or false");
+    a.qkv_bias = cfg["qkv_bias"].get<bool>();
+  }
+  a.layer_norm_eps = clip ? 1e-5 : dinov2 || siglip ? 1e-6 : 1e-12;
+  if (cfg.contains("layer_norm_eps")) {
+    if (!cfg["layer_norm_eps"].is_number() || !(cfg["layer_norm_eps"].get<double>() > 0))
+      return config_error(config_path + ": key 'layer_norm_eps': expected a positive number");
+    a.layer_norm_eps = cfg["layer_norm_eps"].get<double>();
+  }
+  return Status::Ok();
+}
+
+// Class token, registers, pooling and norms as the family lays them out.
+Status hf_layout(const json& cfg, const std::string& config_path, const HfKind& k, VitArch* out) {
+  VitArch& a = *out;
+  const bool siglip = k.siglip, clip = k.clip;
+  const std::string& model_type = k.model_type;
+  // HF ViT: class token, position embeddings covering it, CLS pooling, final LayerNorm before the head.
+  a.class_token = true;
+  a.reg_tokens = 0;
+  a.no_embed_class = false;
+  a.global_pool = GlobalPool::kToken;
+  a.fc_norm = false;
+  if (model_type == "dinov2_with_registers") {
+    // Registers after the class token without position embeddings: timm's no_embed_class form (the loader
+    // folds the class token's position embedding into it: runtime/weights.h).
+    EV_ASSIGN_OR_RETURN(a.reg_tokens, positive_int(cfg, config_path, "num_register_tokens", 4));
+    a.no_embed_class = true;
+  }
+  if (siglip) {  // SiglipVisionTransformer: no class token, the MAP head (vision_use_head) on the normed tokens
+    a.class_token = false;
+    a.global_pool = GlobalPool::kMap;
+  }
+  if (clip) {  // CLIPVisionTransformer: pre_layrnorm, a bias-free patch embedding and projection
+    a.pre_norm = true;
+    a.patch_bias = false;
+    a.head_bias = false;
+  }
+  return Status::Ok();
+}
+
+// What only the tensors say (distillation token, LayerScale, classifier, MAP head), and the checks against them.
+Status hf_from_weights(const WeightSource& w, const json& cfg, const std::string& config_path,
+                       const std::string& weights_path, const HfKind& k, VitArch* out) {
+  VitArch& a = *out;
+  const bool siglip = k.siglip, clip = k.clip;
+  a.dist_token = w.has("dist_token");
+  if (siglip && !w.has("attn_pool.latent"))
+    return unsupported(weights_path + ": a SigLIP vision tower without its MAP head (vision_use_head false) is not "
+                       "supported");
+  a.layer_scale = w.has("blocks.0.ls1.gamma");
+  a.num_classes = 0;
+  if (w.shape("head.weight").ok()) {
+    EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
+    a.num_classes = static_cast<int>(head[0]);
+    a.head_mean_tokens = w.shape("head_mean.weight").ok();  // Dinov2ForImageClassification
+  }
+  if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
+    return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "
+                       "distillation token) is not supported; DeiTForImageClassificationWithTeacher is");
+  if (siglip && a.num_classes > 0)
+    return unsupported(weights_path + ": SiglipForImageClassification's classifier (over the mean of the tokens) is "
+                       "not supported yet (SiglipVisionModel is)");
+  if (!clip && !siglip && cfg.contains("id2label") && cfg["id2label"].is_object() &&
+      cfg["id2label"].size() != static_cast<size_t>(a.num_classes))
+    return checkpoint_error(config_path + ": id2label has " + std::to_string(cfg["id2label"].size()) +
+                            " labels but " + weights_path + " classifies into " + std::to_string(a.num_classes));
+
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOptions& options) {
   if (options.act)
     return invalid_argument((fs::path(dir) / "config.json").string() +
@@ -300,50 +425,11 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   const json& cfg = full ? top["vision_config"] : top;
   if (dinov2 && cfg.contains("use_swiglu_ffn") && cfg["use_swiglu_ffn"] == true)
     return unsupported(config_path + ": key 'use_swiglu_ffn': the SwiGLU MLP is not supported yet");
-  const std::string act = cfg.contains("hidden_act") && cfg["hidden_act"].is_string()
-                              ? cfg["hidden_act"].get<std::string>()
-                              : (cfg.contains("hidden_act") ? cfg["hidden_act"].dump()
-                                 : clip                       ? "quick_gelu"
-                                 : siglip                     ? "gelu_pytorch_tanh"
-                                                              : "gelu");
   VitArch a;
-  if (act == "gelu") {
-    a.act = Activation::kGelu;
-  } else if (act == "quick_gelu") {
-    a.act = Activation::kQuickGelu;
-  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
-    a.act = Activation::kGeluTanh;
-  } else {
-    return unsupported(config_path + ": key 'hidden_act': '" + act +
-                       "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh, gelu_new)");
-  }
-
-  // Defaults are the family's config class's (ViTConfig, DeiTConfig, Dinov2Config, CLIPVisionConfig), for keys a
-  // config.json may omit.
-  EV_ASSIGN_OR_RETURN(a.embed_dim, positive_int(cfg, config_path, "hidden_size", 768));
-  EV_ASSIGN_OR_RETURN(a.depth, positive_int(cfg, config_path, "num_hidden_layers", 12));
-  EV_ASSIGN_OR_RETURN(a.num_heads, positive_int(cfg, config_path, "num_attention_heads", 12));
-  EV_ASSIGN_OR_RETURN(int intermediate, positive_int(cfg, config_path, "intermediate_size", 3072));
-  if (dinov2) {  // Dinov2Config sizes the MLP by mlp_ratio (intermediate_size is unused)
-    if (cfg.contains("mlp_ratio") && !(cfg["mlp_ratio"].is_number() && cfg["mlp_ratio"].get<double>() > 0))
-      return config_error(config_path + ": key 'mlp_ratio': expected a positive number");
-    const double ratio = cfg.contains("mlp_ratio") ? cfg["mlp_ratio"].get<double>() : 4.0;
-    intermediate = static_cast<int>(a.embed_dim * ratio);
-  }
-  EV_ASSIGN_OR_RETURN(a.img_size, square_size(cfg, config_path, "image_size", 224));
-  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", clip ? 32 : dinov2 ? 14 : 16));
-  EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
-  a.qkv_bias = true;
-  if (cfg.contains("qkv_bias")) {
-    if (!cfg["qkv_bias"].is_boolean()) return config_error(config_path + ": key 'qkv_bias': expected true or false");
-    a.qkv_bias = cfg["qkv_bias"].get<bool>();
-  }
-  a.layer_norm_eps = clip ? 1e-5 : dinov2 || siglip ? 1e-6 : 1e-12;
-  if (cfg.contains("layer_norm_eps")) {
-    if (!cfg["layer_norm_eps"].is_number() || !(cfg["layer_norm_eps"].get<double>() > 0))
-      return config_error(config_path + ": key 'layer_norm_eps': expected a positive number");
-    a.layer_norm_eps = cfg["layer_norm_eps"].get<double>();
-  }
+  const HfKind kind{model_type, dinov2, clip, siglip};
+  EV_RETURN_IF_ERROR(hf_activation(cfg, config_path, kind, &a));
+  int intermediate = 0;
+  EV_RETURN_IF_ERROR(hf_dimensions(cfg, config_path, kind, &a, &intermediate));
   if (a.embed_dim % a.num_heads != 0)
     return config_error(config_path + ": hidden_size " + std::to_string(a.embed_dim) +
                         " is not divisible by num_attention_heads " + std::to_string(a.num_heads));
@@ -356,52 +442,11 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
     return invalid_argument(config_path + ": ViTForImageClassification classifies the class token; only --pool "
                             "token matches it");
   EV_ASSIGN_OR_RETURN(a.mlp_ratio, mlp_ratio_for(a.embed_dim, intermediate, config_path));
-  // HF ViT: class token, position embeddings covering it, CLS pooling, final LayerNorm before the head.
-  a.class_token = true;
-  a.reg_tokens = 0;
-  a.no_embed_class = false;
-  a.global_pool = GlobalPool::kToken;
-  a.fc_norm = false;
-  if (model_type == "dinov2_with_registers") {
-    // Registers after the class token without position embeddings: timm's no_embed_class form (the loader
-    // folds the class token's position embedding into it: runtime/weights.h).
-    EV_ASSIGN_OR_RETURN(a.reg_tokens, positive_int(cfg, config_path, "num_register_tokens", 4));
-    a.no_embed_class = true;
-  }
-  if (siglip) {  // SiglipVisionTransformer: no class token, the MAP head (vision_use_head) on the normed tokens
-    a.class_token = false;
-    a.global_pool = GlobalPool::kMap;
-  }
-  if (clip) {  // CLIPVisionTransformer: pre_layrnorm, a bias-free patch embedding and projection
-    a.pre_norm = true;
-    a.patch_bias = false;
-    a.head_bias = false;
-  }
+  EV_RETURN_IF_ERROR(hf_layout(cfg, config_path, kind, &a));
 
   EV_ASSIGN_OR_RETURN(WeightSource w, WeightSource::open(weights_path, WeightNaming::kHf));
   EV_RETURN_IF_ERROR(reject_unsupported_family(w, weights_path));
-  a.dist_token = w.has("dist_token");
-  if (siglip && !w.has("attn_pool.latent"))
-    return unsupported(weights_path + ": a SigLIP vision tower without its MAP head (vision_use_head false) is not "
-                       "supported");
-  a.layer_scale = w.has("blocks.0.ls1.gamma");
-  a.num_classes = 0;
-  if (w.shape("head.weight").ok()) {
-    EV_ASSIGN_OR_RETURN(auto head, need_shape(w, "head.weight", 2));
-    a.num_classes = static_cast<int>(head[0]);
-    a.head_mean_tokens = w.shape("head_mean.weight").ok();  // Dinov2ForImageClassification
-  }
-  if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
-    return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "
-                       "distillation token) is not supported; DeiTForImageClassificationWithTeacher is");
-  if (siglip && a.num_classes > 0)
-    return unsupported(weights_path + ": SiglipForImageClassification's classifier (over the mean of the tokens) is "
-                       "not supported yet (SiglipVisionModel is)");
-  if (!clip && !siglip && cfg.contains("id2label") && cfg["id2label"].is_object() &&
-      cfg["id2label"].size() != static_cast<size_t>(a.num_classes))
-    return checkpoint_error(config_path + ": id2label has " + std::to_string(cfg["id2label"].size()) +
-                            " labels but " + weights_path + " classifies into " + std::to_string(a.num_classes));
-
+  EV_RETURN_IF_ERROR(hf_from_weights(w, cfg, config_path, weights_path, kind, &a));
   ModelSpec spec;
   spec.name = fs::path(absolute_path(dir)).filename().string();
   spec.weights_path = absolute_path(weights_path);
