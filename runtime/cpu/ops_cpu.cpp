@@ -19,12 +19,7 @@ namespace {
 
 Support serves(std::string reason) { return Support{true, std::move(reason), "", false}; }
 Support always(const Op&, const Graph&, const DeviceProfile&) { return serves(""); }
-std::string runs_everywhere() { return ""; }
 
-template <typename K>
-std::unique_ptr<OpKernel> bind_kernel(const Op& op) {
-  return std::make_unique<K>(op);
-}
 
 // ---- im2col, assemble, pool, layernorm ------------------------------------------------------------------
 
@@ -123,16 +118,16 @@ void append_cpu_attention_rows(std::vector<OpRow>* rows);
 const std::vector<OpRow>& cpu_op_table() {
   static const std::vector<OpRow> table = [] {
     std::vector<OpRow> t;
-    t.push_back({OpKind::kIm2col, Precision::kFp32, "cpu.im2col", always, runs_everywhere, bind_kernel<Im2col>});
+    t.push_back({OpKind::kIm2col, Precision::kFp32, "cpu.im2col", always, cpu_row_runs_everywhere, bind_cpu_kernel<Im2col>});
     append_cpu_linear_rows(&t);
-    t.push_back({OpKind::kAssembleTokens, Precision::kFp32, "cpu.assemble_tokens", always, runs_everywhere,
-                 bind_kernel<Assemble>});
-    t.push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f32", layernorm_supports, runs_everywhere,
-                 bind_kernel<LayerNorm>});
-    t.push_back({OpKind::kQkNorm, Precision::kFp32, "cpu.qk_norm_f32", layernorm_supports, runs_everywhere,
-                 bind_kernel<QkNorm>});
+    t.push_back({OpKind::kAssembleTokens, Precision::kFp32, "cpu.assemble_tokens", always, cpu_row_runs_everywhere,
+                 bind_cpu_kernel<Assemble>});
+    t.push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f32", layernorm_supports, cpu_row_runs_everywhere,
+                 bind_cpu_kernel<LayerNorm>});
+    t.push_back({OpKind::kQkNorm, Precision::kFp32, "cpu.qk_norm_f32", layernorm_supports, cpu_row_runs_everywhere,
+                 bind_cpu_kernel<QkNorm>});
     append_cpu_attention_rows(&t);
-    t.push_back({OpKind::kPool, Precision::kFp32, "cpu.pool", always, runs_everywhere, bind_kernel<Pool>});
+    t.push_back({OpKind::kPool, Precision::kFp32, "cpu.pool", always, cpu_row_runs_everywhere, bind_cpu_kernel<Pool>});
     return t;
   }();
   return table;

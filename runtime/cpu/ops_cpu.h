@@ -1,6 +1,9 @@
 // The CPU backend's op table rows (fp32) and what its kernels read.
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include "runtime/executor.h"
 
 namespace edgevit {
@@ -21,5 +24,12 @@ class CpuKernel : public OpKernel {
   const Op& op_;
   const std::string planned_;  // the plan's kernel name at bind (resolve_kernels rewrites op_.kernel later)
 };
+
+// Row helpers shared by the CPU table's files: a row every CPU can run, and a row's bind() for kernel K.
+inline std::string cpu_row_runs_everywhere() { return ""; }
+template <typename K>
+std::unique_ptr<OpKernel> bind_cpu_kernel(const Op& op) {
+  return std::make_unique<K>(op);
+}
 
 }  // namespace edgevit

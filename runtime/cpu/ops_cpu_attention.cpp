@@ -85,20 +85,15 @@ int64_t explicit_scratch(const Graph& g, const DeviceProfile&) {
   const int64_t s = g.arch.num_tokens();
   return int64_t{g.batch} * g.arch.num_heads * s * s * 4;
 }
-std::string runs_everywhere() { return ""; }
 
-template <typename K>
-std::unique_ptr<OpKernel> bind_kernel(const Op& op) {
-  return std::make_unique<K>(op);
-}
 
 }  // namespace
 
 void append_cpu_attention_rows(std::vector<OpRow>* rows) {
-  rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_fused_f32", fused_supports, runs_everywhere,
-                   bind_kernel<FusedAttention>});
-  rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_explicit_f32", explicit_supports, runs_everywhere,
-                   bind_kernel<ExplicitAttention>, explicit_scratch});
+  rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_fused_f32", fused_supports, cpu_row_runs_everywhere,
+                   bind_cpu_kernel<FusedAttention>});
+  rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_explicit_f32", explicit_supports, cpu_row_runs_everywhere,
+                   bind_cpu_kernel<ExplicitAttention>, explicit_scratch});
 }
 
 }  // namespace edgevit

@@ -111,20 +111,15 @@ Support openblas_supports(const Op& o, const Graph&, const DeviceProfile&) {
 std::string packed_available() {
   return cpu_packed_gemm_available() ? "" : "libxsmm not built in or no AVX2 on this CPU";
 }
-std::string runs_everywhere() { return ""; }
 
-template <typename K>
-std::unique_ptr<OpKernel> bind_kernel(const Op& op) {
-  return std::make_unique<K>(op);
-}
 
 }  // namespace
 
 void append_cpu_linear_rows(std::vector<OpRow>* rows) {
   rows->push_back({OpKind::kLinear, Precision::kFp32, "cpu.gemm_libxsmm_packed", packed_supports, packed_available,
-                   bind_kernel<PackedGemm>});
-  rows->push_back({OpKind::kLinear, Precision::kFp32, "cpu.sgemm_openblas", openblas_supports, runs_everywhere,
-                   bind_kernel<OpenblasLinear>});
+                   bind_cpu_kernel<PackedGemm>});
+  rows->push_back({OpKind::kLinear, Precision::kFp32, "cpu.sgemm_openblas", openblas_supports, cpu_row_runs_everywhere,
+                   bind_cpu_kernel<OpenblasLinear>});
 }
 
 }  // namespace edgevit
