@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/int8_scales.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -55,14 +56,17 @@ Arena::~Arena() {
 Status Arena::load_weights(WeightSource& weights, InjectedFault fault) {
   const Graph& g = plan_.graph;
   const bool fp16 = g.precision == Precision::kFp16;
+  const bool int8 = g.precision == Precision::kInt8;
+  if (int8 && !memory_->host_addressable())
+    return unsupported("precision int8 runs on the CPU backend only in this version (docs/int8.md)");
   if (memory_->host_addressable()) {
     for (const TensorDesc& t : g.tensors) {
-      if (t.kind != TensorKind::kWeight) continue;
+      if (t.kind != TensorKind::kWeight || (int8 && is_int8_tensor(t))) continue;  // INT8: below
       EV_RETURN_IF_ERROR(fp16 ? weights.read_f16(t.name, as<uint16_t>(t.id), static_cast<size_t>(t.numel()))
                               : weights.read_f32(t.name, as<float>(t.id), static_cast<size_t>(t.numel())));
       if (fault == InjectedFault::kCorruptWeightByte && t.name == kCorruptedTensor) corrupt_first_element(at(t.id), t.elem_bytes);
     }
-    return Status::Ok();
+    return int8 ? load_int8_weights(plan_, weights, *this) : Status::Ok();
   }
   // Staged: one buffer the size of the largest weight, reused tensor by tensor.
   int64_t largest = 0;

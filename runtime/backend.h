@@ -39,6 +39,12 @@ class Backend {
   // substitute on this machine (resolve_rows' notes).
   virtual std::vector<TuningRecord> tuning() const { return {}; }
   virtual std::vector<std::string> resolve_notes() const { return {}; }
+  // Host memory holding tensor `id` of the plan (CPU: its arena bytes), or nullptr where tensors live on a
+  // device (see Engine::tensor_data).
+  virtual const void* tensor_data(int id) const {
+    (void)id;
+    return nullptr;
+  }
 };
 
 // Backend factories (runtime/cpu/backend_cpu.cpp, runtime/cuda/backend_cuda.cpp).

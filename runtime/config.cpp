@@ -20,7 +20,9 @@ const char* to_string(GlobalPool v) {
   return v == GlobalPool::kToken ? "token" : v == GlobalPool::kMap ? "map" : "avg";
 }
 const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm" : "hf"; }
-const char* to_string(Precision v) { return v == Precision::kFp32 ? "fp32" : "fp16"; }
+const char* to_string(Precision v) {
+  return v == Precision::kFp32 ? "fp32" : v == Precision::kFp16 ? "fp16" : "int8";
+}
 const char* to_string(Activation v) {
   return v == Activation::kGeluTanh ? "gelu_tanh" : v == Activation::kQuickGelu ? "quick_gelu" : "gelu";
 }
@@ -65,7 +67,9 @@ const std::vector<std::pair<const char*, GlobalPool>> kPools = {{"token", Global
 const std::vector<std::pair<const char*, WeightNaming>> kNamings = {{"timm", WeightNaming::kTimm},
                                                                      {"hf", WeightNaming::kHf}};
 const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Precision::kFp32},
-                                                                     {"fp16", Precision::kFp16}};
+                                                                     {"fp16", Precision::kFp16},
+                                                                     {"int8", Precision::kInt8}};
+const std::vector<std::pair<const char*, bool>> kInt8Activations = {{"per_tensor", false}, {"per_token", true}};
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
     {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
 const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu},
@@ -205,6 +209,19 @@ Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
   return m.finish();
 }
 
+// runtime.int8_scales (the scale file, docs/int8.md) and runtime.int8_activations (per_tensor: the file's
+// calibrated scales; per_token: dynamic per-row scales, no file needed).
+Status read_int8_keys(ConfigMap& runtime, const std::string& base_dir, ModelSpec* spec) {
+  std::string scales;
+  EV_RETURN_IF_ERROR(runtime.get_string("int8_scales", false, &scales));
+  spec->int8_scales_path = scales.empty() ? "" : resolve_path(base_dir, scales);
+  EV_RETURN_IF_ERROR(runtime.get_enum("int8_activations", false, kInt8Activations, &spec->int8_per_token));
+  if (spec->precision == Precision::kInt8 && !spec->int8_per_token && spec->int8_scales_path.empty())
+    return runtime.error("precision", "int8 with per_tensor activations needs runtime.int8_scales (the scale "
+                                      "file `edgevit calibrate` writes, docs/int8.md)");
+  return Status::Ok();
+}
+
 Status parse_into(const YAML::Node& root, const std::string& display_name, const std::string& base_dir,
                   ModelSpec* spec) {
   ConfigMap top(root, display_name, "");
@@ -228,6 +245,7 @@ Status parse_into(const YAML::Node& root, const std::string& display_name, const
   EV_RETURN_IF_ERROR(runtime.get_enum("precision", false, kPrecisions, &spec->precision));
   EV_RETURN_IF_ERROR(runtime.get_int("max_batch", false, 1, kMaxBatch, &spec->max_batch));
   EV_RETURN_IF_ERROR(runtime.get_enum("attention", false, kAttention, &spec->attention));
+  EV_RETURN_IF_ERROR(read_int8_keys(runtime, base_dir, spec));
   EV_RETURN_IF_ERROR(runtime.finish());
 
   ConfigMap preprocess;
@@ -303,6 +321,9 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::Key << "precision" << YAML::Value << to_string(spec.precision);
   e << YAML::Key << "max_batch" << YAML::Value << spec.max_batch;
   e << YAML::Key << "attention" << YAML::Value << to_string(spec.attention);
+  if (!spec.int8_scales_path.empty())
+    e << YAML::Key << "int8_scales" << YAML::Value << relative_path(base_dir, spec.int8_scales_path);
+  if (spec.int8_per_token) e << YAML::Key << "int8_activations" << YAML::Value << "per_token";
   e << YAML::EndMap;
   e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
   const Preprocess& pp = spec.preprocess;
@@ -349,6 +370,8 @@ Status save_model_spec(const ModelSpec& spec, const std::string& path) {
   if (ec) return io_error(path + ": cannot make the path absolute: " + ec.message());
   ModelSpec absolute_spec = spec;
   absolute_spec.weights_path = fs::absolute(fs::path(spec.weights_path), ec).lexically_normal().string();
+  if (!spec.int8_scales_path.empty())
+    absolute_spec.int8_scales_path = fs::absolute(fs::path(spec.int8_scales_path), ec).lexically_normal().string();
   if (!spec.labels_path.empty()) {
     absolute_spec.labels_path = fs::absolute(fs::path(spec.labels_path), ec).lexically_normal().string();
   }

@@ -136,5 +136,6 @@ const float* Engine::pre_logits() const { return backend_->pre_logits(); }
 const std::vector<OpTiming>& Engine::op_timings() const { return backend_->op_timings(); }
 std::vector<std::string> Engine::executed_kernels() const { return backend_->executed_kernels(); }
 int64_t Engine::device_bytes() const { return backend_->device_bytes(); }
+const void* Engine::tensor_data(int tensor_id) const { return backend_->tensor_data(tensor_id); }
 
 }  // namespace edgevit

@@ -133,6 +133,11 @@ class Engine {
   const std::vector<OpTiming>& op_timings() const;
   std::vector<std::string> executed_kernels() const;
   int64_t device_bytes() const;  // the arena allocation (self-test)
+  // The bytes of tensor `tensor_id` of plan().graph in host memory (element type per its TensorDesc), or
+  // nullptr on a backend whose tensors live on a device. An activation holds its value from the last
+  // infer() only until its arena bytes are reused, unless PlanOptions::keep_activations planned it its own
+  // (calibration and `compare`, docs/int8.md).
+  const void* tensor_data(int tensor_id) const;
 
  ~Engine();
   Engine(const Engine&) = delete;

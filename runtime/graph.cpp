@@ -29,6 +29,11 @@ const char* to_string(OpKind k) {
   return "?";
 }
 
+Precision op_precision(const Op& op, const Graph& graph) {
+  if (op.int8) return Precision::kInt8;
+  return graph.precision == Precision::kInt8 ? Precision::kFp32 : graph.precision;
+}
+
 const char* to_string(AttentionPath p) { return p == AttentionPath::kFused ? "fused" : "explicit"; }
 
 int64_t TensorDesc::numel() const {
@@ -99,6 +104,25 @@ class Builder {
     const double eb = static_cast<double>(g_.act_elem_bytes());
     o.flops = 2.0 * m * n * k;
     o.bytes = eb * (m * k + n * k + (bias ? n : 0) + m * n * (epilogue == 2 ? 2 : 1));
+    return o;
+  }
+  // INT8 linear (docs/int8.md): `in` holds the int8 input and its per-row scales (or the fp32 input the op
+  // quantizes itself, with its scratch), then the residual for epilogue 2. Weights: the int8 weight (N, K),
+  // its per-output-channel scales (N), the bias (N) when `bias`, and `extra_scale` (the calibrated scale of
+  // the op's int8 input or output) when >= 0.
+  Op& linear_i8(const std::string& name, std::vector<int> in, std::vector<int> out, int64_t m, int64_t n,
+                int64_t k, bool bias, int epilogue, int extra_scale) {
+    std::vector<int> w{tensor(name + ".weight", {n, k}, TensorKind::kWeight, 1),
+                       tensor(name + ".weight_scale", {n}, TensorKind::kWeight, 4)};
+    if (bias) w.push_back(weight(name + ".bias", {n}));
+    if (extra_scale >= 0) w.push_back(extra_scale);
+    Op& o = op(OpKind::kLinear, name, std::move(in), std::move(out), w);
+    o.int8 = true;
+    o.epilogue = epilogue;
+    o.m = m; o.n = n; o.k = k;
+    o.flops = 2.0 * m * n * k;
+    const double out_bytes = epilogue == 1 ? 1.0 : epilogue == 2 ? 8.0 : 4.0;
+    o.bytes = 1.0 * m * k + 4.0 * m + 1.0 * n * k + 4.0 * n * (bias ? 2 : 1) + out_bytes * m * n;
     return o;
   }
   Op& layernorm(const std::string& name, int x, int y, int64_t m, int64_t c, double eps) {
@@ -205,6 +229,74 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   const int mlp = b.act(blk + ".mlp.hidden", {d.B, last ? 1 : d.T, d.M});
   b.linear(blk + ".mlp.fc1", h2, mlp, r, d.M, d.E, true, fc1_epilogue(a.act));
   b.linear(blk + ".mlp.fc2", mlp, res, r, d.E, d.M, true, 2);
+  return xc;
+}
+
+// Block i of an INT8 graph (docs/int8.md): the same ops as add_block, with the four GEMMs W8A8. norm1 and
+// norm2 write int8 and per-row scales (LayerNorm -> int8), fc1 writes int8 through its GELU epilogue, proj
+// quantizes the attention's fp32 output itself (into its scratch). Per-tensor mode: each GEMM input's
+// calibrated scale `<gemm>.input_scale` (1) is a weight from the scale file; per-token mode: none.
+int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
+  const VitArch& a = g.arch;
+  const std::string blk = "blocks." + std::to_string(i);
+  const int64_t rows = d.B * d.T;
+  const int64_t sq = last ? 1 : d.T;
+  const int64_t r = last ? d.B : rows;
+  auto in_scale = [&](const std::string& gemm) {
+    return g.int8_per_token ? -1 : b.tensor(blk + gemm + ".input_scale", {1}, TensorKind::kWeight, 4);
+  };
+  auto ln_i8 = [&](const std::string& name, int src, int64_t m, const std::string& gemm, int* q, int* s) {
+    *q = b.tensor(name + ".out", {m, d.E}, TensorKind::kActivation, 1);
+    *s = b.tensor(name + ".out_scale", {m}, TensorKind::kActivation, 4);
+    std::vector<int> w{b.weight(name + ".weight", {d.E}), b.weight(name + ".bias", {d.E})};
+    const int sc = in_scale(gemm);
+    if (sc >= 0) w.push_back(sc);
+    Op& o = b.op(OpKind::kLayerNorm, name, {src}, {*q, *s}, w);
+    o.int8 = true;
+    o.eps = a.layer_norm_eps;
+    o.m = m; o.n = d.E;
+    o.flops = 10.0 * m * d.E;
+    o.bytes = 5.0 * m * d.E + 4.0 * m + 8.0 * d.E;
+  };
+  int h1 = -1, h1s = -1;
+  ln_i8(blk + ".norm1", x, rows, ".attn.qkv", &h1, &h1s);
+  const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
+  b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qkv}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
+  if (a.qk_norm) {  // fp32, in place on the dequantized qkv
+    const std::string n = blk + ".attn.";
+    Op& o = b.op(OpKind::kQkNorm, n + "qk_norm", {qkv}, {qkv},
+                 {b.weight(n + "q_norm.weight", {d.D}), b.weight(n + "q_norm.bias", {d.D}),
+                  b.weight(n + "k_norm.weight", {d.D}), b.weight(n + "k_norm.bias", {d.D})});
+    o.eps = a.layer_norm_eps;
+    o.m = rows;
+    o.n = d.D;
+    o.flops = 8.0 * rows * 2 * d.E;
+    o.bytes = 4.0 * (4.0 * rows * d.E + 4.0 * d.D);
+  }
+  const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
+  Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
+  at.seq_q = sq;
+  at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
+  at.bytes = 4.0 * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
+  if (g.attention == AttentionPath::kExplicit) {
+    b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
+    at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
+  }
+  int res = x, xc = -1;
+  if (last) {
+    xc = b.act(blk + ".cls", {d.B, d.E});
+    Op& o = b.op(OpKind::kPool, "pool.token", {x}, {xc});
+    o.bytes = 8.0 * d.B * d.E;
+    res = xc;
+  }
+  Op& proj = b.linear_i8(blk + ".attn.proj", {ctx, res}, {res}, r, d.E, d.E, true, 2, in_scale(".attn.proj"));
+  b.scratch(proj, blk + ".attn.proj.in_q", 4 * r + r * d.E);  // fp32 scales (r), then int8 (r, E)
+  int h2 = -1, h2s = -1;
+  ln_i8(blk + ".norm2", res, r, ".mlp.fc1", &h2, &h2s);
+  const int mq = b.tensor(blk + ".mlp.hidden", {r, d.M}, TensorKind::kActivation, 1);
+  const int ms = b.tensor(blk + ".mlp.hidden_scale", {r}, TensorKind::kActivation, 4);
+  b.linear_i8(blk + ".mlp.fc1", {h2, h2s}, {mq, ms}, r, d.M, d.E, true, 1, in_scale(".mlp.fc2"));
+  b.linear_i8(blk + ".mlp.fc2", {mq, ms, res}, {res}, r, d.E, d.M, true, 2, -1);
   return xc;
 }
 
@@ -323,7 +415,7 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
 }  // namespace
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens) {
+                      int64_t explicit_scratch_bytes, bool all_tokens, bool int8_per_token) {
   Graph g;
   g.arch = a;
   g.batch = batch;
@@ -336,8 +428,11 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   const bool tail =
       !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token && !a.head_mean_tokens;
   int xc = -1;  // tail: the class token's row per image, (B, E)
+  g.int8_per_token = precision == Precision::kInt8 && int8_per_token;
   for (int i = 0; i < a.depth; ++i) {
-    const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);
+    const int c = precision == Precision::kInt8
+                      ? add_block_int8(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes)
+                      : add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);
     if (c >= 0) xc = c;
   }
   add_head(b, g, d, x, xc, explicit_scratch_bytes);

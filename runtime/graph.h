@@ -83,6 +83,9 @@ struct Op {
   bool avg_pool = false;         // kPool
   int pool_count = 0;            // kPool: > 0 reads tokens [0, pool_count) instead: their mean (B, E), or
   bool pool_concat = false;      //        with pool_concat their concatenation (B, pool_count * E)
+  // Runs at INT8 (docs/int8.md): a block GEMM reading int8 activations, or the LayerNorm / quantize that
+  // writes them. Its rows are the table's kInt8 rows; the graph's other ops take its fp32 rows.
+  bool int8 = false;
   std::string row;               // the op-table row that serves it (runtime/op_table.h), e.g. "cpu.mha_fused_f32"
   std::string kernel;            // what runs: the row's name, or a more specific one (CUDA fused attention:
                                  // "cuda.flash_fwd_f16_d64_..."; after resolve: the GEMM library, algorithm)
@@ -98,15 +101,22 @@ struct Graph {
   Precision precision = Precision::kFp32;
   AttentionPath attention = AttentionPath::kFused;
   AttentionImpl attention_request = AttentionImpl::kAuto;  // the config's or flag's ask (op-table rows read it)
+  bool int8_per_token = false;  // precision kInt8: activation scales per row at run time (else the scale file's)
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   int input = -1, pre_logits = -1, logits = -1;  // tensor ids
   int64_t act_elem_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
 };
 
+// The precision of the op-table rows that serve `op`: kInt8 for the INT8 ops (Op::int8), fp32 for the
+// other ops of an INT8 graph, else the graph's.
+Precision op_precision(const Op& op, const Graph& graph);
+
 // Builds the op list. explicit_scratch_bytes is the explicit attention path's workspace (backend-
-// dependent; 0 for the fused path). Never fails on a validated ModelSpec.
+// dependent; 0 for the fused path). Never fails on a validated ModelSpec. Precision kInt8: each block's
+// qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md); int8_per_token picks
+// dynamic per-row activation scales instead of the scale file's.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens = false);
+                      int64_t explicit_scratch_bytes, bool all_tokens = false, bool int8_per_token = false);
 
 }  // namespace edgevit

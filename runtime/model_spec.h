@@ -13,13 +13,14 @@ namespace edgevit {
 // over the normed tokens, then proj and x + mlp(norm(x)).
 enum class GlobalPool { kToken, kAvg, kMap };
 enum class WeightNaming { kTimm, kHf };
-enum class Precision { kFp32, kFp16 };
+// kInt8: W8A8 on the block GEMMs, everything else fp32 (CPU) / fp16 (CUDA): docs/int8.md.
+enum class Precision { kFp32, kFp16, kInt8 };
 // Attention path request: kAuto lets the planner choose from the device profile; the others force one.
 enum class AttentionImpl { kAuto, kFused, kExplicit };
 
 const char* to_string(GlobalPool v);    // "token" | "avg" | "map"
 const char* to_string(WeightNaming v);  // "timm" | "hf"
-const char* to_string(Precision v);     // "fp32" | "fp16"
+const char* to_string(Precision v);     // "fp32" | "fp16" | "int8"
 const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"
 
 // The MLP's activation: exact (erf) GELU (timm's default, nn.GELU()), its tanh approximation
@@ -114,6 +115,10 @@ struct ModelSpec {
   int max_batch = 1;
   Preprocess preprocess;
   std::string labels_path;        // optional; one label per line; resolved like weights_path
+  // precision int8 (docs/int8.md): the scale file (runtime.int8_scales, resolved like weights_path) and
+  // whether the block GEMMs' activation scales are per token at run time instead of the file's per tensor.
+  std::string int8_scales_path;
+  bool int8_per_token = false;
 };
 
 }  // namespace edgevit

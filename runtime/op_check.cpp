@@ -9,6 +9,11 @@
 
 namespace edgevit {
 
+// The INT8 ops' values, reference and dequantized outputs (runtime/op_check_int8.cpp).
+bool int8_case_values(const Op& op, const TensorDesc& t, uint32_t* state, std::vector<float>* out);
+std::vector<float> int8_case_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v);
+Status int8_case_dequantize(const Plan& plan, const Op& op, Arena& arena, OpCaseDevice& device, std::vector<float>* got);
+
 namespace {
 
 // ---- inputs -----------------------------------------------------------------------------------------------
@@ -26,6 +31,8 @@ std::vector<float> uniform(size_t n, uint32_t* state, float lo, float hi) {
 // of order one; LayerNorm gamma near 1.
 std::vector<float> values_for(const Op& op, const TensorDesc& t, uint32_t* state) {
   const size_t n = static_cast<size_t>(t.numel());
+  std::vector<float> i8;
+  if (op.int8 && int8_case_values(op, t, state, &i8)) return i8;
   if (t.kind != TensorKind::kWeight) return uniform(n, state, -1.f, 1.f);
   if (op.kind == OpKind::kLayerNorm && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0)
     return uniform(n, state, 0.8f, 1.2f);
@@ -56,6 +63,7 @@ const float* weight_named(const Plan& plan, const Op& op, const std::vector<std:
 
 // The op's output computed by its kernel's reference from the values in `v` (per tensor id).
 std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
+  if (op.int8) return int8_case_reference(plan, op, v);
   const Graph& g = plan.graph;
   const VitArch& a = g.arch;
   const int b = g.batch;
@@ -139,7 +147,7 @@ Status fill_inputs(const Plan& plan, const Op& op, Arena& arena, OpCaseDevice& d
 Result<OpCaseResult> run_row(const Plan& plan, const Op& op, const OpRow& row, OpCaseDevice& device, uint32_t seed) {
   OpCaseResult r;
   r.row = row.name;
-  r.bound = plan.graph.precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32Kernel;
+  r.bound = op.int8 ? tol::kInt8Kernel : plan.graph.precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32Kernel;
   EV_ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena, Arena::create(plan, device.memory()));
   std::vector<std::vector<float>> v;
   EV_RETURN_IF_ERROR(fill_inputs(plan, op, *arena, device, seed, &v));
@@ -153,6 +161,7 @@ Result<OpCaseResult> run_row(const Plan& plan, const Op& op, const OpRow& row, O
   r.kernel = kernel->resolved(plan.graph.batch);
   std::vector<float> got;
   EV_RETURN_IF_ERROR(device.read(*arena, plan.graph.tensors[static_cast<size_t>(op.outputs[0])], &got));
+  if (op.int8) EV_RETURN_IF_ERROR(int8_case_dequantize(plan, op, *arena, device, &got));
   const std::vector<float> want = reference(plan, op, v);
   r.error = rel_error(got, want);
   r.ok = r.error <= r.bound;
@@ -169,11 +178,19 @@ class CpuDevice final : public OpCaseDevice {
     return std::unique_ptr<ExecContext>(std::make_unique<CpuContext>(plan, arena, InjectedFault::kNone, 2));
   }
   Status write(Arena& arena, const TensorDesc& t, const std::vector<float>& values) override {
+    if (t.elem_bytes == 1) {  // int8 (INT8 ops): the values are integers in [-127, 127]
+      for (size_t i = 0; i < values.size(); ++i) arena.as<int8_t>(t.id)[i] = static_cast<int8_t>(values[i]);
+      return Status::Ok();
+    }
     std::memcpy(arena.at(t.id), values.data(), values.size() * sizeof(float));
     return Status::Ok();
   }
   Status read(Arena& arena, const TensorDesc& t, std::vector<float>* values) override {
     values->resize(static_cast<size_t>(t.numel()));
+    if (t.elem_bytes == 1) {
+      for (size_t i = 0; i < values->size(); ++i) (*values)[i] = arena.as<int8_t>(t.id)[i];
+      return Status::Ok();
+    }
     std::memcpy(values->data(), arena.at(t.id), values->size() * sizeof(float));
     return Status::Ok();
   }
@@ -206,7 +223,20 @@ std::unique_ptr<OpCaseDevice> cpu_op_case_device() { return std::make_unique<Cpu
 std::unique_ptr<OpCaseDevice> cuda_op_case_device() { return nullptr; }
 #endif
 
+// INT8 (docs/int8.md): the four block GEMMs and the LayerNorms that write their int8 input, in a full block
+// and in the class-token tail (one row per image after the attention).
+std::vector<OpCase> int8_op_cases() {
+  std::vector<OpCase> cases;
+  const VitArch base = small_arch(40, 8, 64, 2, 2);
+  for (const char* op : {"blocks.0.norm1", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.norm2",
+                         "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "blocks.1.attn.proj", "blocks.1.mlp.fc2"})
+    cases.push_back(make_case(std::string("int8 vit-40/8 ") + op, base, 3, op, Precision::kInt8,
+                              AttentionImpl::kAuto, false));
+  return cases;
+}
+
 std::vector<OpCase> standard_op_cases(Precision p) {
+  if (p == Precision::kInt8) return int8_op_cases();
   std::vector<OpCase> cases;
   // 40 px / 8 px patches: 25 patches + class token = 26 tokens (odd tile tails everywhere).
   const VitArch base = small_arch(40, 8, 64, 2, 2);
@@ -309,8 +339,9 @@ Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfi
   if (op == nullptr) return invalid_argument("op case '" + c.name + "': the model has no op '" + c.op + "'");
   std::vector<OpCaseResult> results;
   for (const OpRow& row : op_table(profile.kind)) {
-    if (row.kind != op->kind || row.precision != plan.graph.precision) continue;
-    if ((row.scratch_bytes != nullptr) != (op->scratch >= 0)) continue;  // the plan's arena fits its path's rows
+    if (row.kind != op->kind || row.precision != op_precision(*op, plan.graph)) continue;
+    if (op->kind == OpKind::kAttention && (row.scratch_bytes != nullptr) != (op->scratch >= 0))
+      continue;  // the plan's arena fits its path's rows
     if (!row.supports(*op, plan.graph, profile).ok || !row.available().empty()) continue;
     EV_ASSIGN_OR_RETURN(OpCaseResult r, run_row(plan, *op, row, device, seed));
     results.push_back(std::move(r));

@@ -58,7 +58,8 @@ std::unique_ptr<OpCaseDevice> cpu_op_case_device();
 std::unique_ptr<OpCaseDevice> cuda_op_case_device();  // nullptr in a build without CUDA (runtime/cuda/)
 
 // Cases covering every op kind and its variants (epilogues, head dims 32..160, odd token counts, register
-// tokens, no_embed_class, avg pooling, the class-token tail, both attention paths) at `precision`.
+// tokens, no_embed_class, avg pooling, the class-token tail, both attention paths) at `precision`; kInt8:
+// the INT8 ops (the block GEMMs and the LayerNorms writing int8, docs/int8.md).
 std::vector<OpCase> standard_op_cases(Precision precision);
 // One case per op of `spec`'s first block, stem and head at `batch` (the self-test's shapes).
 std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision precision);

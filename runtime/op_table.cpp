@@ -11,7 +11,7 @@ RowChoice choose_row(const Op& op, const Graph& graph, const DeviceProfile& devi
   RowChoice c;
   std::string rejected;
   for (const OpRow& row : op_table(device.kind)) {
-    if (row.kind != op.kind || row.precision != graph.precision) continue;
+    if (row.kind != op.kind || row.precision != op_precision(op, graph)) continue;
     const Support s = row.supports(op, graph, device);
     if (!s.ok) {
       rejected += std::string(rejected.empty() ? "" : "; ") + row.name + " not used: " + s.reason;
@@ -25,7 +25,7 @@ RowChoice choose_row(const Op& op, const Graph& graph, const DeviceProfile& devi
   }
   c.fallback = false;
   c.reason = rejected.empty() ? std::string("no row of the ") + to_string(device.kind) + " table implements " +
-                                    to_string(op.kind) + " at " + to_string(graph.precision)
+                                    to_string(op.kind) + " at " + to_string(op_precision(op, graph))
                               : rejected;
   return c;
 }

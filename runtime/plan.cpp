@@ -26,7 +26,7 @@ RowChoice choose_attention(const Op& op, const Graph& g, const DeviceProfile& de
   RowChoice c = choose_row(op, g, device);
   if (g.attention != AttentionPath::kExplicit || c.row == nullptr || c.row->scratch_bytes != nullptr) return c;
   for (const OpRow& row : op_table(device.kind)) {
-    if (row.kind != op.kind || row.precision != g.precision || row.scratch_bytes == nullptr) continue;
+    if (row.kind != op.kind || row.precision != op_precision(op, g) || row.scratch_bytes == nullptr) continue;
     const Support s = row.supports(op, g, device);
     if (!s.ok) continue;
     return RowChoice{&row, s.kernel.empty() ? row.name : s.kernel, s.reason + " (as the model's other blocks)", c.fallback};
@@ -74,6 +74,7 @@ uint64_t hash_plan(const Plan& p) {
   hash_i64(st, p.graph.batch);
   hash_i64(st, static_cast<int64_t>(p.graph.precision));
   hash_i64(st, static_cast<int64_t>(p.graph.attention));
+  if (p.graph.precision == Precision::kInt8) hash_i64(st, p.graph.int8_per_token ? 1 : 0);
   char eps[64];
   std::snprintf(eps, sizeof eps, "%.17g", p.graph.arch.layer_norm_eps);
   hash_str(st, eps);
@@ -113,7 +114,8 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
                   Precision precision, Plan* plan) {
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
   const VitArch& a = spec.arch;
-  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens);
+  const bool per_token = spec.int8_per_token;
+  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, per_token);
   graph.attention_request = requested;
   const Op* first_attention = nullptr;
   for (const Op& o : graph.ops)
@@ -122,7 +124,7 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens);
+                            options.all_tokens, per_token);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);
@@ -171,7 +173,9 @@ void lay_out_arena(const DeviceProfile& device, Plan* plan) {
   int64_t scratch_peak = 0;
   for (const TensorDesc& t : g.tensors) {
     if (t.kind != TensorKind::kActivation && t.kind != TensorKind::kScratch) continue;
-    buffer_of[t.id] = planner.AddBuffer(t.bytes(), t.first_op, t.last_op);
+    // keep_activations: every activation its own bytes (live over the whole graph), readable after a forward.
+    const bool keep = plan->keep_activations && t.kind == TensorKind::kActivation;
+    buffer_of[t.id] = planner.AddBuffer(t.bytes(), keep ? 0 : t.first_op, keep ? static_cast<int>(g.ops.size()) : t.last_op);
     if (t.kind == TensorKind::kScratch) scratch_peak = std::max(scratch_peak, align_up(t.bytes(), kArenaAlignment));
   }
   const int64_t act_base = cursor;
@@ -196,6 +200,7 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
     return invalid_argument("batch " + std::to_string(batch) + " out of range [1, 4096]");
 
   Precision precision = device.kind == DeviceKind::kCuda ? Precision::kFp16 : Precision::kFp32;
+  if (spec.precision == Precision::kInt8) precision = Precision::kInt8;  // the config's runtime.precision: int8
   if (options.precision) precision = *options.precision;
   if (device.kind == DeviceKind::kCpu && precision == Precision::kFp16)
     return unsupported("precision fp16 is not supported on device '" + device.name +
@@ -204,6 +209,8 @@ Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const
   Plan plan;
   plan.model_name = spec.name;
   plan.device = device;
+  plan.keep_activations = options.keep_activations;
+  if (precision == Precision::kInt8) plan.int8_scales_path = spec.int8_scales_path;
   EV_RETURN_IF_ERROR(plan_graph(spec, device, options, batch, precision, &plan));
   lay_out_arena(device, &plan);
 

@@ -39,6 +39,9 @@ struct PlanOptions {
   // Keep every token through the last block (token-pooled models otherwise run the class-token tail,
   // runtime/graph.h: same outputs, fewer FLOPs). For comparisons and debugging.
   bool all_tokens = false;
+  // Give every activation its own arena bytes so each can be read after a forward (calibration and
+  // `compare`, docs/int8.md). Larger arena; same results.
+  bool keep_activations = false;
 };
 
 enum class MemorySpace { kHost, kDevice };
@@ -103,6 +106,11 @@ struct Plan {
 
   uint64_t hash = 0;
   std::string hash_hex() const;   // 16 lowercase hex digits
+
+  // precision int8: the scale file the arena's loader reads the calibrated activation scales from
+  // (runtime/int8_scales.h; empty with per-token scales).
+  std::string int8_scales_path;
+  bool keep_activations = false;  // PlanOptions::keep_activations
 };
 
 // Replaces every op's kernel name with what the engine runs (`kernels`, one per op, in op order), marks the

@@ -32,13 +32,39 @@ struct Predicted {
   double us = 0;
   bool memory_bound = false;
 };
+// INT8 GEMMs (Op::int8) run at the profile's int8 tensor rate.
 Predicted predict(const Op& o, const DeviceProfile& d) {
   Predicted p;
-  const double compute_us = d.fp16_dense_tflops > 0 ? o.flops / (d.fp16_dense_tflops * 1e12) * 1e6 : 0;
+  const bool i8 = o.int8 && o.kind == OpKind::kLinear && d.int8_dense_tops > 0;
+  const double rate = i8 ? d.int8_dense_tops : d.fp16_dense_tflops;
+  const double compute_us = rate > 0 ? o.flops / (rate * 1e12) * 1e6 : 0;
   const double memory_us = d.dram_bandwidth_gbps > 0 ? o.bytes / (d.dram_bandwidth_gbps * 1e9) * 1e6 : 0;
   p.memory_bound = memory_us >= compute_us;
   p.us = std::max(compute_us, memory_us);
   return p;
+}
+
+// INT8 plans (docs/int8.md): the W8A8 weights and scales, and where the activation scales come from.
+struct Int8Summary {
+  int gemms = 0;
+  int64_t weight_bytes = 0, weight_scale_bytes = 0, input_scale_bytes = 0;
+  std::string gemm_kernel;
+};
+Int8Summary int8_summary(const Plan& p) {
+  Int8Summary s;
+  for (const TensorDesc& t : p.graph.tensors) {
+    if (t.kind != TensorKind::kWeight) continue;
+    const std::string& n = t.name;
+    if (t.elem_bytes == 1) s.weight_bytes += t.bytes();
+    else if (n.size() > 13 && n.compare(n.size() - 13, 13, ".weight_scale") == 0) s.weight_scale_bytes += t.bytes();
+    else if (n.size() > 12 && n.compare(n.size() - 12, 12, ".input_scale") == 0) s.input_scale_bytes += t.bytes();
+  }
+  for (const Op& o : p.graph.ops) {
+    if (!o.int8 || o.kind != OpKind::kLinear) continue;
+    ++s.gemms;
+    if (s.gemm_kernel.empty()) s.gemm_kernel = o.kernel;
+  }
+  return s;
 }
 
 bool is_planned(const TensorDesc& t) {
@@ -76,6 +102,14 @@ void header_text(const Plan& p, std::ostringstream& os) {
                       "(`run -v`, `bench --profile`)")
      << "\n";
   for (const std::string& n : p.notes) os << "note: " << n << "\n";
+  if (g.precision == Precision::kInt8) {
+    const Int8Summary s = int8_summary(p);
+    os << "int8: " << s.gemms << " block GEMMs W8A8 (" << s.gemm_kernel << "): int8 weights " << s.weight_bytes
+       << " bytes, per-channel weight scales " << s.weight_scale_bytes << " bytes, activation scales "
+       << (g.int8_per_token ? std::string("per token at run time")
+                            : "per tensor, " + std::to_string(s.input_scale_bytes) + " bytes from " + p.int8_scales_path)
+       << "; LayerNorm, softmax, residual and the other ops fp32 (docs/int8.md)\n";
+  }
   for (const TuningRecord& t : p.tuning)
     os << "tuned: " << t.op << " at batch " << t.batch << ": " << t.choice << (t.detail.empty() ? "" : " (" + t.detail + ")")
        << "\n";
@@ -251,6 +285,13 @@ std::string format_plan_json(const Plan& p) {
   j["attention_fallback"] = p.attention_fallback;
   j["class_token_tail"] = p.class_token_tail;
   j["notes"] = p.notes;
+  if (g.precision == Precision::kInt8) {
+    const Int8Summary s = int8_summary(p);
+    j["int8"] = {{"gemms", s.gemms}, {"weight_bytes", s.weight_bytes}, {"weight_scale_bytes", s.weight_scale_bytes},
+                 {"input_scale_bytes", s.input_scale_bytes},
+                 {"activation_scales", g.int8_per_token ? "per_token" : "per_tensor"},
+                 {"scales_file", p.int8_scales_path}};
+  }
   ordered_json tuning = ordered_json::array();
   for (const TuningRecord& t : p.tuning)
     tuning.push_back({{"op", t.op}, {"batch", t.batch}, {"choice", t.choice}, {"detail", t.detail}});
@@ -267,6 +308,7 @@ std::string format_plan_json(const Plan& p) {
   for (const Op& o : g.ops) {
     ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"row", o.row}, {"kernel", o.kernel}, {"reason", o.reason},
                     {"flops", o.flops}, {"bytes", o.bytes}};
+    if (g.precision == Precision::kInt8) jo["precision"] = to_string(op_precision(o, g));
     if (p.device.kind == DeviceKind::kCuda) {
       const Predicted pr = predict(o, p.device);
       jo["predicted_us"] = pr.us;

@@ -62,7 +62,8 @@ ev::Result<DeviceChoice> resolve_device(const std::string& name, const std::vect
 ev::Result<ev::Precision> parse_precision(const std::string& s) {
   if (s == "fp32") return ev::Precision::kFp32;
   if (s == "fp16") return ev::Precision::kFp16;
-  return ev::invalid_argument("--precision must be fp32 or fp16, got '" + s + "'");
+  if (s == "int8") return ev::Precision::kInt8;
+  return ev::invalid_argument("--precision must be fp32, fp16 or int8, got '" + s + "'");
 }
 
 ev::Result<ev::AttentionImpl> parse_attention(const std::string& s) {
@@ -576,7 +577,7 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   sub->add_option("model", o.model, "model config (config/models/NAME.yaml)")->required();
   sub->add_option("--device,-d", o.device, "device profile name or YAML path, or 'auto' (default)");
   if (batch) sub->add_option("--batch,-b", o.batch, "batch size (default: the model's max_batch)");
-  sub->add_option("--precision", o.precision, "fp32 | fp16 (default: fp32 on cpu, fp16 on cuda)");
+  sub->add_option("--precision", o.precision, "fp32 | fp16 | int8 (default: the config's int8, else fp32 on cpu, fp16 on cuda)");
   sub->add_option("--attention", o.attention, "auto | fused | explicit (default: the model config's)");
   sub->add_flag("--all-tokens", o.all_tokens,
                 "keep every token through the last block (default for token-pooled models: the class-token tail, "

@@ -63,6 +63,7 @@ class CpuBackend final : public Backend, public ExecHooks {
   std::vector<std::string> resolve_notes() const override { return notes_; }
   int64_t device_bytes() const override { return static_cast<int64_t>(arena_->bytes()); }
   float* input_buffer() override { return arena_->as<float>(plan_.graph.input); }
+  const void* tensor_data(int id) const override { return arena_->at(id); }
 
  private:
   Status op_begin(size_t op) override {

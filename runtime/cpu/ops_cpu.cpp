@@ -8,6 +8,8 @@
 //   attention         cpu.mha_fused_f32 (online softmax, head_dim <= kMhaFusedMaxHeadDim),
 //                     cpu.mha_explicit_f32 (S x S scratch per image and head)
 //   pool              cpu.pool
+//   INT8 (docs/int8.md): cpu.layernorm_f32->int8, cpu.gemm_i8_ref (runtime/cpu/ops_cpu_int8.cpp); an INT8
+//   graph's other ops take the fp32 rows above
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
@@ -114,6 +116,7 @@ Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) { retu
 // Linear and attention rows: runtime/cpu/ops_cpu_linear.cpp, runtime/cpu/ops_cpu_attention.cpp.
 void append_cpu_linear_rows(std::vector<OpRow>* rows);
 void append_cpu_attention_rows(std::vector<OpRow>* rows);
+void append_cpu_int8_rows(std::vector<OpRow>* rows);  // runtime/cpu/ops_cpu_int8.cpp (precision int8)
 
 const std::vector<OpRow>& cpu_op_table() {
   static const std::vector<OpRow> table = [] {
@@ -128,6 +131,7 @@ const std::vector<OpRow>& cpu_op_table() {
                  bind_cpu_kernel<QkNorm>});
     append_cpu_attention_rows(&t);
     t.push_back({OpKind::kPool, Precision::kFp32, "cpu.pool", always, cpu_row_runs_everywhere, bind_cpu_kernel<Pool>});
+    append_cpu_int8_rows(&t);
     return t;
   }();
   return table;

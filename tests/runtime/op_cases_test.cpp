@@ -17,7 +17,9 @@ TEST(OpCases, EveryCaseOnEveryAvailableCpuRowMatchesItsReference) {
   auto device = cpu_op_case_device();
   std::set<std::string> rows_run;
   uint32_t seed = 1000;
-  for (const OpCase& c : standard_op_cases(Precision::kFp32)) {
+  std::vector<OpCase> cases = standard_op_cases(Precision::kFp32);
+  for (const OpCase& c : standard_op_cases(Precision::kInt8)) cases.push_back(c);  // docs/int8.md
+  for (const OpCase& c : cases) {
     SCOPED_TRACE(c.name);
     auto results = run_op_case(c, *dev, *device, seed++);
     ASSERT_TRUE(results.ok()) << results.status().to_string();

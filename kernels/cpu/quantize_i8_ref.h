@@ -1,0 +1,18 @@
+// Symmetric INT8 quantization of activation rows, the arithmetic of the CPU INT8 path (docs/int8.md) and of
+// the LayerNorm -> int8 and GELU -> int8 producers on every backend:
+//   s[r] = scale                         per tensor (scale > 0: the calibrated scale)
+//   s[r] = amax_r / 127 (1 if amax_r = 0)  per token (scale <= 0: dynamic, amax_r = max |x[r][.]|)
+//   q[r][c] = gemm_i8_quantize_ref(x[r][c] / s[r])   round to nearest even, saturate to [-127, 127]
+#pragma once
+
+#include <cstdint>
+
+namespace edgevit {
+
+// x (m, k) fp32 -> q (m, k) int8 and s (m) fp32. The caller keeps ownership of every buffer.
+void quantize_rows_i8_ref(const float* x, int64_t m, int64_t k, float scale, int8_t* q, float* s);
+
+// The scale of one row under the same rule (scale > 0: scale; else the row's amax / 127, or 1).
+float quantize_row_scale_ref(const float* x, int64_t k, float scale);
+
+}  // namespace edgevit

@@ -1,0 +1,158 @@
+// CPU INT8 rows (docs/int8.md): the W8A8 block GEMMs and the LayerNorm that writes their int8 input, with
+// the arithmetic of kernels/cpu/gemm_i8_ref.h (int8 x int8 -> int32, fp32 dequantization with the bias,
+// GELU, residual, requantization) and kernels/cpu/quantize_i8_ref.h. Plain single-threaded loops: a
+// reference-speed path for boards without a GPU and the reference of the CUDA INT8 rows.
+//   layernorm  cpu.layernorm_f32->int8     fp32 statistics, then x / s rounded to int8 with its row's scale
+//   linear     cpu.gemm_i8_ref             int8 input (+ per-row scales) -> fp32 out (qkv), int8 out through
+//                                          GELU (fc1), or += into the fp32 residual (fc2); proj quantizes the
+//                                          attention's fp32 output itself into its scratch first
+// Scales: each weight row's (per output channel, made at load: runtime/int8_scales.h) and each activation
+// row's: the calibrated `<gemm>.input_scale` (per tensor) or the row's amax / 127 (per token).
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quantize_i8_ref.h"
+#include "runtime/cpu/ops_cpu.h"
+
+namespace edgevit {
+
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// The weight of `op` whose name ends with `suffix`, or -1.
+int weight_named(const Op& op, const Graph& g, const char* suffix) {
+  for (int id : op.weights)
+    if (ends_with(g.tensors[static_cast<size_t>(id)].name, suffix)) return id;
+  return -1;
+}
+
+class LayerNormI8 final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status prepare(ExecContext& c) override {
+    scale_id_ = weight_named(op_, c.plan.graph, ".input_scale");
+    row_.assign(static_cast<size_t>(op_.n), 0.f);
+    return Status::Ok();
+  }
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const int64_t rows = op_.m / ctx.plan.graph.batch * n, cols = op_.n;
+    const float scale = scale_id_ >= 0 ? *ctx.f32(scale_id_) : 0.f;
+    const float* x = ctx.f32(op_.inputs[0]);
+    const float* gamma = ctx.f32(op_.weights[0]);
+    const float* beta = ctx.f32(op_.weights[1]);
+    int8_t* q = ctx.arena.as<int8_t>(op_.outputs[0]);
+    float* s = ctx.f32(op_.outputs[1]);
+    float* y = row_.data();
+    for (int64_t r = 0; r < rows; ++r) {
+      layernorm_f32(x + r * cols, gamma, beta, y, 1, static_cast<int>(cols), static_cast<float>(op_.eps), 1);
+      quantize_rows_i8_ref(y, 1, cols, scale, q + r * cols, s + r);
+    }
+    return Status::Ok();
+  }
+  std::string resolved(int) const override {
+    return std::string("cpu.layernorm_f32->int8") + (scale_id_ >= 0 ? "" : "+per_token");
+  }
+
+ private:
+  int scale_id_ = -1;
+  std::vector<float> row_;  // one fp32 row (made at prepare)
+};
+
+class GemmI8 final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status prepare(ExecContext& c) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const Graph& g = ctx.plan.graph;
+    sw_ = weight_named(op_, g, ".weight_scale");
+    bias_ = weight_named(op_, g, ".bias");
+    scale_ = weight_named(op_, g, ".input_scale");  // proj: its input's; fc1: its output's (fc2's input)
+    quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+    acc_.assign(static_cast<size_t>(op_.n), 0);
+    row_.assign(static_cast<size_t>(op_.n), 0.f);
+    return Status::Ok();
+  }
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const int64_t rows = op_.m / ctx.plan.graph.batch * n;
+    const int8_t* x = ctx.arena.as<int8_t>(op_.inputs[0]);
+    const float* sx = nullptr;
+    if (quantize_input_) {  // proj: the attention's fp32 output, quantized into the scratch
+      float* s = ctx.f32(op_.scratch);  // (m) scales, then (m, k) int8 (runtime/graph.cpp)
+      int8_t* q = reinterpret_cast<int8_t*>(s + op_.m);
+      quantize_rows_i8_ref(ctx.f32(op_.inputs[0]), rows, op_.k, scale_ >= 0 ? *ctx.f32(scale_) : 0.f, q, s);
+      x = q;
+      sx = s;
+    } else {
+      sx = ctx.f32(op_.inputs[1]);
+    }
+    gemm_rows(ctx, x, sx, rows);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override {
+    std::string s = "cpu.gemm_i8_ref";
+    if (quantize_input_) s += "+quantize_input";
+    s += op_.epilogue == 1 ? "+bias_gelu->int8" : op_.epilogue == 2 ? "+bias_residual" : "+bias";
+    return s;
+  }
+
+ private:
+  void gemm_rows(CpuContext& ctx, const int8_t* x, const float* sx, int64_t rows) {
+    const int64_t n = op_.n, k = op_.k;
+    const int8_t* w = ctx.arena.as<int8_t>(op_.weights[0]);
+    const float* sw = ctx.f32(sw_);
+    const float* bias = bias_ >= 0 ? ctx.f32(bias_) : nullptr;
+    const float out_scale = op_.epilogue == 1 && scale_ >= 0 ? *ctx.f32(scale_) : 0.f;
+    int32_t* acc = acc_.data();
+    float* v = row_.data();
+    for (int64_t r = 0; r < rows; ++r) {
+      gemm_i8_accumulate_ref(1, n, k, x + r * k, w, acc);
+      for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_dequant_ref(acc[j], sx[r], sw[j], bias ? bias[j] : 0.f);
+      if (op_.epilogue == 1) {  // fc1: GELU, then int8 for fc2 with the row's scale
+        for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_gelu_ref(v[j]);
+        quantize_rows_i8_ref(v, 1, n, out_scale, ctx.arena.as<int8_t>(op_.outputs[0]) + r * n,
+                             ctx.f32(op_.outputs[1]) + r);
+      } else if (op_.epilogue == 2) {
+        float* y = ctx.f32(op_.outputs[0]) + r * n;
+        for (int64_t j = 0; j < n; ++j) y[j] += v[j];
+      } else {
+        std::copy(v, v + n, ctx.f32(op_.outputs[0]) + r * n);
+      }
+    }
+  }
+
+  int sw_ = -1, bias_ = -1, scale_ = -1;
+  bool quantize_input_ = false;
+  std::vector<int32_t> acc_;  // one int32 row of N (made at prepare)
+  std::vector<float> row_;    // one fp32 row of N
+};
+
+Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {
+  return Support{true, std::string("fp32 statistics; int8 output with ") +
+                           (g.int8_per_token ? "per-token scales (amax / 127)" : "the calibrated per-tensor scale"),
+                 "", false};
+}
+Support gemm_i8_supports(const Op& o, const Graph&, const DeviceProfile&) {
+  if (o.epilogue != 0 && o.epilogue != 1 && o.epilogue != 2)
+    return Support{false, "INT8 fc1 has the erf GELU epilogue only (act: gelu); use precision fp32", "", false};
+  return Support{true, "W8A8: int8 x int8 -> int32, dequantized in fp32 with per-channel weight scales (gemm_i8_ref)",
+                 "", false};
+}
+
+}  // namespace
+
+void append_cpu_int8_rows(std::vector<OpRow>* rows) {
+  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cpu.layernorm_f32->int8", layernorm_i8_supports,
+                   cpu_row_runs_everywhere, bind_cpu_kernel<LayerNormI8>});
+  rows->push_back({OpKind::kLinear, Precision::kInt8, "cpu.gemm_i8_ref", gemm_i8_supports, cpu_row_runs_everywhere,
+                   bind_cpu_kernel<GemmI8>});
+}
+
+}  // namespace edgevit

@@ -1,0 +1,203 @@
+// INT8 calibration and layer-wise comparison (runtime/int8_calibrate.h).
+#include "runtime/int8_calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+#include "runtime/engine.h"
+
+namespace edgevit {
+
+namespace {
+
+// The fp32 tensor holding the input of block GEMM `gemm` ("blocks.N.attn.qkv", ...).
+std::string gemm_input_tensor(const std::string& gemm) {
+  const size_t dot = gemm.find('.', 7);  // after "blocks.N"
+  const std::string blk = gemm.substr(0, dot), g = gemm.substr(dot);
+  if (g == ".attn.qkv") return blk + ".norm1.out";
+  if (g == ".attn.proj") return blk + ".attn.out";
+  if (g == ".mlp.fc1") return blk + ".norm2.out";
+  return blk + ".mlp.hidden";
+}
+
+int tensor_id(const Graph& g, const std::string& name) {
+  for (const TensorDesc& t : g.tensors)
+    if (t.name == name) return t.id;
+  return -1;
+}
+
+Result<std::unique_ptr<Engine>> observing_engine(const ModelSpec& spec, Precision p, const DeviceProfile& device,
+                                                 int count, int threads) {
+  if (device.kind != DeviceKind::kCpu)
+    return unsupported("calibration and compare run on a CPU device profile, not '" + device.name + "'");
+  if (count < 1) return invalid_argument("no images to run");
+  EngineOptions o;
+  o.threads = threads;
+  o.plan.precision = p;
+  o.plan.batch = std::min(count, 64);
+  o.plan.keep_activations = true;
+  return Engine::create(spec, device, o);
+}
+
+// The valid elements of tensor `id` after a forward of n images, as fp32 (int8 dequantized by its rows'
+// scales, the tensor `<name>_scale`).
+Status read_tensor(const Engine& e, int id, int n, std::vector<float>* out) {
+  const Graph& g = e.plan().graph;
+  const TensorDesc& t = g.tensors[static_cast<size_t>(id)];
+  const int64_t count = t.numel() / g.batch * n;
+  out->resize(static_cast<size_t>(count));
+  if (t.elem_bytes == 4) {
+    const float* p = static_cast<const float*>(e.tensor_data(id));
+    std::copy(p, p + count, out->begin());
+    return Status::Ok();
+  }
+  const int sid = tensor_id(g, t.name + "_scale");
+  if (sid < 0 || t.elem_bytes != 1) return internal_error("tensor '" + t.name + "' cannot be read as fp32");
+  const int64_t cols = t.shape.back();
+  const int8_t* q = static_cast<const int8_t*>(e.tensor_data(id));
+  const float* s = static_cast<const float*>(e.tensor_data(sid));
+  for (int64_t i = 0; i < count; ++i) (*out)[static_cast<size_t>(i)] = static_cast<float>(q[i]) * s[i / cols];
+  return Status::Ok();
+}
+
+// Quantization error of |x| values in histogram `h` over [0, amax] with clip c (bin centres).
+double clip_error(const std::vector<double>& h, double amax, double c) {
+  const double s = c / 127.0, width = amax / kCalibBins;
+  double err = 0;
+  for (int b = 0; b < kCalibBins; ++b) {
+    if (h[static_cast<size_t>(b)] == 0) continue;
+    const double v = (b + 0.5) * width;
+    const double q = std::min(127.0, std::nearbyint(v / s)) * s;
+    err += h[static_cast<size_t>(b)] * (v - q) * (v - q);
+  }
+  return err;
+}
+
+double scale_from_histogram(const std::vector<double>& h, double amax, const CalibOptions& o) {
+  double total = 0;
+  for (double c : h) total += c;
+  if (o.method == CalibMethod::kPercentile) {
+    const double want = total * o.percentile / 100.0;
+    double seen = 0;
+    for (int b = 0; b < kCalibBins; ++b) {
+      seen += h[static_cast<size_t>(b)];
+      if (seen >= want) return amax * (b + 1) / kCalibBins / 127.0;
+    }
+    return amax / 127.0;
+  }
+  double best_c = amax, best = clip_error(h, amax, amax);
+  for (int i = 127; i >= 32; --i) {
+    const double c = amax * i / 128.0;
+    const double e = clip_error(h, amax, c);
+    if (e < best) best = e, best_c = c;
+  }
+  return best_c / 127.0;
+}
+
+}  // namespace
+
+const char* to_string(CalibMethod m) {
+  return m == CalibMethod::kMinmax ? "minmax" : m == CalibMethod::kMse ? "mse" : "percentile";
+}
+
+Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& device, const float* images, int count,
+                                  const CalibOptions& options) {
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, observing_engine(spec, Precision::kFp32, device, count, options.threads));
+  const Graph& g = e->plan().graph;
+  const std::vector<std::string> gemms = int8_gemm_names(spec.arch);
+  std::vector<int> ids;
+  for (const std::string& gemm : gemms) {
+    const int id = tensor_id(g, gemm_input_tensor(gemm));
+    if (id < 0) return internal_error("calibration: the fp32 graph has no tensor '" + gemm_input_tensor(gemm) + "'");
+    ids.push_back(id);
+  }
+  const int64_t per_image = e->input_numel_per_image();
+  std::vector<double> amax(gemms.size(), 0.0);
+  std::vector<std::vector<double>> hist(gemms.size(), std::vector<double>(kCalibBins, 0.0));
+  std::vector<float> v;
+  const int passes = options.method == CalibMethod::kMinmax ? 1 : 2;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (int i = 0; i < count; i += e->max_batch()) {
+      const int n = std::min(e->max_batch(), count - i);
+      EV_RETURN_IF_ERROR(e->infer(images + static_cast<int64_t>(i) * per_image, n));
+      for (size_t l = 0; l < ids.size(); ++l) {
+        EV_RETURN_IF_ERROR(read_tensor(*e, ids[l], n, &v));
+        for (float x : v) {
+          const double a = std::fabs(static_cast<double>(x));
+          if (pass == 0) {
+            amax[l] = std::max(amax[l], a);
+          } else if (amax[l] > 0) {
+            const int b = std::min(kCalibBins - 1, static_cast<int>(a / amax[l] * kCalibBins));
+            hist[l][static_cast<size_t>(b)] += 1;
+          }
+        }
+      }
+    }
+  }
+  Int8Scales out;
+  out.method = to_string(options.method);
+  out.samples = count;
+  for (size_t l = 0; l < gemms.size(); ++l) {
+    double s = amax[l] / 127.0;
+    if (passes == 2 && amax[l] > 0) s = scale_from_histogram(hist[l], amax[l], options);
+    if (!(s > 0) || !std::isfinite(s))
+      return check_failed("calibration: the input of '" + gemms[l] + "' is " +
+                          (std::isfinite(amax[l]) ? "zero on every calibration image" : "not finite") +
+                          ": no scale can be derived");
+    out.input_scales[gemms[l] + ".input_scale"] = static_cast<float>(s);
+  }
+  return out;
+}
+
+Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
+                                               const DeviceProfile& device, const float* images, int count,
+                                               int threads) {
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> ea, observing_engine(a, pa, device, count, threads));
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> eb, observing_engine(b, pb, device, count, threads));
+  const Graph& ga = ea->plan().graph;
+  const Graph& gb = eb->plan().graph;
+  struct Pair {
+    std::string name;
+    int ia, ib;
+    double sig = 0, noise = 0, max_abs = 0;
+  };
+  std::vector<Pair> pairs;
+  for (const TensorDesc& t : ga.tensors) {
+    if (t.kind != TensorKind::kActivation && t.kind != TensorKind::kOutput) continue;
+    const int ib = tensor_id(gb, t.name);
+    if (ib < 0 || gb.tensors[static_cast<size_t>(ib)].numel() != t.numel() || t.name == "x") continue;
+    pairs.push_back(Pair{t.name, t.id, ib});
+  }
+  const int64_t per_image = ea->input_numel_per_image();
+  std::vector<float> va, vb;
+  for (int i = 0; i < count; i += ea->max_batch()) {
+    const int n = std::min(ea->max_batch(), count - i);
+    const float* in = images + static_cast<int64_t>(i) * per_image;
+    EV_RETURN_IF_ERROR(ea->infer(in, n));
+    EV_RETURN_IF_ERROR(eb->infer(in, n));
+    for (Pair& p : pairs) {
+      EV_RETURN_IF_ERROR(read_tensor(*ea, p.ia, n, &va));
+      EV_RETURN_IF_ERROR(read_tensor(*eb, p.ib, n, &vb));
+      for (size_t k = 0; k < va.size(); ++k) {
+        const double d = static_cast<double>(vb[k]) - va[k];
+        p.sig += static_cast<double>(va[k]) * va[k];
+        p.noise += d * d;
+        p.max_abs = std::max(p.max_abs, std::fabs(d));
+      }
+    }
+  }
+  std::vector<LayerError> out;
+  for (const Pair& p : pairs) {
+    LayerError l;
+    l.tensor = p.name;
+    l.rel_error = p.sig > 0 ? std::sqrt(p.noise / p.sig) : std::sqrt(p.noise);
+    l.sqnr_db = p.noise > 0 ? 10.0 * std::log10(p.sig / p.noise) : 300.0;
+    l.max_abs = p.max_abs;
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace edgevit

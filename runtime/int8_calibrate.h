@@ -1,0 +1,57 @@
+// INT8 calibration and the layer-wise comparison of two precisions (docs/int8.md; `edgevit calibrate`,
+// `edgevit compare`).
+//
+// Calibration runs the fp32 model on the calibration images with every activation kept
+// (PlanOptions::keep_activations) and observes the input of each block GEMM (blocks.N.norm1.out for qkv,
+// attn.out for proj, norm2.out for fc1, mlp.hidden for fc2). Two passes over the images, in their order:
+// the largest |x| per input, then a histogram of |x| over [0, amax] (kCalibBins bins); the scale is
+//   minmax      amax / 127
+//   percentile  the upper edge of the bin holding the given percentile of |x| (default 99.99), / 127
+//   mse         the clip c in {amax * i / 128 : i = 32..128} whose quantization error (clip plus rounding,
+//               evaluated at the bin centres) is least, / 127; ties go to the larger clip
+// Everything is a deterministic function of the images and the weights: the same data gives the same
+// scales, bit for bit (single-threaded sums in image order; no randomness).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "platform/device_profile.h"
+#include "runtime/int8_scales.h"
+#include "runtime/model_spec.h"
+
+namespace edgevit {
+
+constexpr int kCalibBins = 2048;
+
+enum class CalibMethod { kMinmax, kPercentile, kMse };
+const char* to_string(CalibMethod m);  // "minmax" | "percentile" | "mse"
+
+struct CalibOptions {
+  CalibMethod method = CalibMethod::kPercentile;
+  double percentile = 99.99;  // kPercentile
+  int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
+};
+
+// images: (count, C, H, W) fp32, normalized like the model's input. `spec` is run at fp32 on `device` (a CPU
+// profile). Returns the scale of every block GEMM's input, method and samples filled.
+Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& device, const float* images, int count,
+                                  const CalibOptions& options);
+
+// One observed tensor of both runs.
+struct LayerError {
+  std::string tensor;      // e.g. "blocks.0.attn.qkv.out"
+  double rel_error = 0;    // ||b - a|| / ||a||
+  double sqnr_db = 0;      // 10 log10(||a||^2 / ||b - a||^2); 300 when identical
+  double max_abs = 0;      // max |b - a|
+};
+
+// Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale
+// file) on the same images and compares every activation both graphs have under one name, dequantizing
+// int8 tensors with their per-row scales (`<name>_scale`), then pre_logits and logits. In graph order.
+Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
+                                               const DeviceProfile& device, const float* images, int count,
+                                               int threads);
+
+}  // namespace edgevit

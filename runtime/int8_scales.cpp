@@ -1,0 +1,142 @@
+// INT8 scale file and load-time weight quantization (runtime/int8_scales.h).
+#include "runtime/int8_scales.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "kernels/cpu/quantize_i8_ref.h"
+#include "runtime/arena.h"
+#include "runtime/plan.h"
+#include "runtime/safetensors.h"
+#include "runtime/weights.h"
+
+namespace edgevit {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Why a scale value cannot be used, or "".
+std::string bad_scale(float v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return "Inf";
+  if (v == 0) return "zero";
+  if (v < 0) return "negative (" + std::to_string(v) + ")";
+  if (!std::isnormal(v)) return "subnormal (" + std::to_string(v) + ")";
+  return "";
+}
+
+Status scale_error(const std::string& path, const std::string& tensor, const std::string& reason) {
+  return checkpoint_error("INT8 scale file " + path + ": " + (tensor.empty() ? "" : "tensor '" + tensor + "': ") +
+                          reason);
+}
+
+Status check_metadata(const SafetensorsFile& f, Int8Scales* out) {
+  const auto& md = f.metadata();
+  const auto fmt = md.find("format");
+  if (fmt == md.end() || fmt->second != kInt8ScalesFormat)
+    return scale_error(f.path(), "", std::string("metadata 'format' is ") +
+                                         (fmt == md.end() ? "missing" : "'" + fmt->second + "'") + ", expected '" +
+                                         kInt8ScalesFormat + "' (write it with `edgevit calibrate`)");
+  const auto method = md.find("method");
+  if (method != md.end()) out->method = method->second;
+  const auto samples = md.find("samples");
+  if (samples != md.end()) out->samples = std::atoi(samples->second.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> int8_gemm_names(const VitArch& arch) {
+  std::vector<std::string> names;
+  for (int i = 0; i < arch.depth; ++i)
+    for (const char* g : {".attn.qkv", ".attn.proj", ".mlp.fc1", ".mlp.fc2"})
+      names.push_back("blocks." + std::to_string(i) + g);
+  return names;
+}
+
+Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch) {
+  Result<SafetensorsFile> opened = SafetensorsFile::open(path);
+  if (!opened.ok()) {
+    const Status& s = opened.status();
+    if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kIoError) return s;
+    return scale_error(path, "", s.message());
+  }
+  const SafetensorsFile& f = opened.value();
+  Int8Scales out;
+  EV_RETURN_IF_ERROR(check_metadata(f, &out));
+  std::set<std::string> expected;
+  for (const std::string& g : int8_gemm_names(arch)) expected.insert(g + ".input_scale");
+  for (const TensorInfo& t : f.tensors())
+    if (expected.count(t.name) == 0)
+      return scale_error(path, t.name, "not a scale of this model (expected blocks.N.{attn.qkv,attn.proj,mlp.fc1,"
+                                       "mlp.fc2}.input_scale for N < depth " + std::to_string(arch.depth) + ")");
+  for (const std::string& name : expected) {
+    const TensorInfo* t = f.find(name);
+    if (t == nullptr) return scale_error(path, name, "missing (every block GEMM's input needs a scale)");
+    if (t->dtype != DType::kF32) return scale_error(path, name, std::string("dtype ") + dtype_name(t->dtype) + ", expected F32");
+    if (t->shape != std::vector<int64_t>{1}) {
+      std::string shape = "[";
+      for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t->shape[i]);
+      return scale_error(path, name, "shape " + shape + "], expected [1]");
+    }
+    float v = 0;
+    std::memcpy(&v, f.data(*t), sizeof v);
+    const std::string why = bad_scale(v);
+    if (!why.empty()) return scale_error(path, name, why + ": a scale must be a finite normal number > 0");
+    out.input_scales[name] = v;
+  }
+  return out;
+}
+
+Status write_int8_scales(const std::string& path, const Int8Scales& scales) {
+  std::vector<NamedTensorView> views;
+  for (const auto& kv : scales.input_scales) views.push_back(NamedTensorView{kv.first, {1}, &kv.second});
+  return write_safetensors(path, views,
+                           {{"format", kInt8ScalesFormat}, {"method", scales.method},
+                            {"samples", std::to_string(scales.samples)}});
+}
+
+bool is_int8_tensor(const TensorDesc& t) {
+  return t.kind == TensorKind::kWeight &&
+         (t.elem_bytes == 1 || ends_with(t.name, ".weight_scale") || ends_with(t.name, ".input_scale"));
+}
+
+Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& arena) {
+  const Graph& g = plan.graph;
+  Int8Scales scales;
+  if (!g.int8_per_token) {
+    if (plan.int8_scales_path.empty())
+      return config_error("model '" + plan.model_name + "': precision int8 with per-tensor activation scales needs "
+                          "runtime.int8_scales (run `edgevit calibrate`)");
+    EV_ASSIGN_OR_RETURN(scales, load_int8_scales(plan.int8_scales_path, g.arch));
+  }
+  std::vector<float> w;
+  for (const TensorDesc& t : g.tensors) {
+    if (!is_int8_tensor(t)) continue;
+    if (ends_with(t.name, ".input_scale")) {
+      *arena.as<float>(t.id) = scales.input_scales.at(t.name);
+      continue;
+    }
+    if (t.elem_bytes != 1) continue;  // a weight_scale: written with its weight
+    const int64_t n = t.shape[0], k = t.shape[1];
+    w.resize(static_cast<size_t>(n * k));
+    EV_RETURN_IF_ERROR(weights.read_f32(t.name, w.data(), w.size()));
+    for (size_t i = 0; i < w.size(); ++i)
+      if (!std::isfinite(w[i]))
+        return checkpoint_error("weights: tensor '" + t.name + "' holds a non-finite value at element " +
+                                std::to_string(i) + ": it cannot be quantized to INT8");
+    const std::string sw_name = t.name.substr(0, t.name.size() - 7) + ".weight_scale";  // drop ".weight"
+    int sw_id = -1;
+    for (const TensorDesc& s : g.tensors)
+      if (s.name == sw_name) sw_id = s.id;
+    if (sw_id < 0) return internal_error("INT8 weight '" + t.name + "' has no tensor '" + sw_name + "'");
+    quantize_rows_i8_ref(w.data(), n, k, 0.f, arena.as<int8_t>(t.id), arena.as<float>(sw_id));
+  }
+  return Status::Ok();
+}
+
+}  // namespace edgevit

@@ -1,0 +1,52 @@
+// INT8 scales (docs/int8.md): the scale file `edgevit calibrate` writes beside the model, its strict loader,
+// and the load-time quantization of the block GEMMs' weights into the arena.
+//
+// Scale file: safetensors, one F32 tensor of shape [1] per block GEMM input, named
+//   blocks.N.attn.qkv.input_scale   blocks.N.attn.proj.input_scale
+//   blocks.N.mlp.fc1.input_scale    blocks.N.mlp.fc2.input_scale      for N in [0, depth)
+// each the symmetric scale s of that activation (x ~ s * q, q in [-127, 127]); metadata
+//   format  = "edgevit-int8-scales-v1"   method = minmax | percentile | mse   samples = images used
+// The loader refuses, naming the file, the tensor and the reason (kCheckpointError, exit code 4): a missing
+// or extra tensor, a dtype other than F32, a shape other than [1], NaN, Inf, zero, negative or subnormal
+// values, a missing or unknown format.
+//
+// Weights: each block GEMM's weight W (N, K) is read in fp32 and quantized once per output channel,
+// symmetric and deterministic: sw[n] = max_k |W[n][k]| / 127 (1 for an all-zero row), Wq = rne(W / sw)
+// saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations').
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/model_spec.h"
+
+namespace edgevit {
+
+class Arena;
+class WeightSource;
+struct Plan;
+struct TensorDesc;
+
+constexpr const char* kInt8ScalesFormat = "edgevit-int8-scales-v1";
+
+struct Int8Scales {
+  std::map<std::string, float> input_scales;  // "<gemm>.input_scale" -> s
+  std::string method;                         // minmax | percentile | mse
+  int samples = 0;
+};
+
+// The four block GEMMs of every block, "blocks.N.attn.qkv", ... in graph order.
+std::vector<std::string> int8_gemm_names(const VitArch& arch);
+Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch);
+Status write_int8_scales(const std::string& path, const Int8Scales& scales);
+
+// True for the tensors load_int8_weights writes (int8 weights, their scales, the calibrated input scales);
+// the arena's generic loader skips them.
+bool is_int8_tensor(const TensorDesc& t);
+// Fills every is_int8_tensor weight of an INT8 plan: weights quantized per output channel from `weights`,
+// input scales from plan.int8_scales_path. Host-addressable arenas only (the CPU backend).
+Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& arena);
+
+}  // namespace edgevit

@@ -1,0 +1,130 @@
+// The INT8 ops' part of the shared op-case list (runtime/op_check.h; docs/int8.md): their input values, their
+// reference (kernels/cpu/gemm_i8_ref.h, quantize_i8_ref.h, layernorm_ref) and their outputs dequantized, so an
+// INT8 row is checked like any other, normwise against base/tolerances.h's kInt8Kernel.
+#include <cmath>
+
+#include "kernels/cpu/gemm_i8_ref.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quantize_i8_ref.h"
+#include "runtime/op_check.h"
+
+namespace edgevit {
+
+namespace {
+
+float next(uint32_t* state, float lo, float hi) {
+  *state = *state * 1664525u + 1013904223u;
+  return lo + (hi - lo) * static_cast<float>(*state >> 8) / static_cast<float>(1u << 24);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+const std::vector<float>* weight_ending(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v,
+                                        const char* suffix) {
+  for (int id : op.weights)
+    if (ends_with(plan.graph.tensors[static_cast<size_t>(id)].name, suffix)) return &v[static_cast<size_t>(id)];
+  return nullptr;
+}
+
+std::vector<int8_t> to_i8(const std::vector<float>& v) {
+  std::vector<int8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = static_cast<int8_t>(v[i]);
+  return q;
+}
+
+// q (m, k) int8 with row scales s -> fp32.
+std::vector<float> dequantize(const std::vector<int8_t>& q, const std::vector<float>& s, int64_t k) {
+  std::vector<float> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) out[i] = static_cast<float>(q[i]) * s[i / static_cast<size_t>(k)];
+  return out;
+}
+
+std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
+  const Graph& g = plan.graph;
+  const int64_t m = op.m, n = op.n, k = op.k;
+  const std::vector<float>* scale = weight_ending(plan, op, v, ".input_scale");
+  std::vector<int8_t> xq;
+  std::vector<float> sx(static_cast<size_t>(m));
+  if (g.tensors[static_cast<size_t>(op.inputs[0])].elem_bytes == 1) {
+    xq = to_i8(v[static_cast<size_t>(op.inputs[0])]);
+    sx = v[static_cast<size_t>(op.inputs[1])];
+  } else {  // proj: quantizes its fp32 input itself
+    xq.resize(static_cast<size_t>(m * k));
+    quantize_rows_i8_ref(v[static_cast<size_t>(op.inputs[0])].data(), m, k, scale ? (*scale)[0] : 0.f, xq.data(),
+                         sx.data());
+  }
+  const std::vector<int8_t> wq = to_i8(v[static_cast<size_t>(op.weights[0])]);
+  const std::vector<float>& sw = *weight_ending(plan, op, v, ".weight_scale");
+  const std::vector<float>* bias = weight_ending(plan, op, v, ".bias");
+  std::vector<int32_t> acc(static_cast<size_t>(m * n));
+  gemm_i8_accumulate_ref(m, n, k, xq.data(), wq.data(), acc.data());
+  std::vector<float> out(static_cast<size_t>(m * n));
+  if (op.epilogue == 2) out = v[static_cast<size_t>(op.outputs[0])];
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t o = static_cast<size_t>(r * n + j);
+      const float d = gemm_i8_dequant_ref(acc[o], sx[static_cast<size_t>(r)], sw[static_cast<size_t>(j)],
+                                          bias ? (*bias)[static_cast<size_t>(j)] : 0.f);
+      out[o] = op.epilogue == 2 ? out[o] + d : op.epilogue == 1 ? gemm_i8_gelu_ref(d) : d;
+    }
+  if (op.epilogue != 1) return out;
+  std::vector<int8_t> q(out.size());
+  std::vector<float> s(static_cast<size_t>(m));
+  quantize_rows_i8_ref(out.data(), m, n, scale ? (*scale)[0] : 0.f, q.data(), s.data());
+  return dequantize(q, s, n);
+}
+
+}  // namespace
+
+bool int8_case_values(const Op& op, const TensorDesc& t, uint32_t* state, std::vector<float>* out) {
+  const size_t n = static_cast<size_t>(t.numel());
+  out->resize(n);
+  if (t.elem_bytes == 1) {  // int8 activations and weights: integers in [-127, 127]
+    for (float& x : *out) x = std::nearbyint(next(state, -127.f, 127.f));
+    return true;
+  }
+  if (t.kind != TensorKind::kWeight && ends_with(t.name, "_scale")) {  // per-row activation scales
+    for (float& x : *out) x = next(state, 0.005f, 0.02f);
+    return true;
+  }
+  if (ends_with(t.name, ".weight_scale")) {  // weights of order 1 / sqrt(K)
+    const float s = 1.f / (127.f * std::sqrt(static_cast<float>(op.k)));
+    for (float& x : *out) x = next(state, 0.5f * s, 1.5f * s);
+    return true;
+  }
+  if (ends_with(t.name, ".input_scale")) {
+    for (float& x : *out) x = next(state, 0.008f, 0.012f);
+    return true;
+  }
+  return false;
+}
+
+std::vector<float> int8_case_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
+  if (op.kind == OpKind::kLinear) return linear_reference(plan, op, v);
+  const int64_t m = op.m, c = op.n;  // LayerNorm -> int8
+  std::vector<float> y(static_cast<size_t>(m * c));
+  layernorm_ref(v[static_cast<size_t>(op.inputs[0])].data(), v[static_cast<size_t>(op.weights[0])].data(),
+                v[static_cast<size_t>(op.weights[1])].data(), y.data(), static_cast<int>(m), static_cast<int>(c),
+                static_cast<float>(op.eps), 1);
+  const std::vector<float>* scale = weight_ending(plan, op, v, ".input_scale");
+  std::vector<int8_t> q(y.size());
+  std::vector<float> s(static_cast<size_t>(m));
+  quantize_rows_i8_ref(y.data(), m, c, scale ? (*scale)[0] : 0.f, q.data(), s.data());
+  return dequantize(q, s, c);
+}
+
+Status int8_case_dequantize(const Plan& plan, const Op& op, Arena& arena, OpCaseDevice& device,
+                            std::vector<float>* got) {
+  const TensorDesc& t = plan.graph.tensors[static_cast<size_t>(op.outputs[0])];
+  if (t.elem_bytes != 1) return Status::Ok();
+  std::vector<float> s;
+  EV_RETURN_IF_ERROR(device.read(arena, plan.graph.tensors[static_cast<size_t>(op.outputs[1])], &s));
+  const size_t k = static_cast<size_t>(t.shape.back());
+  for (size_t i = 0; i < got->size(); ++i) (*got)[i] *= s[i / k];
+  return Status::Ok();
+}
+
+}  // namespace edgevit
