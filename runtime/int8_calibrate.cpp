@@ -28,8 +28,10 @@ int tensor_id(const Graph& g, const std::string& name) {
   return -1;
 }
 
+// all_tokens: the last block over every token (compare: the fp32 class-token tail computes its qkv's queries
+// for the class token only, so that tensor would not compare).
 Result<std::unique_ptr<Engine>> observing_engine(const ModelSpec& spec, Precision p, const DeviceProfile& device,
-                                                 int count, int threads) {
+                                                 int count, int threads, bool all_tokens) {
   if (device.kind != DeviceKind::kCpu)
     return unsupported("calibration and compare run on a CPU device profile, not '" + device.name + "'");
   if (count < 1) return invalid_argument("no images to run");
@@ -38,6 +40,7 @@ Result<std::unique_ptr<Engine>> observing_engine(const ModelSpec& spec, Precisio
   o.plan.precision = p;
   o.plan.batch = std::min(count, 64);
   o.plan.keep_activations = true;
+  o.plan.all_tokens = all_tokens;
   return Engine::create(spec, device, o);
 }
 
@@ -104,7 +107,7 @@ const char* to_string(CalibMethod m) {
 
 Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& device, const float* images, int count,
                                   const CalibOptions& options) {
-  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, observing_engine(spec, Precision::kFp32, device, count, options.threads));
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, observing_engine(spec, Precision::kFp32, device, count, options.threads, false));
   const Graph& g = e->plan().graph;
   const std::vector<std::string> gemms = int8_gemm_names(spec.arch);
   std::vector<int> ids;
@@ -154,8 +157,8 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
 Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
                                                const DeviceProfile& device, const float* images, int count,
                                                int threads) {
-  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> ea, observing_engine(a, pa, device, count, threads));
-  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> eb, observing_engine(b, pb, device, count, threads));
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> ea, observing_engine(a, pa, device, count, threads, true));
+  EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> eb, observing_engine(b, pb, device, count, threads, true));
   const Graph& ga = ea->plan().graph;
   const Graph& gb = eb->plan().graph;
   struct Pair {

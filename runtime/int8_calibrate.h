@@ -49,7 +49,8 @@ struct LayerError {
 
 // Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale
 // file) on the same images and compares every activation both graphs have under one name, dequantizing
-// int8 tensors with their per-row scales (`<name>_scale`), then pre_logits and logits. In graph order.
+// int8 tensors with their per-row scales (`<name>_scale`), then pre_logits and logits. In graph order. Both
+// run every token through the last block (PlanOptions::all_tokens: same outputs), so every tensor compares.
 Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
                                                const DeviceProfile& device, const float* images, int count,
                                                int threads);

@@ -1,4 +1,4 @@
-// edgevit: the command-line tool. Subcommands: run, plan, bench, devices, import, client.
+// edgevit: the command-line tool. Subcommands: run, plan, bench, devices, import, client, calibrate, compare.
 // Every failure prints "edgevit: error: <message>" on stderr and exits with the documented code of its
 // status kind (docs/exit-codes.md); usage errors exit 2.
 #include <CLI/CLI.hpp>
@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "platform/detect.h"
+#include "programs/edgevit/cmd_int8.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
@@ -677,6 +678,8 @@ int main(int argc, char** argv) {
   client->add_flag("--json", client_o.json, "one JSON object per request (topk: [{index, label, score}])");
   client->add_option("--timeout-ms", client_o.timeout_ms, "per send/receive")->check(CLI::Range(1, 3600000));
 
+  const Int8Commands int8 = add_int8_commands(app);  // calibrate, compare (programs/edgevit/cmd_int8.cpp)
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -691,6 +694,8 @@ int main(int argc, char** argv) {
 #endif
   const std::vector<std::string> dev_dirs = ev::config_subdirs(bases, "devices");
 
+  if (*int8.calibrate) return cmd_calibrate(int8, dev_dirs);
+  if (*int8.compare) return cmd_compare(int8, dev_dirs);
   if (*run) return cmd_run(run_o, run_r, dev_dirs);
   if (*plan) return cmd_plan(plan_o, dev_dirs, plan_json);
   if (*bench) return cmd_bench(bench_o, bench_b, dev_dirs);

@@ -1,0 +1,125 @@
+// `edgevit calibrate`, `edgevit compare` and `--precision int8` through the real binary (docs/int8.md): the
+// calibrated config runs, compare prints every block's tensors with finite errors, plan says int8 per op,
+// and bad input exits with its documented code.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testutil/testutil.h"
+
+namespace edgevit {
+namespace {
+
+struct Ran {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Ran run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "edgevit_cli_int8_stderr.txt";
+  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit") + " " +
+                          args + " 2>" + err_path;
+  Ran r{-1, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream in(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return r;
+}
+
+const std::string kDigits = testutil::source_path("config/models/vit-digits.yaml");
+const std::string kCalib = testutil::source_path("tests/data/digits/calib_split.safetensors");
+
+TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
+  const std::string out = ::testing::TempDir() + "cli_int8_digits.yaml";
+  const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --method mse -o " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("calibrated vit-digits on 64 images (mse): 16 scales"), std::string::npos) << c.out;
+  for (const char* t : {"blocks.0.attn.qkv.out", "blocks.3.mlp.hidden", "logits"})
+    EXPECT_NE(c.out.find(t), std::string::npos) << t << " missing from\n" << c.out;
+  std::ifstream yaml(out);
+  const std::string text((std::istreambuf_iterator<char>(yaml)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("precision: int8"), std::string::npos) << text;
+  EXPECT_NE(text.find("int8_scales: cli_int8_digits.scales.safetensors"), std::string::npos) << text;
+
+  const Ran r = run("run " + out + " -i " + testutil::source_path("tests/data/digits/digit-7.png") + " -v");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1. 7"), std::string::npos) << r.out;
+
+  const Ran p = run("plan " + out + " --device host-cpu --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const nlohmann::json j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["precision"], "int8");
+  EXPECT_EQ(j["int8"]["gemms"], 16);
+  EXPECT_EQ(j["int8"]["weight_bytes"], 4 * (3 * 64 * 64 + 64 * 64 + 2 * 64 * 256));
+  int int8_ops = 0;
+  for (const auto& o : j["ops"]) {
+    ASSERT_TRUE(o.contains("precision")) << o.dump();
+    if (o["precision"] == "int8") {
+      ++int8_ops;
+      EXPECT_TRUE(o["row"] == "cpu.gemm_i8_ref" || o["row"] == "cpu.layernorm_f32->int8") << o.dump();
+    }
+  }
+  EXPECT_EQ(int8_ops, 4 * 6);  // per block: norm1, qkv, proj, norm2, fc1, fc2
+
+  const Ran b = run("bench " + out + " --device host-cpu -n 3 --warmup 1 --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["precision"], "int8");
+}
+
+TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {
+  const std::string out = ::testing::TempDir() + "cli_int8_cmp.yaml";
+  ASSERT_EQ(run("calibrate " + kDigits + " --images " + kCalib + " --samples 32 -o " + out).code, 0);
+  const Ran c = run("compare " + out + " --precisions fp32,int8 -i " +
+                    testutil::source_path("tests/data/digits/test_split.safetensors") + " --samples 40");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("vit-digits: 40 images"), std::string::npos) << c.out;
+  int rows = 0;
+  std::istringstream lines(c.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    char name[128];
+    double rel = 0, sqnr = 0, max_abs = 0;
+    if (std::sscanf(line.c_str(), "%127s %lf %lf %lf", name, &rel, &sqnr, &max_abs) != 4) continue;
+    ++rows;
+    EXPECT_TRUE(std::isfinite(rel) && std::isfinite(sqnr)) << line;
+    const std::string n(name);
+    if (n.find("patch_embed") == 0) EXPECT_EQ(rel, 0.0) << line;  // before the first INT8 op: identical
+    if (n.find(".attn.qkv.out") != std::string::npos || n == "logits") {
+      EXPECT_GT(rel, 0.0) << "INT8 ran: " << line;
+      EXPECT_GT(sqnr, 20.0) << line;
+    }
+  }
+  EXPECT_EQ(rows, 2 + 4 * 5 + 3) << c.out;  // stem, 5 per block, pre_logits, norm.out, logits
+  // fp32 against itself: identical.
+  const Ran same = run("compare " + out + " --precisions fp32,fp32 -i " +
+                       testutil::source_path("tests/data/digits/digit-3.png"));
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.out.find("e-0"), std::string::npos) << "fp32 vs fp32 must be exact:\n" << same.out;
+}
+
+TEST(CliInt8, BadInputExitsWithItsDocumentedCode) {
+  const std::string out = ::testing::TempDir() + "cli_int8_bad.yaml";
+  EXPECT_EQ(run("calibrate " + kDigits + " --images /nonexistent.safetensors -o " + out).code, 8);
+  EXPECT_EQ(run("calibrate " + kDigits + " --images " + kCalib + " --method wrong -o " + out).code, 2);
+  EXPECT_EQ(run("compare " + kDigits + " --precisions fp32,fp16 -i " + kCalib).code, 2);
+  // int8 without a scale file on a per-tensor config: a config error naming the key.
+  const Ran r = run("run " + kDigits + " --precision int8 -i " + testutil::source_path("tests/data/digits/digit-1.png"));
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("runtime.int8_scales"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace edgevit

@@ -1,0 +1,23 @@
+#!/bin/sh
+# The INT8 measurements of docs/int8.md: for each model, calibrate with each method (and per-token scales),
+# then compare INT8 with fp32 on held-out images; prints per configuration the smallest SQNR of the block GEMM
+# outputs (attn.qkv.out, mlp.hidden) and of every compared tensor, and the logits' relative error.
+# Usage: tools/int8/measure.sh EDGEVIT_BINARY DIR MODEL.yaml CALIB.safetensors EVAL.safetensors [SAMPLES]
+# (DIR: where the configs and scale files are written; the random ViTs: tools/int8/random_vits.py DIR)
+set -eu
+bin=$1 dir=$2 model=$3 calib=$4 eval=$5 samples=${6:-0}
+cd "$dir"
+summary() {
+  awk -v name="$1" '
+    $1 ~ /(attn\.qkv\.out|mlp\.hidden)$/ { if (g == "" || $3 < g) g = $3 }
+    $1 ~ /^(blocks|pre_logits|logits|norm)/ { if (a == "" || $3 < a) a = $3 }
+    $1 == "logits" { l = $2 }
+    END { printf "%-34s min SQNR GEMM outputs %5.1f dB, all tensors %5.1f dB, logits rel. error %s\n", name, g, a, l }'
+}
+stem=$(basename "$model" .yaml)
+for method in minmax percentile mse; do
+  "$bin" calibrate "$model" --images "$calib" --samples "$samples" --method "$method" -o "$stem-$method.yaml" -t 2 >/dev/null 2>&1
+  "$bin" compare "$stem-$method.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method (per tensor)"
+done
+sed 's/^runtime:$/runtime:\n  int8_activations: per_token/' "$stem-percentile.yaml" > "$stem-per-token.yaml"
+"$bin" compare "$stem-per-token.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem per token"
