@@ -65,7 +65,7 @@ Support qk_norm(const Op&, const Graph&, const DeviceProfile&) {
 }
 
 Support linear(const Op& op, const Graph& graph, const DeviceProfile&) {
-  const bool fp16 = graph.precision == Precision::kFp16;
+  const bool fp16 = op_precision(op, graph) == Precision::kFp16;
   Support s;
   s.ok = true;
   s.kernel = cuda_linear_kernel_name(fp16, op.epilogue);
@@ -150,9 +150,18 @@ std::string cuda_linear_kernel_name(bool fp16, int epilogue) {
   return std::string("cuda.cublaslt_") + (fp16 ? "f16" : "f32") + kEpilogue[e];
 }
 
+// The INT8 rows (runtime/cuda_rows_int8.cpp, docs/int8.md) after the others.
+void append_cuda_int8_rows(std::vector<OpRow>* rows);
+namespace {
+std::vector<OpRow> with_int8_rows(std::vector<OpRow> rows) {
+  append_cuda_int8_rows(&rows);
+  return rows;
+}
+}  // namespace
+
 const std::vector<OpRow>& cuda_op_table() {
   constexpr Precision kF16 = Precision::kFp16, kF32 = Precision::kFp32;
-  static const std::vector<OpRow> rows = {
+  static const std::vector<OpRow> rows = with_int8_rows({
       {OpKind::kIm2col, kF16, "cuda.im2col_f16", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
       {OpKind::kIm2col, kF32, "cuda.im2col_f32", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
       {OpKind::kAssembleTokens, kF16, "cuda.assemble_tokens_f16", assemble_tokens, available_with_cuda,
@@ -171,7 +180,7 @@ const std::vector<OpRow>& cuda_op_table() {
       {OpKind::kQkNorm, kF32, "cuda.qk_norm_f32", qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm)},
       {OpKind::kPool, kF16, "cuda.pool_f16", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
       {OpKind::kPool, kF32, "cuda.pool_f32", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},
-  };
+  });
   return rows;
 }
 #undef EV_CUDA_BIND

@@ -31,7 +31,7 @@ const char* to_string(OpKind k) {
 
 Precision op_precision(const Op& op, const Graph& graph) {
   if (op.int8) return Precision::kInt8;
-  return graph.precision == Precision::kInt8 ? Precision::kFp32 : graph.precision;
+  return graph.precision == Precision::kInt8 ? graph.int8_rest : graph.precision;
 }
 
 const char* to_string(AttentionPath p) { return p == AttentionPath::kFused ? "fused" : "explicit"; }
@@ -121,8 +121,10 @@ class Builder {
     o.epilogue = epilogue;
     o.m = m; o.n = n; o.k = k;
     o.flops = 2.0 * m * n * k;
-    const double out_bytes = epilogue == 1 ? 1.0 : epilogue == 2 ? 8.0 : 4.0;
-    o.bytes = 1.0 * m * k + 4.0 * m + 1.0 * n * k + 4.0 * n * (bias ? 2 : 1) + out_bytes * m * n;
+    const double eb = static_cast<double>(g_.act_elem_bytes());
+    const double in_bytes = g_.tensors[static_cast<size_t>(o.inputs[0])].elem_bytes == 1 ? m * k + 4.0 * m : eb * m * k;
+    const double out_bytes = epilogue == 1 ? 1.0 : epilogue == 2 ? 2.0 * eb : eb;  // fc1: int8; residual: read + write
+    o.bytes = in_bytes + 1.0 * n * k + 4.0 * n * (bias ? 2 : 1) + out_bytes * m * n;
     return o;
   }
   Op& layernorm(const std::string& name, int x, int y, int64_t m, int64_t c, double eps) {
@@ -256,7 +258,7 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
     o.eps = a.layer_norm_eps;
     o.m = m; o.n = d.E;
     o.flops = 10.0 * m * d.E;
-    o.bytes = 5.0 * m * d.E + 4.0 * m + 8.0 * d.E;
+    o.bytes = (static_cast<double>(g.act_elem_bytes()) + 1.0) * m * d.E + 4.0 * m + 8.0 * d.E;
   };
   int h1 = -1, h1s = -1;
   ln_i8(blk + ".norm1", x, rows, ".attn.qkv", &h1, &h1s);
@@ -271,13 +273,14 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
     o.m = rows;
     o.n = d.D;
     o.flops = 8.0 * rows * 2 * d.E;
-    o.bytes = 4.0 * (4.0 * rows * d.E + 4.0 * d.D);
+    o.bytes = static_cast<double>(g.act_elem_bytes()) * (4.0 * rows * d.E + 4.0 * d.D);
   }
   const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
   Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
   at.seq_q = sq;
   at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
-  at.bytes = 4.0 * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  at.bytes = eb * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
   if (g.attention == AttentionPath::kExplicit) {
     b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
     at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
@@ -286,7 +289,7 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   if (last) {
     xc = b.act(blk + ".cls", {d.B, d.E});
     Op& o = b.op(OpKind::kPool, "pool.token", {x}, {xc});
-    o.bytes = 8.0 * d.B * d.E;
+    o.bytes = eb * 2.0 * d.B * d.E;
     res = xc;
   }
   Op& proj = b.linear_i8(blk + ".attn.proj", {ctx, res}, {res}, r, d.E, d.E, true, 2, in_scale(".attn.proj"));
@@ -415,12 +418,13 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
 }  // namespace
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens, bool int8_per_token) {
+                      int64_t explicit_scratch_bytes, bool all_tokens, bool int8_per_token, Precision int8_rest) {
   Graph g;
   g.arch = a;
   g.batch = batch;
   g.precision = precision;
   g.attention = attention;
+  if (precision == Precision::kInt8) g.int8_rest = int8_rest;
   Builder b(g);
   const Dims d(a, batch);
   const int x = add_stem(b, g, d);

@@ -102,21 +102,26 @@ struct Graph {
   AttentionPath attention = AttentionPath::kFused;
   AttentionImpl attention_request = AttentionImpl::kAuto;  // the config's or flag's ask (op-table rows read it)
   bool int8_per_token = false;  // precision kInt8: activation scales per row at run time (else the scale file's)
+  Precision int8_rest = Precision::kFp32;  // precision kInt8: every other op's (fp32 on the CPU, fp16 on CUDA)
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   int input = -1, pre_logits = -1, logits = -1;  // tensor ids
-  int64_t act_elem_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
+  int64_t act_elem_bytes() const {
+    const Precision p = precision == Precision::kInt8 ? int8_rest : precision;
+    return p == Precision::kFp16 ? 2 : 4;
+  }
 };
 
-// The precision of the op-table rows that serve `op`: kInt8 for the INT8 ops (Op::int8), fp32 for the
-// other ops of an INT8 graph, else the graph's.
+// The precision of the op-table rows that serve `op`: kInt8 for the INT8 ops (Op::int8), Graph::int8_rest for
+// the other ops of an INT8 graph, else the graph's.
 Precision op_precision(const Op& op, const Graph& graph);
 
 // Builds the op list. explicit_scratch_bytes is the explicit attention path's workspace (backend-
 // dependent; 0 for the fused path). Never fails on a validated ModelSpec. Precision kInt8: each block's
 // qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md); int8_per_token picks
-// dynamic per-row activation scales instead of the scale file's.
+// dynamic per-row activation scales instead of the scale file's; int8_rest is the other ops' precision.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens = false, bool int8_per_token = false);
+                      int64_t explicit_scratch_bytes, bool all_tokens = false, bool int8_per_token = false,
+                      Precision int8_rest = Precision::kFp32);
 
 }  // namespace edgevit

@@ -115,7 +115,8 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
   const VitArch& a = spec.arch;
   const bool per_token = spec.int8_per_token;
-  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, per_token);
+  const Precision rest = device.kind == DeviceKind::kCuda ? Precision::kFp16 : Precision::kFp32;  // INT8 graphs
+  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, per_token, rest);
   graph.attention_request = requested;
   const Op* first_attention = nullptr;
   for (const Op& o : graph.ops)
@@ -124,7 +125,7 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens, per_token);
+                            options.all_tokens, per_token, rest);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);

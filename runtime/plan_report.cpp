@@ -107,8 +107,10 @@ void header_text(const Plan& p, std::ostringstream& os) {
     os << "int8: " << s.gemms << " block GEMMs W8A8 (" << s.gemm_kernel << "): int8 weights " << s.weight_bytes
        << " bytes, per-channel weight scales " << s.weight_scale_bytes << " bytes, activation scales "
        << (g.int8_per_token ? std::string("per token at run time")
-                            : "per tensor, " + std::to_string(s.input_scale_bytes) + " bytes from " + p.int8_scales_path)
-       << "; LayerNorm, softmax, residual and the other ops fp32 (docs/int8.md)\n";
+                            : "per tensor, " + std::to_string(s.input_scale_bytes) + " bytes from " +
+                                  (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
+                                                              : p.int8_scales_path))
+       << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest) << " (docs/int8.md)\n";
   }
   for (const TuningRecord& t : p.tuning)
     os << "tuned: " << t.op << " at batch " << t.batch << ": " << t.choice << (t.detail.empty() ? "" : " (" + t.detail + ")")
@@ -191,8 +193,9 @@ void roofline_text(const Listing& l, std::ostringstream& os) {
     ops << line;
   }
   std::snprintf(line, sizeof line, "%.3f ms", total_us / 1e3);
-  os << "predicted (roofline from the profile: " << p.device.fp16_dense_tflops << " TFLOP/s fp16, "
-     << p.device.dram_bandwidth_gbps << " GB/s; a floor, not a measurement): total " << line << "\n"
+  os << "predicted (roofline from the profile: " << p.device.fp16_dense_tflops << " TFLOP/s fp16, ";
+  if (p.graph.precision == Precision::kInt8) os << p.device.int8_dense_tops << " TOP/s int8, ";
+  os << p.device.dram_bandwidth_gbps << " GB/s; a floor, not a measurement): total " << line << "\n"
      << ops.str() << "\n";
 }
 

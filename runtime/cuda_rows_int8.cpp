@@ -1,0 +1,65 @@
+// The CUDA table's INT8 rows (docs/int8.md), compiled in every build so `plan --device orin-nx-16gb
+// --precision int8` forecasts an INT8 engine from any host:
+//   layernorm  cuda.layernorm_f16->int8   fp32 statistics over the fp16 residual, int8 output + row scales
+//   linear     cuda.gemm_i8_mma           kernels/cuda/gemm_i8 (mma.sync m16n8k32, int32 accumulate, fused
+//                                         dequantization, bias, GELU, residual or int8 requantization)
+// In this version these rows are a forecast only: the kernels exist (kernels/cuda/gemm_i8.h) but their
+// op-table binding does not, so available() says so and an engine refuses the plan (kUnsupported, naming the
+// op and this reason) instead of running anything else in their place.
+#include <string>
+#include <vector>
+
+#include "runtime/op_table.h"
+
+namespace edgevit {
+
+namespace {
+
+std::string not_bound_yet() {
+  return "the CUDA INT8 rows are a plan-time forecast in this version (docs/int8.md: CPU engines run INT8)";
+}
+std::unique_ptr<OpKernel> no_kernel(const Op& op) {
+  (void)op;
+  return nullptr;  // never reached: available() refuses first (runtime/executor.cpp resolve_rows)
+}
+
+Support layernorm_i8(const Op&, const Graph& g, const DeviceProfile&) {
+  Support s;
+  s.ok = true;
+  s.reason = std::string("fp32 statistics; int8 output with ") +
+             (g.int8_per_token ? "per-token scales" : "the calibrated per-tensor scale");
+  return s;
+}
+
+Support gemm_i8(const Op& op, const Graph&, const DeviceProfile& d) {
+  Support s;
+  if (d.compute_capability < 80) {
+    s.reason = "needs SM80-class int8 mma.sync (compute capability >= 8.0), device has " +
+               std::to_string(d.compute_capability);
+    return s;
+  }
+  if (op.k % 32 != 0 || op.n % 8 != 0) {
+    s.reason = "kernels/cuda/gemm_i8 needs K % 32 == 0 and N % 8 == 0 (K " + std::to_string(op.k) + ", N " +
+               std::to_string(op.n) + ")";
+    return s;
+  }
+  if (op.epilogue != 0 && op.epilogue != 1 && op.epilogue != 2) {
+    s.reason = "INT8 fc1 has the erf GELU epilogue only (act: gelu)";
+    return s;
+  }
+  s.ok = true;
+  s.kernel = std::string("cuda.gemm_i8_mma") +
+             (op.epilogue == 1 ? "+bias_gelu->int8" : op.epilogue == 2 ? "+bias_residual_f16" : "+bias_f16");
+  s.reason = "W8A8 mma.sync m16n8k32, int32 accumulate, per-channel weight scales, epilogue fused";
+  return s;
+}
+
+}  // namespace
+
+void append_cuda_int8_rows(std::vector<OpRow>* rows) {
+  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f16->int8", layernorm_i8, not_bound_yet,
+                   no_kernel});
+  rows->push_back({OpKind::kLinear, Precision::kInt8, "cuda.gemm_i8_mma", gemm_i8, not_bound_yet, no_kernel});
+}
+
+}  // namespace edgevit
