@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "platform/device_profile.h"
 #include "runtime/model_spec.h"
 #include "selftest/selftest.h"
 
@@ -30,6 +31,11 @@ struct KernelCheckSpec {
 void run_cpu_kernel_checks(const KernelCheckSpec& spec, std::vector<CheckResult>* out);
 // CUDA fp16 attention launchers (kernels/cuda/mha.h) vs the reference; skipped without CUDA or a GPU.
 void run_cuda_kernel_checks(const KernelCheckSpec& spec, std::vector<CheckResult>* out);
+
+// int8.vs_fp32 (int8_check.cpp): the model calibrated and run at INT8 on its calibration images against fp32,
+// on the host CPU; skipped (saying so) for a model without calibration images. `dirs`: the testdata dirs.
+CheckResult int8_vs_fp32_check(const ModelSpec& spec, const DeviceProfile& host, const std::vector<std::string>& dirs,
+                               bool quick, int threads);
 
 // gpio.loopback on the libgpiod backend (gpio_check.cpp).
 CheckResult run_gpio_loopback(const GpioLoopback& g);

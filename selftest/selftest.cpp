@@ -475,6 +475,10 @@ Status run_model(const std::string& model_arg, const SelftestOptions& o, const s
   ks.wrong_scale = o.fault == Fault::kAttentionScale;
   run_cpu_kernel_checks(ks, &r->checks);
   run_cuda_kernel_checks(ks, &r->checks);
+  {  // INT8 against fp32 on the host CPU (docs/int8.md)
+    EV_ASSIGN_OR_RETURN(const DeviceProfile host, host_cpu_profile(dev_dirs, o.paths));
+    r->checks.push_back(int8_vs_fp32_check(spec, host, testdata_dirs(o, bases), o.quick, threads));
+  }
   if (!e) return Status::Ok();
   return run_engine_checks(*e, spec, o, bases, seed, r);
 }

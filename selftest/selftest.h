@@ -14,6 +14,9 @@
 //              infer() really allocated (heap, mappings, CUDA device memory, counted; alloc_counter.h) is the
 //              plan's arena as one allocation, and at most unplanned_bytes_bound() more than the plan's total;
 //              zero heap allocations over N inferences, outputs bit-identical over N inferences
+//   int8.*     the model calibrated in memory on its calibration images and run at INT8 on the host CPU, against
+//              fp32 on those images: logits within tol::kInt8EndToEnd, top-1 agreement >= 99% (docs/int8.md;
+//              vit-digits: tests/data/digits/calib_split.safetensors; skipped for models without such images)
 //   gpio.*     GPIO loopback when configured (skipped, with the reason, when not)
 //
 // Every check records what it measured and the bound it was held to, so a failure reads

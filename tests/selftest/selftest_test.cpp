@@ -157,7 +157,7 @@ TEST(Selftest, CleanQuickRunPassesEveryCheck) {
                            "kernel.op.blocks.0.mlp.fc1[cpu.sgemm_openblas]",
                            "kernel.op.blocks.0.mlp.fc2[cpu.sgemm_openblas]", "kernel.op.patch_embed.im2col[cpu.im2col]",
                            "kernel.op.assemble_tokens[cpu.assemble_tokens]", "kernel.op.head[cpu.sgemm_openblas]",
-                           "e2e.predictions", "e2e.logits",
+                           "e2e.predictions", "e2e.logits", "int8.vs_fp32",
                            "memory.available_now", "memory.arena_single_allocation", "memory.zero_allocations",
                            "memory.no_new_mappings", "memory.bit_identical"}) {
     const CheckResult* c = find(*r, name);

@@ -8,7 +8,8 @@
 #                                      the tarball): yaml-cpp, OpenBLAS (+ libgfortran), xxhash, libgpiod...
 #   <prefix>/share/edgevit/config/     devices/*.yaml, models/ (vit-digits with weights and labels; the timm
 #                                      templates whose weights `edgevit import` writes)
-#   <prefix>/share/edgevit/testdata/   digits/test_split.safetensors (edgevit-selftest's expected outputs)
+#   <prefix>/share/edgevit/testdata/   digits/test_split.safetensors (edgevit-selftest's expected outputs),
+#                                      digits/calib_split.safetensors (its int8.vs_fp32 calibration images)
 #   <prefix>/lib/systemd/system/       edgevitd.service; lib/sysusers.d/edgevit.conf, lib/tmpfiles.d/edgevit.conf
 #   /etc/edgevit/edgevitd.yaml         the daemon's config (component "conffiles": the .deb only, a conffile)
 #   <prefix>/share/doc/edgevit/        README.md, docs/*.md
@@ -37,7 +38,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/config/models/vit-digits.yaml ${PROJECT_SOUR
               ${PROJECT_SOURCE_DIR}/config/models/vit-small-patch16-224.yaml
               ${PROJECT_SOURCE_DIR}/config/models/vit-base-patch16-224.yaml
         DESTINATION ${_ev_share}/config/models)
-install(FILES ${PROJECT_SOURCE_DIR}/tests/data/digits/test_split.safetensors DESTINATION ${_ev_share}/testdata/digits)
+install(FILES ${PROJECT_SOURCE_DIR}/tests/data/digits/test_split.safetensors
+              ${PROJECT_SOURCE_DIR}/tests/data/digits/calib_split.safetensors DESTINATION ${_ev_share}/testdata/digits)
 if(TARGET edgevitd)
   install(FILES ${PROJECT_SOURCE_DIR}/config/systemd/edgevitd.service DESTINATION lib/systemd/system)
   install(FILES ${PROJECT_SOURCE_DIR}/config/systemd/edgevit.sysusers DESTINATION lib/sysusers.d RENAME edgevit.conf)
