@@ -64,7 +64,7 @@ std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<s
   std::vector<float> out(static_cast<size_t>(g.tensors[static_cast<size_t>(op.outputs[0])].numel()));
   switch (op.kind) {
     case OpKind::kIm2col:
-      im2col_patches_ref(in(0), out.data(), b, a.in_chans, a.img_size, a.patch_size);
+      im2col_patches_ref(in(0), out.data(), b, a.in_chans, a.img_h, a.img_w, a.patch_size);
       break;
     case OpKind::kLinear:
       if (op.epilogue == 2) out = v[static_cast<size_t>(op.outputs[0])];
@@ -184,7 +184,7 @@ class CpuDevice final : public OpCaseDevice {
 
 VitArch small_arch(int img, int patch, int embed, int heads, int depth) {
   VitArch a;
-  a.img_size = img;
+  a.img_h = a.img_w = img;
   a.patch_size = patch;
   a.embed_dim = embed;
   a.num_heads = heads;

@@ -20,7 +20,7 @@ RequestLimits limits() {
   l.max_payload_bytes = 4096;
   l.input.name = "vit-digits";
   l.input.in_chans = 1;
-  l.input.img_size = 8;
+  l.input.img_h = l.input.img_w = 8;
   l.input.max_batch = 4;
   return l;
 }
@@ -95,7 +95,7 @@ TEST(ProtocolParse, RejectsEachMalformedFrameWithTheDaemonsCodeAndMessage) {
   const RequestLimits L = limits();
   RequestLimits huge = L;  // a model whose input is so large that N*C*H*W*4 overflows 64 bits
   huge.input.in_chans = 0xffffffffu;
-  huge.input.img_size = 0xffffffffu;
+  huge.input.img_h = huge.input.img_w = 0xffffffffu;
   huge.input.max_batch = 0xffffffffu;
   huge.max_payload_bytes = 1 << 20;
   Frame truncated_header = tensor_frame({1, 8, 8}, 64);
