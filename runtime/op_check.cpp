@@ -214,6 +214,11 @@ std::vector<OpCase> standard_op_cases(Precision p) {
                          "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "norm",
                          "pool.token", "head"})
     cases.push_back(make_case(std::string("vit-40/8 ") + op, base, 3, op, p));
+  VitArch tall = base;  // a non-square input, 48 high and 24 wide: a 6 x 3 patch grid
+  tall.img_h = 48;
+  tall.img_w = 24;
+  for (const char* op : {"patch_embed.im2col", "assemble_tokens"})
+    cases.push_back(make_case(std::string("vit-48x24/8 ") + op, tall, 2, op, p));
   VitArch tanh = base;
   tanh.act = Activation::kGeluTanh;
   cases.push_back(make_case("gelu_tanh blocks.0.mlp.fc1", tanh, 3, "blocks.0.mlp.fc1", p));
