@@ -122,7 +122,7 @@ std::string join(const std::vector<double>& v) {
 }
 
 std::string describe(const Preprocess& p) {
-  const std::string wxh = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h);
+  const std::string wxh = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h) + " (width x height)";
   std::string r = p.resize_mode == ResizeMode::kExact       ? "resize to " + wxh
                   : p.resize_mode == ResizeMode::kKeepRatio ? "resize keeping the aspect ratio to cover " + wxh
                                                             : "shorter side to " + std::to_string(p.resize);

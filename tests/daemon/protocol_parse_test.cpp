@@ -244,6 +244,29 @@ TEST(ProtocolParse, AcceptsEachRequestKind) {
   }
 }
 
+// A model whose input is not square (8 high, 16 wide): [C, H, W] in that order is accepted, the transposed
+// shape refused naming the model's [N<=batch, C, H, W].
+TEST(ProtocolParse, NonSquareInputChecksHeightThenWidth) {
+  RequestLimits L = limits();
+  L.input.img_h = 8;
+  L.input.img_w = 16;
+  {
+    const Frame f = tensor_frame({2, 1, 8, 16}, 2 * 128);
+    ParsedRequest r;
+    ParseError err;
+    ASSERT_TRUE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err))
+        << err.message;
+    EXPECT_EQ(r.n, 2u);
+    EXPECT_EQ(r.tensor_bytes, 2u * 128 * 4);
+  }
+  const Frame f = tensor_frame({2, 1, 16, 8}, 2 * 128);
+  ParsedRequest r;
+  ParseError err;
+  EXPECT_FALSE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err));
+  EXPECT_EQ(err.code, ErrorCode::kBadShape);
+  EXPECT_EQ(err.message, "tensor shape (ndim 4: 2,1,16,8) does not match the model input [N<=4,1,8,16] of vit-digits");
+}
+
 // The daemon does not inspect tensor values: NaN and infinities pass the parser bit for bit (the model
 // computes with them; refusing them would be a protocol change).
 TEST(ProtocolParse, TensorValuesAreNotInspected) {
