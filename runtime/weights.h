@@ -106,9 +106,10 @@ class WeightSource {
   //   timm naming: resample_abs_pos_embed as checkpoint_filter_fn calls it (timm 1.0: bicubic to
   //     size=grid_size, antialias=True), only when the token counts differ: a g x g table whose cell count
   //     equals grid_h * grid_w (e.g. 4x4 for 8x2) is loaded as it is, row-major, as timm loads it;
-  //   HF naming: interpolate_pos_encoding (transformers 5.x: bicubic to size=(grid_h, grid_w),
-  //     align_corners=False; antialias=True for DINOv2 with registers, none for DINOv2, ViT, CLIP, SigLIP;
-  //     older versions' scale_factor (new + 0.1) / old form is not it), unless the grid is the same g x g.
+  //   HF naming: DINOv2's interpolate_pos_encoding (transformers 5.x: bicubic to size=(grid_h, grid_w),
+  //     align_corners=False, no antialias; Dinov2WithRegisters passes antialias=True; older versions'
+  //     scale_factor (new + 0.1) / old form is not it), unless the grid is the same g x g; the other HF
+  //     families get the same plain bicubic.
   // No-op when nothing is resampled or there is no pos_embed. Call before check().
   Status fit_pos_embed(const VitArch& arch);
 
