@@ -41,7 +41,7 @@ ev::Result<ev::InputBatch> load_images(const std::string& path, const ev::ModelS
   if (max_samples > 0 && static_cast<int>(files.size()) > max_samples) files.resize(static_cast<size_t>(max_samples));
   if (files.empty()) return ev::input_error(path + ": no image files in the directory");
   const ev::VitArch& a = spec.arch;
-  const size_t per = static_cast<size_t>(a.in_chans) * a.img_size * a.img_size;
+  const size_t per = static_cast<size_t>(a.in_chans) * a.img_h * a.img_w;
   ev::InputBatch b;
   b.count = static_cast<int>(files.size());
   b.data.resize(per * files.size());

@@ -301,3 +301,52 @@ TEST(Int8Digits, CalibratedOnTheCalibSplitMatchesFp32OnTheTestSplit) {
 
 }  // namespace
 }  // namespace edgevit
+
+namespace edgevit {
+namespace {
+
+// plan on an Orin profile forecasts the INT8 engine: the block GEMMs on the CUDA INT8 rows at the profile's
+// int8 rate, the weights at one byte (+ per-channel scales); an fp16 plan of the same model is untouched.
+TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok());
+  PlanOptions o;
+  o.batch = 1;
+  auto fp16 = make_plan(*spec, *orin, o);
+  o.precision = Precision::kInt8;
+  auto int8 = make_plan(*spec, *orin, o);
+  ASSERT_TRUE(fp16.ok() && int8.ok()) << int8.status().to_string();
+  EXPECT_EQ(fp16->graph.precision, Precision::kFp16);
+  int64_t i8_bytes = 0;
+  for (const TensorDesc& t : int8->graph.tensors)
+    if (t.kind == TensorKind::kWeight && t.elem_bytes == 1) i8_bytes += t.bytes();
+  EXPECT_EQ(i8_bytes, int64_t{12} * (3 * 768 * 768 + 768 * 768 + 2 * 768 * 3072));
+  EXPECT_LT(int8->weights_bytes, fp16->weights_bytes * 11 / 20);
+  int gemms = 0;
+  for (const Op& op : int8->graph.ops) {
+    if (op.int8 && op.kind == OpKind::kLinear) {
+      ++gemms;
+      EXPECT_EQ(op.row, "cuda.gemm_i8_mma") << op.name;
+    } else if (!op.int8) {
+      EXPECT_EQ(op_precision(op, int8->graph), Precision::kFp16) << op.name;
+    }
+  }
+  EXPECT_EQ(gemms, 48);
+  const std::string json = format_plan_json(*int8);
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["precision"], "int8");
+  EXPECT_LT(j["predicted_total_us"].get<double>(), nlohmann::json::parse(format_plan_json(*fp16))["predicted_total_us"].get<double>() * 0.65);
+  EXPECT_FALSE(nlohmann::json::parse(format_plan_json(*fp16)).contains("int8"));
+  // An engine for it is refused with the reason (no CUDA INT8 kernels bound in this version, or no CUDA).
+  ModelSpec small = digits_spec();
+  EngineOptions eo;
+  eo.plan.precision = Precision::kInt8;
+  auto e = Engine::create(small, *orin, eo);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kUnsupported) << e.status().to_string();
+}
+
+}  // namespace
+}  // namespace edgevit
