@@ -55,18 +55,19 @@ Arena::~Arena() {
 
 Status Arena::load_weights(WeightSource& weights, InjectedFault fault) {
   const Graph& g = plan_.graph;
-  const bool fp16 = g.precision == Precision::kFp16;
   const bool int8 = g.precision == Precision::kInt8;
-  if (int8 && !memory_->host_addressable())
-    return unsupported("precision int8 runs on the CPU backend only in this version (docs/int8.md)");
   if (memory_->host_addressable()) {
     for (const TensorDesc& t : g.tensors) {
       if (t.kind != TensorKind::kWeight || (int8 && is_int8_tensor(t))) continue;  // INT8: below
-      EV_RETURN_IF_ERROR(fp16 ? weights.read_f16(t.name, as<uint16_t>(t.id), static_cast<size_t>(t.numel()))
+      EV_RETURN_IF_ERROR(t.elem_bytes == 2 ? weights.read_f16(t.name, as<uint16_t>(t.id), static_cast<size_t>(t.numel()))
                               : weights.read_f32(t.name, as<float>(t.id), static_cast<size_t>(t.numel())));
       if (fault == InjectedFault::kCorruptWeightByte && t.name == kCorruptedTensor) corrupt_first_element(at(t.id), t.elem_bytes);
     }
-    return int8 ? load_int8_weights(plan_, weights, *this) : Status::Ok();
+    if (!int8) return Status::Ok();
+    return load_int8_weights(plan_, weights, [this](int id, const void* bytes, size_t size) {
+      std::memcpy(at(id), bytes, size);
+      return Status::Ok();
+    });
   }
   // Staged: one buffer the size of the largest weight, reused tensor by tensor.
   int64_t largest = 0;
@@ -75,9 +76,9 @@ Status Arena::load_weights(WeightSource& weights, InjectedFault fault) {
   EV_ASSIGN_OR_RETURN(void* staging, memory_->staging_allocate(static_cast<size_t>(std::max<int64_t>(largest, 1))));
   Status s = Status::Ok();
   for (const TensorDesc& t : g.tensors) {
-    if (t.kind != TensorKind::kWeight) continue;
+    if (t.kind != TensorKind::kWeight || (int8 && is_int8_tensor(t))) continue;  // INT8: below
     const size_t count = static_cast<size_t>(t.numel());
-    s = fp16 ? weights.read_f16(t.name, static_cast<uint16_t*>(staging), count)
+    s = t.elem_bytes == 2 ? weights.read_f16(t.name, static_cast<uint16_t*>(staging), count)
              : weights.read_f32(t.name, static_cast<float*>(staging), count);
     if (!s.ok()) break;
     if (fault == InjectedFault::kCorruptWeightByte && t.name == kCorruptedTensor) corrupt_first_element(staging, t.elem_bytes);
@@ -87,6 +88,10 @@ Status Arena::load_weights(WeightSource& weights, InjectedFault fault) {
       break;
     }
   }
+  if (s.ok() && int8)
+    s = load_int8_weights(plan_, weights, [this](int id, const void* bytes, size_t size) {
+      return memory_->copy_in(at(id), bytes, size);
+    });
   const Status freed = memory_->staging_release(staging);
   return s.ok() ? freed : s;
 }

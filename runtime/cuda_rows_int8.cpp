@@ -1,27 +1,35 @@
 // The CUDA table's INT8 rows (docs/int8.md), compiled in every build so `plan --device orin-nx-16gb
-// --precision int8` forecasts an INT8 engine from any host:
+// --precision int8` plans an INT8 engine from any host:
 //   layernorm  cuda.layernorm_f16->int8   fp32 statistics over the fp16 residual, int8 output + row scales
 //   linear     cuda.gemm_i8_mma           kernels/cuda/gemm_i8 (mma.sync m16n8k32, int32 accumulate, fused
 //                                         dequantization, bias, GELU, residual or int8 requantization)
-// In this version these rows are a forecast only: the kernels exist (kernels/cuda/gemm_i8.h) but their
-// op-table binding does not, so available() says so and an engine refuses the plan (kUnsupported, naming the
-// op and this reason) instead of running anything else in their place.
+// Kernels: runtime/cuda/ops_int8_cuda.cpp (a CUDA build); elsewhere available() says "built without CUDA".
+// fc1's GELU -> int8 needs fc2's per-tensor scale before the GEMM starts, so per-token INT8 graphs are refused
+// on CUDA (runtime.int8_activations: per_token runs on the CPU).
 #include <string>
 #include <vector>
 
-#include "runtime/op_table.h"
+#include "runtime/cuda/ops_cuda.h"
 
 namespace edgevit {
 
 namespace {
 
-std::string not_bound_yet() {
-  return "the CUDA INT8 rows are a plan-time forecast in this version (docs/int8.md: CPU engines run INT8)";
+std::string available_with_cuda_i8() {
+#ifdef EDGEVIT_HAVE_CUDA
+  return "";
+#else
+  return "built without CUDA";
+#endif
 }
-std::unique_ptr<OpKernel> no_kernel(const Op& op) {
-  (void)op;
-  return nullptr;  // never reached: available() refuses first (runtime/executor.cpp resolve_rows)
-}
+
+#ifdef EDGEVIT_HAVE_CUDA
+std::unique_ptr<OpKernel> bind_layernorm_i8(const Op& op) { return cuda_kernels::make_layernorm_i8(op); }
+std::unique_ptr<OpKernel> bind_gemm_i8(const Op& op) { return cuda_kernels::make_gemm_i8(op); }
+#else
+std::unique_ptr<OpKernel> bind_layernorm_i8(const Op&) { return nullptr; }  // available() refuses first
+std::unique_ptr<OpKernel> bind_gemm_i8(const Op&) { return nullptr; }
+#endif
 
 Support layernorm_i8(const Op&, const Graph& g, const DeviceProfile&) {
   Support s;
@@ -31,8 +39,12 @@ Support layernorm_i8(const Op&, const Graph& g, const DeviceProfile&) {
   return s;
 }
 
-Support gemm_i8(const Op& op, const Graph&, const DeviceProfile& d) {
+Support gemm_i8(const Op& op, const Graph& g, const DeviceProfile& d) {
   Support s;
+  if (g.int8_per_token && op.epilogue == 1) {
+    s.reason = "GELU -> int8 in the GEMM epilogue needs fc2's per-tensor scale; per_token INT8 runs on the CPU";
+    return s;
+  }
   if (d.compute_capability < 80) {
     s.reason = "needs SM80-class int8 mma.sync (compute capability >= 8.0), device has " +
                std::to_string(d.compute_capability);
@@ -57,9 +69,9 @@ Support gemm_i8(const Op& op, const Graph&, const DeviceProfile& d) {
 }  // namespace
 
 void append_cuda_int8_rows(std::vector<OpRow>* rows) {
-  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f16->int8", layernorm_i8, not_bound_yet,
-                   no_kernel});
-  rows->push_back({OpKind::kLinear, Precision::kInt8, "cuda.gemm_i8_mma", gemm_i8, not_bound_yet, no_kernel});
+  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f16->int8", layernorm_i8,
+                   available_with_cuda_i8, bind_layernorm_i8});
+  rows->push_back({OpKind::kLinear, Precision::kInt8, "cuda.gemm_i8_mma", gemm_i8, available_with_cuda_i8, bind_gemm_i8});
 }
 
 }  // namespace edgevit

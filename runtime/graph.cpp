@@ -106,15 +106,15 @@ class Builder {
     o.bytes = eb * (m * k + n * k + (bias ? n : 0) + m * n * (epilogue == 2 ? 2 : 1));
     return o;
   }
-  // INT8 linear (docs/int8.md): `in` holds the int8 input and its per-row scales (or the fp32 input the op
+  // INT8 linear (docs/int8.md): `in` holds the int8 input and its per-row scales (or the float input the op
   // quantizes itself, with its scratch), then the residual for epilogue 2. Weights: the int8 weight (N, K),
-  // its per-output-channel scales (N), the bias (N) when `bias`, and `extra_scale` (the calibrated scale of
-  // the op's int8 input or output) when >= 0.
+  // its per-output-channel scales (N, fp32), the bias (N, fp32) when `bias`, and `extra_scale` (the
+  // calibrated scale of the op's int8 input or output) when >= 0.
   Op& linear_i8(const std::string& name, std::vector<int> in, std::vector<int> out, int64_t m, int64_t n,
                 int64_t k, bool bias, int epilogue, int extra_scale) {
     std::vector<int> w{tensor(name + ".weight", {n, k}, TensorKind::kWeight, 1),
                        tensor(name + ".weight_scale", {n}, TensorKind::kWeight, 4)};
-    if (bias) w.push_back(weight(name + ".bias", {n}));
+    if (bias) w.push_back(tensor(name + ".bias", {n}, TensorKind::kWeight, 4));  // fp32: the GEMM's epilogue adds it
     if (extra_scale >= 0) w.push_back(extra_scale);
     Op& o = op(OpKind::kLinear, name, std::move(in), std::move(out), w);
     o.int8 = true;
@@ -293,7 +293,8 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
     res = xc;
   }
   Op& proj = b.linear_i8(blk + ".attn.proj", {ctx, res}, {res}, r, d.E, d.E, true, 2, in_scale(".attn.proj"));
-  b.scratch(proj, blk + ".attn.proj.in_q", 4 * r + r * d.E);  // fp32 scales (r), then int8 (r, E)
+  // int8 (r, E), then fp32 scales (r) at the next 16-byte boundary (int8_scratch_scales_offset)
+  b.scratch(proj, blk + ".attn.proj.in_q", int8_scratch_scales_offset(r, d.E) + 4 * r);
   int h2 = -1, h2s = -1;
   ln_i8(blk + ".norm2", res, r, ".mlp.fc1", &h2, &h2s);
   const int mq = b.tensor(blk + ".mlp.hidden", {r, d.M}, TensorKind::kActivation, 1);

@@ -112,6 +112,9 @@ struct Graph {
   }
 };
 
+// An INT8 proj's scratch (its quantized input): int8 (rows, k) at 0, then fp32 row scales at this offset.
+inline int64_t int8_scratch_scales_offset(int64_t rows, int64_t k) { return (rows * k + 15) / 16 * 16; }
+
 // The precision of the op-table rows that serve `op`: kInt8 for the INT8 ops (Op::int8), Graph::int8_rest for
 // the other ops of an INT8 graph, else the graph's.
 Precision op_precision(const Op& op, const Graph& graph);

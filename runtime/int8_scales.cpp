@@ -6,7 +6,6 @@
 #include <set>
 
 #include "kernels/cpu/quantize_i8_ref.h"
-#include "runtime/arena.h"
 #include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
@@ -105,7 +104,7 @@ bool is_int8_tensor(const TensorDesc& t) {
          (t.elem_bytes == 1 || ends_with(t.name, ".weight_scale") || ends_with(t.name, ".input_scale"));
 }
 
-Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& arena) {
+Status load_int8_weights(const Plan& plan, const WeightSource& weights, const Int8Put& put) {
   const Graph& g = plan.graph;
   Int8Scales scales;
   if (!g.int8_per_token) {
@@ -114,11 +113,13 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& a
                           "runtime.int8_scales (run `edgevit calibrate`)");
     EV_ASSIGN_OR_RETURN(scales, load_int8_scales(plan.int8_scales_path, g.arch));
   }
-  std::vector<float> w;
+  std::vector<float> w, sw;
+  std::vector<int8_t> q;
   for (const TensorDesc& t : g.tensors) {
     if (!is_int8_tensor(t)) continue;
     if (ends_with(t.name, ".input_scale")) {
-      *arena.as<float>(t.id) = scales.input_scales.at(t.name);
+      const float v = scales.input_scales.at(t.name);
+      EV_RETURN_IF_ERROR(put(t.id, &v, sizeof v));
       continue;
     }
     if (t.elem_bytes != 1) continue;  // a weight_scale: written with its weight
@@ -134,7 +135,11 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& a
     for (const TensorDesc& s : g.tensors)
       if (s.name == sw_name) sw_id = s.id;
     if (sw_id < 0) return internal_error("INT8 weight '" + t.name + "' has no tensor '" + sw_name + "'");
-    quantize_rows_i8_ref(w.data(), n, k, 0.f, arena.as<int8_t>(t.id), arena.as<float>(sw_id));
+    q.resize(w.size());
+    sw.resize(static_cast<size_t>(n));
+    quantize_rows_i8_ref(w.data(), n, k, 0.f, q.data(), sw.data());
+    EV_RETURN_IF_ERROR(put(t.id, q.data(), q.size()));
+    EV_RETURN_IF_ERROR(put(sw_id, sw.data(), sw.size() * sizeof(float)));
   }
   return Status::Ok();
 }

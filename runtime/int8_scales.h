@@ -15,6 +15,7 @@
 // saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations').
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,8 +46,10 @@ Status write_int8_scales(const std::string& path, const Int8Scales& scales);
 // True for the tensors load_int8_weights writes (int8 weights, their scales, the calibrated input scales);
 // the arena's generic loader skips them.
 bool is_int8_tensor(const TensorDesc& t);
-// Fills every is_int8_tensor weight of an INT8 plan: weights quantized per output channel from `weights`,
-// input scales from plan.int8_scales_path. Host-addressable arenas only (the CPU backend).
-Status load_int8_weights(const Plan& plan, const WeightSource& weights, Arena& arena);
+// Makes every is_int8_tensor weight of an INT8 plan: weights quantized per output channel from `weights`,
+// input scales from plan.int8_scales_path; put(tensor id, bytes, size) stores each (the arena's loader: a
+// copy into the host arena, or through the device arena's copy_in).
+using Int8Put = std::function<Status(int tensor_id, const void* bytes, size_t size)>;
+Status load_int8_weights(const Plan& plan, const WeightSource& weights, const Int8Put& put);
 
 }  // namespace edgevit

@@ -85,8 +85,8 @@ class GemmI8 final : public CpuKernel {
     const int8_t* x = ctx.arena.as<int8_t>(op_.inputs[0]);
     const float* sx = nullptr;
     if (quantize_input_) {  // proj: the attention's fp32 output, quantized into the scratch
-      float* s = ctx.f32(op_.scratch);  // (m) scales, then (m, k) int8 (runtime/graph.cpp)
-      int8_t* q = reinterpret_cast<int8_t*>(s + op_.m);
+      int8_t* q = ctx.arena.as<int8_t>(op_.scratch);  // (m, k) int8, then (m) scales (runtime/graph.h)
+      float* s = reinterpret_cast<float*>(q + int8_scratch_scales_offset(op_.m, op_.k));
       quantize_rows_i8_ref(ctx.f32(op_.inputs[0]), rows, op_.k, scale_ >= 0 ? *ctx.f32(scale_) : 0.f, q, s);
       x = q;
       sx = s;

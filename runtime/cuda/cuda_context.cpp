@@ -8,7 +8,7 @@ namespace edgevit {
 
 CudaContext::CudaContext(const Plan& p, Arena& a, const EngineOptions& options)
     : ExecContext(p, a, options.fault),
-      fp16(p.graph.precision == Precision::kFp16),
+      fp16(p.graph.act_elem_bytes() == 2),  // fp16 plans, and INT8 plans' other ops on CUDA
       tune_gemms(options.tune_gemms),
       tune_attention(options.tune_attention) {}
 

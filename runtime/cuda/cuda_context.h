@@ -51,7 +51,7 @@ struct CudaContext final : ExecContext {
     return i;
   }
 
-  const bool fp16;            // the plan's precision is fp16 (else fp32)
+  const bool fp16;            // the plan's float tensors are fp16 (fp16 plans; INT8 plans: Graph::int8_rest)
   const bool tune_gemms;      // EngineOptions::tune_gemms
   const bool tune_attention;  // EngineOptions::tune_attention
   cudaStream_t stream = nullptr;

@@ -180,7 +180,7 @@ std::vector<const void*> LinearKernel::same_shape_weights(const CudaContext& c, 
   std::vector<const void*> w{w_};
   for (const Op& other : c.plan.graph.ops) {
     if (w.size() >= static_cast<size_t>(kTuneChain)) break;
-    if (other.kind != OpKind::kLinear || other.name == op_.name ||
+    if (other.kind != OpKind::kLinear || other.int8 || other.name == op_.name ||
         !same_matmul(shape_of(other, c.plan.graph, n, c.fp16), shape))
       continue;
     w.push_back(c.arena.at(other.weights[0]));

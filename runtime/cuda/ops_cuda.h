@@ -28,6 +28,8 @@ std::unique_ptr<OpKernel> make_linear(const Op& op);
 std::unique_ptr<OpKernel> make_mha_fused(const Op& op);
 std::unique_ptr<OpKernel> make_mha_unfused(const Op& op);
 std::unique_ptr<OpKernel> make_mha_f32(const Op& op);
+std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op);  // INT8 (runtime/cuda/ops_int8_cuda.cpp)
+std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
 }  // namespace cuda_kernels
 
 // fp32 attention (gpu::mha_f32) holds a query and its scores in shared memory: head_dim + tokens floats at

@@ -1,0 +1,162 @@
+// The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
+// (gpu::layernorm_i8_f16) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
+// epilogues: qkv -> fp16 (kF16Bias), proj and fc2 += into the fp16 residual (kF16BiasResidual), fc1 -> GELU
+// -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
+// into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
+// row scales, proj's scratch) or, for fc2, fc2's calibrated per-tensor scale itself.
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/quantize_i8.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/ops_cuda.h"
+
+namespace edgevit {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int weight_named(const Op& op, const Graph& g, const char* suffix) {
+  for (int id : op.weights)
+    if (ends_with(g.tensors[static_cast<size_t>(id)].name, suffix)) return id;
+  return -1;
+}
+
+int tensor_named(const Graph& g, const std::string& name) {
+  for (const TensorDesc& t : g.tensors)
+    if (t.name == name) return t.id;
+  return -1;
+}
+
+class LayerNormI8Kernel final : public OpKernel {
+ public:
+  explicit LayerNormI8Kernel(const Op& op) : op_(op) {}
+  Status prepare(ExecContext& ctx) override {
+    scale_ = weight_named(op_, ctx.plan.graph, ".input_scale");
+    return Status::Ok();
+  }
+  Status run(ExecContext& ctx, int n) override {
+    const CudaContext& c = static_cast<const CudaContext&>(ctx);
+    const Arena& m = c.arena;
+    const int rows = static_cast<int>(op_.m / c.plan.graph.batch * n);
+    EV_CUDA_CHECK("op '" + op_.name + "'",
+                  gpu::layernorm_i8_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.weights[0]),
+                                        m.as<__half>(op_.weights[1]), scale_ >= 0 ? m.as<float>(scale_) : nullptr,
+                                        m.as<int8_t>(op_.outputs[0]), m.as<float>(op_.outputs[1]), rows,
+                                        static_cast<int>(op_.n), static_cast<float>(op_.eps), c.stream));
+    return Status::Ok();
+  }
+  std::string resolved(int) const override {
+    return std::string("cuda.layernorm_f16->int8") + (scale_ >= 0 ? "" : "+per_token");
+  }
+
+ private:
+  const Op& op_;
+  int scale_ = -1;
+};
+
+class GemmI8Kernel final : public OpKernel {
+ public:
+  explicit GemmI8Kernel(const Op& op) : op_(op) {}
+  Status prepare(ExecContext& ctx) override;
+  Status run(ExecContext& ctx, int n) override;
+  std::string resolved(int) const override {
+    return std::string("cuda.gemm_i8_") + (variant_name_ ? variant_name_ : "?") + "+" +
+           gemm_i8_epilogue_name(epilogue_) + (quantize_input_ ? "+quantize_input" : "");
+  }
+
+ private:
+  gpu::GemmI8Args args(const CudaContext& c, int n) const;
+  const Op& op_;
+  GemmI8Epilogue epilogue_ = GemmI8Epilogue::kF16Bias;
+  int variant_ = -1;
+  const char* variant_name_ = nullptr;
+  int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
+  float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
+  bool quantize_input_ = false;
+};
+
+Status GemmI8Kernel::prepare(ExecContext& ctx) {
+  CudaContext& c = static_cast<CudaContext&>(ctx);
+  const Graph& g = c.plan.graph;
+  const std::string where = "op '" + op_.name + "'";
+  sw_ = weight_named(op_, g, ".weight_scale");
+  bias_ = weight_named(op_, g, ".bias");
+  quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+  epilogue_ = op_.epilogue == 1 ? GemmI8Epilogue::kI8BiasGelu
+              : op_.epilogue == 2 ? GemmI8Epilogue::kF16BiasResidual
+                                  : GemmI8Epilogue::kF16Bias;
+  if (op_.epilogue == 1) {  // fc1: its output's scale is fc2's calibrated input scale
+    const int id = weight_named(op_, g, ".input_scale");
+    if (id < 0) return unsupported(where + ": GELU -> int8 on the GPU needs a per-tensor scale (not per_token)");
+    EV_CUDA_CHECK(where, cudaMemcpy(&out_scale_, c.arena.at(id), sizeof out_scale_, cudaMemcpyDeviceToHost));
+  } else if (quantize_input_) {
+    in_scale_ = weight_named(op_, g, ".input_scale");  // -1: per token
+  } else if (op_.inputs.size() == 3) {  // fc2: reads fc1's int8 output with its own calibrated scale
+    in_scale_ = tensor_named(g, op_.name + ".input_scale");
+  }
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  for (int i = 0; i < count && variant_ < 0; ++i)
+    if (rows[i].min_sm <= c.sm && rows[i].smem_bytes <= c.smem_optin) variant_ = i;
+  if (variant_ < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
+  variant_name_ = rows[variant_].name;
+  // The first launch of a variant and epilogue sets its shared-memory attribute: outside any capture.
+  return run(ctx, c.plan.graph.batch);
+}
+
+gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
+  const Arena& m = c.arena;
+  gpu::GemmI8Args a;
+  a.m = op_.m / c.plan.graph.batch * n;
+  a.n = op_.n;
+  a.k = op_.k;
+  a.w = m.as<int8_t>(op_.weights[0]);
+  a.sw = m.as<float>(sw_);
+  a.bias = bias_ >= 0 ? m.as<float>(bias_) : nullptr;
+  a.epilogue = epilogue_;
+  a.out_scale = out_scale_;
+  a.variant = variant_;
+  a.y = m.at(op_.outputs[0]);
+  if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
+    a.x = m.as<int8_t>(op_.scratch);
+    a.sx = reinterpret_cast<const float*>(m.at(op_.scratch) + int8_scratch_scales_offset(op_.m, op_.k));
+    a.sx_per_token = true;
+  } else if (in_scale_ >= 0) {  // fc2: fc1's output at fc2's calibrated scale
+    a.x = m.as<int8_t>(op_.inputs[0]);
+    a.sx = m.as<float>(in_scale_);
+    a.sx_per_token = false;
+  } else {  // qkv, fc1: the LayerNorm's int8 rows and their scales
+    a.x = m.as<int8_t>(op_.inputs[0]);
+    a.sx = m.as<float>(op_.inputs[1]);
+    a.sx_per_token = true;
+  }
+  return a;
+}
+
+Status GemmI8Kernel::run(ExecContext& ctx, int n) {
+  const CudaContext& c = static_cast<const CudaContext&>(ctx);
+  const std::string where = "op '" + op_.name + "'";
+  const gpu::GemmI8Args a = args(c, n);
+  if (quantize_input_)
+    EV_CUDA_CHECK(where, gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]),
+                                                   in_scale_ >= 0 ? c.arena.as<float>(in_scale_) : nullptr,
+                                                   const_cast<int8_t*>(a.x), const_cast<float*>(a.sx),
+                                                   static_cast<int>(a.m), static_cast<int>(a.k), c.stream));
+  EV_CUDA_CHECK(where, gpu::gemm_i8(a, c.stream));
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace cuda_kernels {
+std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op) { return std::make_unique<LayerNormI8Kernel>(op); }
+std::unique_ptr<OpKernel> make_gemm_i8(const Op& op) { return std::make_unique<GemmI8Kernel>(op); }
+}  // namespace cuda_kernels
+
+}  // namespace edgevit
