@@ -113,7 +113,8 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
                   Precision precision, Plan* plan) {
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
   const VitArch& a = spec.arch;
-  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens);
+  EV_ASSIGN_OR_RETURN(const OutputSet outputs, planned_outputs(spec, options));
+  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs);
   graph.attention_request = requested;
   const Op* first_attention = nullptr;
   for (const Op& o : graph.ops)
@@ -122,7 +123,7 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens);
+                            options.all_tokens, outputs);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);
@@ -189,6 +190,18 @@ void lay_out_arena(const DeviceProfile& device, Plan* plan) {
 }
 
 }  // namespace
+
+Result<OutputSet> planned_outputs(const ModelSpec& spec, const PlanOptions& options) {
+  const OutputSet available = available_outputs(spec.arch);
+  if (options.outputs && !options.outputs->empty()) {
+    for (OutputKind k : options.outputs->kinds())
+      if (!available.has(k))
+        return invalid_argument("model '" + spec.name + "' has no output '" + to_string(k) +
+                                "' (a classifier head gives logits); its outputs are " + available.to_string());
+    return *options.outputs;
+  }
+  return spec.outputs.empty() ? default_outputs(spec.arch) : spec.outputs;
+}
 
 Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const PlanOptions& options) {
   const int batch = options.batch > 0 ? options.batch : spec.max_batch;

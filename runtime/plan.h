@@ -8,7 +8,8 @@
 //        │ weights   (persistent) │  written once at load, read-only after
 //        ├───────────────────────┤
 //        │ io: input, pre_logits, │  caller writes input before infer(), reads outputs after
-//        │     logits             │
+//        │     logits [, tokens,  │  (tokens and the pooler's embedding only when asked for)
+//        │     embedding]         │
 //        ├───────────────────────┤
 //        │ activations + scratch  │  planned: buffers whose lifetimes do not intersect share bytes
 //        ├───────────────────────┤
@@ -39,7 +40,15 @@ struct PlanOptions {
   // Keep every token through the last block (token-pooled models otherwise run the class-token tail,
   // runtime/graph.h: same outputs, fewer FLOPs). For comparisons and debugging.
   bool all_tokens = false;
+  // The named outputs to produce (runtime/outputs.h; `run --tokens`, the daemon's request): unset or empty:
+  // the model config's runtime.outputs, else default_outputs(arch). Only these are sized: the tokens output
+  // (batch, tokens, embed) exists in the arena and the staging buffers only when asked for.
+  std::optional<OutputSet> outputs;
 };
+
+// The outputs a plan for `spec` with `options` produces (PlanOptions::outputs), or kInvalidArgument naming an
+// output the model does not have.
+Result<OutputSet> planned_outputs(const ModelSpec& spec, const PlanOptions& options);
 
 enum class MemorySpace { kHost, kDevice };
 const char* to_string(MemorySpace s);  // "host" | "device"
