@@ -44,6 +44,7 @@ struct PlanOptions {
   // the model config's runtime.outputs, else default_outputs(arch). Only these are sized: the tokens output
   // (batch, tokens, embed) exists in the arena and the staging buffers only when asked for.
   std::optional<OutputSet> outputs;
+  bool tokens = false;  // add the tokens output to those (`run --tokens`, the APIs' tokens option)
 };
 
 // The outputs a plan for `spec` with `options` produces (PlanOptions::outputs), or kInvalidArgument naming an
