@@ -84,6 +84,7 @@ struct CommonOpts {
   bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
   bool no_attention_tuning = false;  // run, bench: EngineOptions::tune_attention = false
   bool all_tokens = false;  // PlanOptions::all_tokens
+  bool tokens = false;      // PlanOptions::tokens: the tokens output too
 };
 
 
@@ -91,6 +92,7 @@ ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
   ev::PlanOptions p;
   p.batch = o.batch;
   p.all_tokens = o.all_tokens;
+  p.tokens = o.tokens;
   if (!o.precision.empty()) { EV_ASSIGN_OR_RETURN(ev::Precision pr, parse_precision(o.precision)); p.precision = pr; }
   if (!o.attention.empty()) { EV_ASSIGN_OR_RETURN(ev::AttentionImpl a, parse_attention(o.attention)); p.attention = a; }
   return p;
@@ -305,7 +307,6 @@ struct RunOpts {
   std::string output;
   int topk = 5;
   bool show = false;
-  bool tokens = false;  // --tokens: the tokens output too (PlanOptions::outputs)
 };
 
 // The top-k classes of each of the n rows of `logits` (at most 32 rows printed), with --show's text art
@@ -365,7 +366,6 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   eo.tune_gemms = !o.no_gemm_tuning;
   eo.tune_attention = !o.no_attention_tuning;
   if (eo.plan.batch == 0) eo.plan.batch = std::min(batch->count, spec->max_batch);
-  eo.plan.tokens = r.tokens;
   auto engine = ev::Engine::create(*spec, dev->profile, eo);
   if (!engine.ok()) return fail(engine.status());
   ev::Engine& e = **engine;
@@ -580,6 +580,9 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   sub->add_flag("--all-tokens", o.all_tokens,
                 "keep every token through the last block (default for token-pooled models: the class-token tail, "
                 "same outputs with the last block's proj and MLP on one row per image)");
+  sub->add_flag("--tokens", o.tokens,
+                "also produce the final-normed tokens [N, tokens, embed] (the planner sizes them only then; run "
+                "--output writes them)");
   sub->add_flag("--verbose,-v", o.verbose, "say more (plan summary, device, fallbacks)");
 }
 
@@ -619,8 +622,7 @@ int main(int argc, char** argv) {
   run->add_option("--output,-o", run_r.output,
                   "write the outputs (float32 safetensors tensors by name: logits, embedding, pre_logits, tokens, as "
                   "the model has them and they were asked for) to this file");
-  run->add_flag("--tokens", run_r.tokens,
-                "also produce the final-normed tokens [N, tokens, embed] (the planner sizes them only then)");
+
   run->add_option("--topk,-k", run_r.topk, "classes to print")->check(CLI::Range(1, 100000));
   run->add_option("--threads,-t", run_o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
   run->add_flag("--show", run_r.show, "draw the input image as text art beside the answer");
