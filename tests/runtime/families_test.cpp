@@ -242,7 +242,8 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
 TEST(FamilyConfig, ImportedSpecsRoundTripThroughYaml) {
   const std::string dir = testutil::make_temp_dir("family_yaml");
   for (const char* name : {"timm_deit_distilled", "timm_dinov2_reg4", "timm_clip_quickgelu", "timm_qknorm",
-                           "timm_siglip", "hf_clip_vision", "hf_dinov2_cls", "hf_dinov2_reg4", "hf_siglip_vision"}) {
+                           "timm_siglip", "hf_clip_vision", "hf_dinov2_cls", "hf_dinov2_reg4", "hf_siglip_vision",
+                           "hf_vit_model"}) {
     SCOPED_TRACE(name);
     const std::string base = family_path(name);
     Result<ModelSpec> spec = not_found("");
