@@ -239,7 +239,7 @@ Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std:
                                    const ModelSpec& spec) {
   const int want = spec.arch.in_chans;
   EV_ASSIGN_OR_RETURN(ImageHeader hd, read_image_header(bytes, size, display, want));
-  return decode_bytes(hd, want, spec.preprocess, jpeg_exif_orientation(bytes, size));
+  return decode_bytes(hd, want, spec.preprocess, image_exif_orientation(bytes, size));
 }
 
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display) {
@@ -319,7 +319,7 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
     return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
                        " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
                        std::to_string(limits.max_pixels) + ")");
-  const int orientation = jpeg_exif_orientation(bytes, size);
+  const int orientation = image_exif_orientation(bytes, size);
   int64_t rw, rh;
   if (orientation_swaps_sides(orientation))
     EV_RETURN_IF_ERROR(check_resized_size(display, h, w, spec.preprocess, &rw, &rh));

@@ -119,6 +119,37 @@ TEST(Preprocess, ConfigsReadAsTheirLibrariesDo) {
   EXPECT_EQ(squash->interpolation, Interpolation::kNearest);
 }
 
+// PNG eXIf orientation, as PIL's exif_transpose reads it: grey_exif{o}_48x32.png (chunk before the image data)
+// and grey_exif{o}_tail_48x32.png (after it) hold the JPEGs' pixels (tools/make_png_exif_images.py), so each
+// must give the JPEG's golden tensor, upright.
+TEST(Preprocess, PngExifAsPil) {
+  auto f = SafetensorsFile::open(testutil::source_path("tests/data/preprocess/goldens.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto pre = read_pipeline("timm_bicubic_875");
+  ASSERT_TRUE(pre.ok()) << pre.status().to_string();
+  const ModelSpec spec = spec_with(*pre);
+  for (int o = 1; o <= 8; ++o) {
+    const std::string jpg = "grey_exif" + std::to_string(o) + "_48x32.jpg";
+    const TensorInfo* t = f->find("timm_bicubic_875/" + jpg);
+    ASSERT_NE(t, nullptr) << jpg;
+    std::vector<float> want(static_cast<size_t>(t->numel));
+    convert_to_f32(*t, f->data(*t), want.data());
+    for (const std::string tail : {"", "_tail"}) {
+      const std::string png = "grey_exif" + std::to_string(o) + tail + "_48x32.png";
+      std::vector<float> got(want.size(), NAN);
+      const Status s = load_image_file(testutil::source_path("tests/data/preprocess/images/" + png), spec, got.data());
+      ASSERT_TRUE(s.ok()) << png << ": " << s.to_string();
+      double max_levels = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const size_t c = i / (kImgSize * kImgSize);
+        max_levels = std::max(max_levels, std::fabs(double{got[i]} - want[i]) * spec.preprocess.std[c] /
+                                              spec.preprocess.rescale);
+      }
+      EXPECT_LE(max_levels, kRoundingLevels) << png << " vs " << jpg;
+    }
+  }
+}
+
 // Every pipeline survives the YAML: written, read back, the same spec.
 TEST(Preprocess, YamlRoundTrip) {
   for (const char* pipe : {"timm_bicubic_875", "timm_bilinear_100", "timm_nearest_squash", "hf_vit", "hf_clip",
