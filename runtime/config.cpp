@@ -220,7 +220,8 @@ Status read_outputs(ConfigMap& runtime, const VitArch& arch, OutputSet* out) {
   std::vector<size_t> picked;
   EV_RETURN_IF_ERROR(runtime.get_enum_list("outputs", false, names, &picked));
   if (!runtime.has("outputs")) return Status::Ok();
-  if (picked.empty()) return runtime.error("outputs", "must name at least one output (" + std::string(output_kind_names()) + ")");
+  if (picked.empty())
+    return runtime.error("outputs", "must name at least one output (" + std::string(output_kind_names()) + ")");
   OutputSet set;
   for (size_t i : picked) set.add(static_cast<OutputKind>(i));
   if (set.has(OutputKind::kLogits) && !available_outputs(arch).has(OutputKind::kLogits))

@@ -375,7 +375,8 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   const int x = add_stem(b, g, d);
   // The class-token tail (see graph.h): token pooling reads token 0 only.
   const bool tail =
-      !all_tokens && !want_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token && !a.head_mean_tokens;
+      !all_tokens && !want_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token &&
+      !a.head_mean_tokens;
   int xc = -1;  // tail: the class token's row per image, (B, E)
   for (int i = 0; i < a.depth; ++i) {
     const int c = add_block(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes);

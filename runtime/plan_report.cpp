@@ -271,7 +271,8 @@ std::string format_plan_json(const Plan& p) {
   ordered_json outputs = ordered_json::array();
   for (OutputKind k : g.outputs.kinds()) {
     const TensorDesc& t = g.tensors[static_cast<size_t>(output_tensor(g, k))];
-    outputs.push_back({{"name", to_string(k)}, {"tensor", t.name}, {"shape", t.shape}, {"staged_bytes", t.numel() * 4}});
+    outputs.push_back(
+        {{"name", to_string(k)}, {"tensor", t.name}, {"shape", t.shape}, {"staged_bytes", t.numel() * 4}});
   }
   j["outputs"] = outputs;
   j["notes"] = p.notes;

@@ -59,7 +59,8 @@ Status check_finite(const std::string& input, const client::InferAnswer& a) {
   for (const client::OutputSection& s : a.outputs)
     for (size_t i = 0; i < s.values.size(); ++i)
       if (!std::isfinite(s.values[i]))
-        return non_finite(input + ": the daemon's answer holds a non-finite " + s.name + " value at " + std::to_string(i));
+        return non_finite(input + ": the daemon's answer holds a non-finite " + s.name + " value at " +
+                          std::to_string(i));
   return Status::Ok();
 }
 
@@ -173,8 +174,8 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
     if (parsed.is_discarded()) return internal_error(o.query + ": the daemon's answer is not JSON");
     out << dump_json(parsed, o.json ? -1 : 2) << "\n";
   }
-  const uint32_t want = (o.logits ? protocol::kFlagWantLogits : 0u) | (o.embedding ? protocol::kFlagWantEmbedding : 0u) |
-                        (o.tokens ? protocol::kFlagWantTokens : 0u);
+  const uint32_t want = (o.logits ? protocol::kFlagWantLogits : 0u) |
+                        (o.embedding ? protocol::kFlagWantEmbedding : 0u) | (o.tokens ? protocol::kFlagWantTokens : 0u);
   for (const std::string& input : o.inputs) {
     client::InferAnswer a;
     // A safetensors file with tensor `input` goes as a tensor; anything else as an encoded image.

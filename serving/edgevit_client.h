@@ -228,7 +228,8 @@ class Connection {
     p += nlog * 4;
     out->outputs.clear();
     const uint32_t sections = protocol::get_u32(a.data() + 12);
-    if (sections > 2) return fail(err, kTransportError, "implausible infer answer (" + std::to_string(sections) + " sections)");
+    if (sections > 2)
+      return fail(err, kTransportError, "implausible infer answer (" + std::to_string(sections) + " sections)");
     for (uint32_t i = 0; i < sections; ++i)
       if (!decode_section(&p, end, n, out, err)) return false;
     if (p != end) return fail(err, kTransportError, "infer answer size mismatch");

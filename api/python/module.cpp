@@ -75,7 +75,8 @@ class PyEngine {
     d["max_batch"] = engine_->max_batch();
     d["input_shape"] = py::make_tuple(engine_->max_batch(), a.in_chans, a.img_size, a.img_size);
     py::dict outputs;  // per-image dimensions of each output the engine produces
-    for (ev::OutputKind k : engine_->outputs().kinds()) outputs[ev::to_string(k)] = py::tuple(py::cast(engine_->output_dims(k)));
+    for (ev::OutputKind k : engine_->outputs().kinds())
+      outputs[ev::to_string(k)] = py::tuple(py::cast(engine_->output_dims(k)));
     d["output_dims"] = outputs;
     d["plan_hash"] = p.hash_hex();
     d["attention_kernel"] = p.attention_kernel;
@@ -160,7 +161,8 @@ class PyEngine {
       if (status.ok()) status = engine_->infer(input, n);
       if (status.ok()) {
         for (size_t i = 0; i < kinds.size(); ++i)
-          std::memcpy(dsts[i], engine_->output(kinds[i]), sizeof(float) * n * engine_->output_numel_per_image(kinds[i]));
+          std::memcpy(dsts[i], engine_->output(kinds[i]),
+                      sizeof(float) * n * engine_->output_numel_per_image(kinds[i]));
       }
     }
     if (!status.ok()) raise(status);

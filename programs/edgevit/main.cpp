@@ -678,7 +678,8 @@ int main(int argc, char** argv) {
   client->add_option("--query", client_o.query, "health | stats | version")->check(CLI::IsMember({"health", "stats", "version"}));
   client->add_option("--topk,-k", client_o.topk, "classes per image")->check(CLI::Range(1, 1000));
   client->add_flag("--logits", client_o.logits, "ask for the logits too");
-  client->add_flag("--embedding", client_o.embedding, "ask for the embedding too (prints its L2 norm and first values)");
+  client->add_flag("--embedding", client_o.embedding,
+                   "ask for the embedding too (prints its L2 norm and first values)");
   client->add_flag("--tokens", client_o.tokens,
                    "ask for the final-normed tokens too (the served model config must list tokens in runtime.outputs)");
   client->add_flag("--json", client_o.json, "one JSON object per request (topk: [{index, label, score}])");

@@ -85,7 +85,8 @@ ev::Status RunOutputs::write(const std::string& path, const std::map<std::string
 
 std::string RunOutputs::describe() const {
   std::string s;
-  for (const auto& [k, dims] : dims_) s += (s.empty() ? "" : ", ") + std::string(ev::to_string(k)) + " " + shape_text(n_, dims);
+  for (const auto& [k, dims] : dims_)
+    s += (s.empty() ? "" : ", ") + std::string(ev::to_string(k)) + " " + shape_text(n_, dims);
   return s;
 }
 

@@ -105,7 +105,8 @@ class PackedGemm final : public CpuKernel {
 };
 
 Support packed_supports(const Op& o, const Graph&, const DeviceProfile&) {
-  if (o.epilogue == 5) return Support{false, "the packed tiles have no tanh epilogue (one (B, E) GEMM: OpenBLAS)", "", false};
+  if (o.epilogue == 5)
+    return Support{false, "the packed tiles have no tanh epilogue (one (B, E) GEMM: OpenBLAS)", "", false};
   return Support{true, std::string(epilogue_reason(o)) + "; libxsmm JIT kernels on x86-64 with AVX2 (OpenBLAS elsewhere)",
                  std::string("cpu.gemm_libxsmm_packed") + epilogue_suffix(o), false};
 }

@@ -6,10 +6,10 @@
 //          plan.offsets[id], the cuBLASLt workspace is the last kCudaLtWorkspaceBytes; weights converted from
 //          the mmap'd checkpoint into one reusable pinned staging buffer and copied in, so no second full
 //          host copy of the weights exists: Jetson's DRAM is shared); pinned host buffers, mapped into the
-//          device's address space, for the fp32 input and one per output tensor of the plan (fp32); the kernels bound to the rows
-//          the plan names (resolve_rows) and prepared for every captured batch size n = 1, 2, 4, ... and
-//          max_batch (GEMM descriptors and algorithms: runtime/cuda/gemm_tuning.h; attention rows:
-//          runtime/cuda/attention_cuda.h); then per size one warm-up walk (lazy module loading, the
+//          device's address space, for the fp32 input and one per output tensor of the plan (fp32); the
+//          kernels bound to the rows the plan names (resolve_rows) and prepared for every captured batch
+//          size n = 1, 2, 4, ... and max_batch (GEMM descriptors and algorithms: runtime/cuda/gemm_tuning.h;
+//          attention rows: runtime/cuda/attention_cuda.h); then per size one warm-up walk (lazy module loading, the
 //          attention kernels' shared-memory opt-in, a check that each launch is valid, and finite
 //          activations for attention tuning, which follows), and two captures: with the input cast from
 //          the mapped host buffer first (infer) and without it (infer_device).
@@ -290,8 +290,9 @@ Status CudaBackend::after_ops(int n) {
   for (const Staged& o : outputs_) {
     const int64_t elems = o.per_image * n;
     EV_CUDA_CHECK("output " + g.tensors[static_cast<size_t>(o.tensor)].name,
-                  ctx_->fp16 ? gpu::cast_f16_to_f32_count_nonfinite(m.as<__half>(o.tensor), o.dev, elems, dev_nonfinite_, s)
-                             : gpu::copy_f32_count_nonfinite(m.as<float>(o.tensor), o.dev, elems, dev_nonfinite_, s));
+                  ctx_->fp16
+                      ? gpu::cast_f16_to_f32_count_nonfinite(m.as<__half>(o.tensor), o.dev, elems, dev_nonfinite_, s)
+                      : gpu::copy_f32_count_nonfinite(m.as<float>(o.tensor), o.dev, elems, dev_nonfinite_, s));
   }
   return Status::Ok();
 }
