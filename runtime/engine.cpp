@@ -103,7 +103,9 @@ Status Engine::infer_device(int n) {
 Status Engine::check_outputs(int n) const {
   const int64_t counted = backend_->device_nonfinite_count();
   if (counted == 0) return Status::Ok();
-  for (OutputKind k : outputs().kinds()) {
+  for (int i = 0; i < kOutputKinds; ++i) {  // not OutputSet::kinds(): infer() allocates nothing
+    const OutputKind k = static_cast<OutputKind>(i);
+    if (!outputs().has(k)) continue;
     const float* data = output(k);
     const int64_t dim = output_numel_per_image(k);
     const int64_t numel = n * dim;

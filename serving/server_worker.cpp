@@ -98,11 +98,12 @@ Status Server::Impl::decode_within_budget(const uint8_t* image, size_t size, con
 
 void Server::Impl::ensure_out_capacity(Slot* s, const Model& m, int n) {
   const size_t k = static_cast<size_t>(std::min(m.out_dim, static_cast<int>(protocol::kMaxTopk)));
-  size_t sections = 0;  // the named output sections' values (their headers fit in the 1024 bytes below)
-  if (m.engine) {
-    if (s->want_embedding) sections += static_cast<size_t>(m.engine->output_numel_per_image(OutputKind::kEmbedding));
-    if (s->want_tokens) sections += static_cast<size_t>(m.engine->output_numel_per_image(OutputKind::kTokens));
-  }
+  // Room for every output section the engine can answer (their headers fit in the 1024 bytes below), whether
+  // or not this request wants them: sized once at start-up, a request never grows the buffer.
+  size_t sections = 0;
+  if (m.engine)
+    for (const OutputKind k : {OutputKind::kEmbedding, OutputKind::kTokens})
+      sections += static_cast<size_t>(m.engine->output_numel_per_image(k));
   const size_t need = protocol::kHeaderBytes + protocol::kInferAnswerFixedBytes +
                       static_cast<size_t>(n) * k * (12 + protocol::kMaxLabelBytes) +
                       static_cast<size_t>(n) * (m.out_dim + sections) * sizeof(float) + 8 + 1024;
