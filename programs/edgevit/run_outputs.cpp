@@ -60,7 +60,7 @@ void RunOutputs::print_summary(bool has_predictions) const {
   for (const auto& [k, dims] : dims_) {
     const int64_t per = product(dims);
     const float* v = values_.at(k).data();
-    if (k == ev::OutputKind::kEmbedding) {
+    if (k == ev::OutputKind::kEmbedding && !has_predictions) {
       std::printf("embedding %s:\n", shape_text(n_, dims).c_str());
       for (int i = 0; i < std::min(n_, 8); ++i)
         std::printf("  image %d: %s\n", i, vector_text(v + per * i, per).c_str());

@@ -18,8 +18,9 @@ class RunOutputs {
   // Copies the engine's outputs of its last infer (count images) to rows [start, start + count).
   void take(const edgevit::Engine& engine, int start, int count);
   const std::vector<float>& values(edgevit::OutputKind k) const { return values_.at(k); }
-  // One line per output that has no other printout: embedding (L2 norm and first values of image 0, or per
-  // image up to 8), tokens (shape), pre_logits when the model has no other output.
+  // What the top-k list (has_predictions: the model has logits) does not already say: for a model without
+  // logits the embedding's L2 norm and first values per image (up to 8 images); the tokens' shape when asked
+  // for; pre_logits as the embedding would be when the engine gives no embedding.
   void print_summary(bool has_predictions) const;
   // Every output as float32 [n, dims...] to `path` (runtime/safetensors.h: deterministic bytes, atomic).
   edgevit::Status write(const std::string& path, const std::map<std::string, std::string>& metadata) const;
