@@ -169,20 +169,17 @@ void bytes_line(std::ostringstream& os, const char* label, int64_t bytes, const 
   os << line;
 }
 
-// "logits [8, 1000], embedding = pre_logits, pre_logits [8, 768]": each named output with its tensor's shape
-// at the plan's batch; an embedding held by another output's tensor names that tensor instead.
+// "logits [8, 1000], embedding [8, 768] (tensor pre_logits), pre_logits [8, 768]": each named output with its
+// tensor's shape at the plan's batch; an embedding held by another output's tensor names that tensor.
 std::string outputs_text(const Graph& g) {
   std::string s;
   for (OutputKind k : g.outputs.kinds()) {
     const TensorDesc& t = g.tensors[static_cast<size_t>(output_tensor(g, k))];
     s += (s.empty() ? "" : ", ") + std::string(to_string(k));
-    if (k == OutputKind::kEmbedding && t.name != "embedding") {
-      s += " = " + t.name;
-      continue;
-    }
     s += " [";
     for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
     s += "]";
+    if (k == OutputKind::kEmbedding && t.name != "embedding") s += " (tensor " + t.name + ")";
   }
   return s;
 }
