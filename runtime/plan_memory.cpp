@@ -52,7 +52,7 @@ void cuda_lines(Plan* p) {
       MemorySpace::kDevice, 2 * sizes * kCudaGraphExecBytes, "measured per executable on an H200");
   add(p, "CUDA context + libraries (device)", MemorySpace::kDevice, p->device.cuda_context_bytes,
       p->device.cuda_context_basis);
-  const int64_t in = int64_t{g.batch} * a.in_chans * a.img_size * a.img_size * 4;
+  const int64_t in = int64_t{g.batch} * a.in_chans * a.img_h * a.img_w * 4;
   add(p, "pinned input staging (fp32)", MemorySpace::kHost, pages(in), "from the plan's shapes");
   // One fp32 buffer per output tensor the graph has (pre_logits, logits, and tokens / the pooler's embedding
   // when asked for: runtime/graph.h), as the CUDA backend allocates them.
