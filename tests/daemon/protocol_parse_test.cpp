@@ -198,10 +198,22 @@ TEST(ProtocolParse, AcceptsEachRequestKind) {
     EXPECT_EQ(r.op, Op::kInferImage);
     EXPECT_EQ(r.topk, 7);
     EXPECT_FALSE(r.want_logits);
+    EXPECT_FALSE(r.want_embedding);
+    EXPECT_FALSE(r.want_tokens);
     EXPECT_EQ(r.n, 1u);
     ASSERT_EQ(r.image_bytes, sizeof png_magic);
     EXPECT_EQ(r.image, f.payload.data() + kInferPrefixBytes);
     EXPECT_EQ(std::memcmp(r.image, png_magic, sizeof png_magic), 0);
+  }
+  for (const uint32_t flags : {kFlagWantEmbedding, kFlagWantTokens, kRequestFlags}) {  // the output sections
+    const Frame f = frame(kImage, encode_infer_image_payload(png_magic, sizeof png_magic, 1), flags);
+    ParsedRequest r;
+    ParseError err;
+    ASSERT_TRUE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err))
+        << err.message;
+    EXPECT_EQ(r.want_logits, (flags & kFlagWantLogits) != 0);
+    EXPECT_EQ(r.want_embedding, (flags & kFlagWantEmbedding) != 0);
+    EXPECT_EQ(r.want_tokens, (flags & kFlagWantTokens) != 0);
   }
   {  // an empty image is the decoder's to refuse, not the parser's
     const Frame f = frame(kImage, encode_infer_image_payload(nullptr, 0, 0));
