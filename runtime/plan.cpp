@@ -194,14 +194,12 @@ void lay_out_arena(const DeviceProfile& device, Plan* plan) {
 Result<OutputSet> planned_outputs(const ModelSpec& spec, const PlanOptions& options) {
   const OutputSet available = available_outputs(spec.arch);
   OutputSet set = spec.outputs.empty() ? default_outputs(spec.arch) : spec.outputs;
-  if (options.outputs && !options.outputs->empty()) {
-    for (OutputKind k : options.outputs->kinds())
-      if (!available.has(k))
-        return invalid_argument("model '" + spec.name + "' has no output '" + to_string(k) +
-                                "' (a classifier head gives logits); its outputs are " + available.to_string());
-    set = *options.outputs;
-  }
+  if (options.outputs && !options.outputs->empty()) set = *options.outputs;
   if (options.tokens) set.add(OutputKind::kTokens);
+  for (OutputKind k : set.kinds())  // a spec built in memory (not through the YAML loader) is checked here too
+    if (!available.has(k))
+      return invalid_argument("model '" + spec.name + "' has no output '" + to_string(k) +
+                              "' (a classifier head gives logits); its outputs are " + available.to_string());
   return set;
 }
 
