@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the INT8 fused attention bundle (tools/gpu/bench_mha_i8_bundle.sh, carried as BUNDLE_DIR/payload.tar.xz)
+# on the lent GPU machine, logs under $OUT (tarred to $OUT/attn8-logs.tar.xz): the CPU test, compute-sanitizer
+# memcheck and racecheck on small cases, the full CUDA test, then the benchmark. Each step is capped; the
+# summary line lists every step's exit code.
+#   usage (device run): tools/gpu/bench_mha_i8_run.sh [BUNDLE_DIR] [bench arguments...]
+set -uo pipefail
+bundle=${1:-build-attn8-bundle}
+shift || true
+out=${OUT:-/tmp/edgevit-out}
+dir=/tmp/attn8-bundle
+logs=$out/attn8
+mkdir -p "$logs" "$dir"
+tar xJf "$bundle/payload.tar.xz" -C "$dir"
+libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
+            python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
+export LD_LIBRARY_PATH="$dir/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
+summary=()
+step() {  # name, timeout, command...
+  local name=$1 cap=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$cap" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name=$rc($((SECONDS - t0))s)")
+  tail -n 3 "$logs/$name.log"
+}
+small='*B2_H3_Sq7_*:*B3_H5_Sq131_*:*B3_H4_Sq70_*:*B3_H2_Sq1_*:*Launcher*:*ScaleMax*'
+step cpu_test 15 "$dir/mha_i8_test" --gtest_brief=1
+step memcheck 50 compute-sanitizer --tool memcheck --error-exitcode 99 "$dir/mha_i8_cuda_test" --gtest_brief=1 \
+  --gtest_filter="$small"
+step racecheck 30 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
+  "$dir/mha_i8_cuda_test" --gtest_brief=1 --gtest_filter='*B3_H5_Sq131_*:*B3_H4_Sq70_*'
+step cuda_test 80 "$dir/mha_i8_cuda_test" --gtest_brief=1
+grep '^\[i8attn\]' "$logs/cuda_test.log" | sort -k5 -g | tail -n 5
+step bench 110 "$dir/bench_mha_i8" "$@"
+grep -E 'summary|device' "$logs/bench.log"
+echo "summary: ${summary[*]}" | tee "$logs/summary.txt"
+tar cJf "$out/attn8-logs.tar.xz" -C "$out" attn8
