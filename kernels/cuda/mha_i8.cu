@@ -27,14 +27,32 @@ namespace edgevit {
 namespace {
 namespace i8attn {
 
+// Issues the copies of the K and V tiles (and, with per-key scales, the tile's K scales) of keys from row0 into
+// buffer `stage` (not committed).
+template <class T, class KCopy, class VCopy>
+__device__ __forceinline__ void copy_kv(const I8Args& a, KCopy& k_copy, VCopy& v_copy, const int8_t* kg,
+                                        const __half* vg, const float* ksc, uint32_t s_ks, int stage, int row0,
+                                        int tid) {
+  k_copy.copy(kg, a.ks.row, stage * T::kKBytes, row0, a.seq_kv);
+  v_copy.copy(vg, a.vs.row, stage * T::kVBytes, row0, a.seq_kv);
+  if (T::kPerKey && tid < T::kKvTile) {
+    const int key = row0 + tid;
+    const bool valid = key < a.seq_kv;
+    cp_async_4_at(s_ks + stage * T::kKsBytes + 4 * tid, valid ? ksc + static_cast<int64_t>(key) * a.kss.row : ksc,
+                  valid);
+  }
+}
+
 // Streams K/V tiles while each warp keeps its O rows, row maxima and row sums in registers.
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kernel(const I8Args a) {
   constexpr int kM = T::kMTiles;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t s_q = smem_addr(smem_raw);              // (kQTile, kRowI8) int8
-  const uint32_t s_k = s_q + T::kQBytes;                 // (kStages, kKvTile, kRowI8) int8
-  const uint32_t s_v = s_k + T::kStages * T::kKBytes;    // (kStages, kKvTile, kRowV) fp16
+  const uint32_t s_q = smem_addr(smem_raw);                   // (kQTile, kRowI8) int8
+  const uint32_t s_k = s_q + T::kQBytes;                      // (kStages, kKvTile, kRowI8) int8
+  const uint32_t s_v = s_k + T::kStages * T::kKBytes;         // (kStages, kKvTile, kRowV) fp16
+  const uint32_t s_ks = s_v + T::kStages * T::kVBytes;        // (kStages, kKvTile) fp32 per-key K scales
+  const float* s_ks_ptr = reinterpret_cast<const float*>(smem_raw + (s_ks - s_q));
 
   const int q0 = blockIdx.x * T::kQTile;
   const int h = blockIdx.y, b = blockIdx.z;
@@ -58,26 +76,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   KCopy k_copy(kg, a.ks.row, s_k, 0, tid);
   VCopy v_copy(vg, a.vs.row, s_v, 0, tid);
   q_copy.copy(qg, a.qs.row, 0, q0, a.seq_q);
-  if (n_kv > 0) {
-    k_copy.copy(kg, a.ks.row, 0, 0, a.seq_kv);
-    v_copy.copy(vg, a.vs.row, 0, 0, a.seq_kv);
-  }
+  if (n_kv > 0) copy_kv<T>(a, k_copy, v_copy, kg, vg, ksc, s_ks, 0, 0, tid);
   cp_async_commit();
 
-  float rmul[kM][2];
-  row_multipliers<T>(rmul, a, b, h, q0 + warp_row0, g);
-  float offset_add[kM][2];  // scale-max rows: -(12582912 a + 127^2 a) (biased scores, fixed offset)
-#pragma unroll
-  for (int m = 0; m < kM; ++m)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) offset_add[m][r] = -((kBias + 16129.f) * rmul[m][r]);
-  float o_acc[kM][T::kOTiles][4], row_max[kM][2], row_sum[kM][4];
+  WarpState<T> w;
+  row_multipliers<T>(w.rmul, a, b, h, q0 + warp_row0, g);
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
 #pragma unroll
-    for (int i = 0; i < T::kOTiles; ++i) o_acc[m][i][0] = o_acc[m][i][1] = o_acc[m][i][2] = o_acc[m][i][3] = 0.f;
-    row_max[m][0] = row_max[m][1] = -INFINITY;
-    row_sum[m][0] = row_sum[m][1] = row_sum[m][2] = row_sum[m][3] = 0.f;
+    for (int r = 0; r < 2; ++r) w.offset_add[m][r] = -((kBias + 16129.f) * w.rmul[m][r]);
+#pragma unroll
+    for (int i = 0; i < T::kOTiles; ++i) w.o_acc[m][i][0] = w.o_acc[m][i][1] = w.o_acc[m][i][2] = w.o_acc[m][i][3] = 0.f;
+    w.row_max[m][0] = w.row_max[m][1] = -INFINITY;
+    w.row_sum[m][0] = w.row_sum[m][1] = w.row_sum[m][2] = w.row_sum[m][3] = 0.f;
   }
   // Per-lane ldmatrix bases (see the fp16 kernel's ldsm_lanes; int8 rows hold 32 k values per 32 bytes).
   const uint32_t sq_lane = s_q + (warp_row0 + lane % 16) * T::kRowI8 + (lane / 16) * 16;
@@ -88,8 +99,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
     const int kv0 = it * T::kKvTile;
     const int stage = T::kStages == 2 ? it & 1 : 0;
     if (T::kStages == 2 && it + 1 < n_kv) {
-      k_copy.copy(kg, a.ks.row, (stage ^ 1) * T::kKBytes, kv0 + T::kKvTile, a.seq_kv);
-      v_copy.copy(vg, a.vs.row, (stage ^ 1) * T::kVBytes, kv0 + T::kKvTile, a.seq_kv);
+      copy_kv<T>(a, k_copy, v_copy, kg, vg, ksc, s_ks, stage ^ 1, kv0 + T::kKvTile, tid);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -103,23 +113,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
 #pragma unroll
           for (int ds = 0; ds < T::kDSteps; ++ds) ldmatrix_x4_at(q_frag[m][ds], sq_lane + m * 16 * T::kRowI8 + ds * 32);
       }
-      const int kv_valid = max(0, min(T::kKvTile, a.seq_kv - kv0));
-      const int n_pairs = T::kKvTile <= 32 ? T::kKvTile / 16 : (kv_valid + 15) / 16;
-      float s[kM][T::kSTiles][4];
-      compute_scores<T>(s, q_frag, sk_lane + stage * T::kKBytes, n_pairs);
-      if (T::kPerKey) apply_key_scales<T>(s, ksc, a.kss.row, kv0, a.seq_kv, t);
-      if (kv_valid < T::kKvTile || mask != nullptr) mask_scores<T>(s, mask, kv0, kv_valid, t);
-      if (T::kScaleMax) {
-        fixed_offset_softmax<T>(s, rmul, offset_add);
-      } else {
-        online_softmax<T>(s, o_acc, row_max, row_sum, rmul);
-      }
-      accumulate_pv<T>(o_acc, row_sum, s, sv_lane + stage * T::kVBytes, n_pairs);
+      const int kv_valid = min(T::kKvTile, a.seq_kv - kv0);
+      const uint32_t sk = sk_lane + stage * T::kKBytes, sv = sv_lane + stage * T::kVBytes;
+      const float* s_ks_tile = s_ks_ptr + stage * T::kKvTile;
+      dispatch_tile<T>(w, q_frag, sk, sv, s_ks_tile, mask, kv0, kv_valid, t);
     }
     __syncthreads();
     if (T::kStages == 1 && it + 1 < n_kv) {
-      k_copy.copy(kg, a.ks.row, 0, kv0 + T::kKvTile, a.seq_kv);
-      v_copy.copy(vg, a.vs.row, 0, kv0 + T::kKvTile, a.seq_kv);
+      copy_kv<T>(a, k_copy, v_copy, kg, vg, ksc, s_ks, 0, kv0 + T::kKvTile, tid);
       cp_async_commit();
     }
   }
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   __syncthreads();  // every warp is past the loop: the whole buffer stages the output
   if (!warp_active) return;
   __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
-  stage_output<T>(so, o_acc, row_sum, g, t);
+  stage_output<T>(so, w.o_acc, w.row_sum, g, t);
   __syncwarp();
 #pragma unroll
   for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {

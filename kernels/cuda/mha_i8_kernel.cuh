@@ -51,6 +51,11 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 4-byte global -> shared copy, zero-filled when !valid (the per-key K scales).
+__device__ __forceinline__ void cp_async_4_at(uint32_t smem_dst, const void* gmem_src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_dst), "l"(gmem_src), "r"(valid ? 4 : 0));
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -85,14 +90,15 @@ struct I8Traits {
   static constexpr int kQBytes = kQTile * kRowI8;
   static constexpr int kKBytes = kKvTile * kRowI8;
   static constexpr int kVBytes = kKvTile * kRowV * 2;
+  static constexpr int kKsBytes = kKvTile * 4;  // per-key K scales of one tile
   static constexpr int64_t kSmemBytes = mha_i8_smem_bytes(kHeadDim, kQTile, kKvTile, kStages);
   static constexpr int kDSteps = kHeadDim / 32;  // k steps of S = Q K^T (m16n8k32)
   static constexpr int kSTiles = kKvTile / 8;
   static constexpr int kOTiles = kHeadDim / 8;
-  // Register targets (sm_87 ptxas, no spills): 16-row warps with D <= 64 and 32-key tiles within 128 registers
-  // (16 warps per SM); 16-row warps with 64-key tiles and 32-row warps with 32-key tiles within 168 (12 warps),
-  // except with per-key K scales (32-row warps spilled there).
-  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 32)   ? 16 / kWarps
+  // Register targets (sm_87 ptxas, no spills): 16-row warps with D <= 64 and 32-key tiles within 102 registers
+  // (20 warps per SM); 16-row warps with 64-key tiles and 32-row warps with 32-key tiles within 168 (12 warps),
+  // except 32-row warps with per-key K scales (they spilled there: no bound, 2 blocks of 4 warps).
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 32)   ? 20 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 1 && kKvTile <= 64) ? 12 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 2 && kKvTile <= 32 && !kPerKey) ? 12 / kWarps
                                                                                          : 1;
@@ -101,6 +107,7 @@ struct I8Traits {
   static_assert(kKvTile % 16 == 0, "kv tile: multiple of 16 keys");
   static_assert(kStages == 1 || kStages == 2, "one or two K/V buffers");
   static_assert(kThreads % kChunksV == 0 && kThreads % kChunksI8 == 0, "copy layout");
+  static_assert(kKvTile <= kThreads, "one thread per key copies the per-key K scales");
   static_assert(kSmemBytes <= 163 * 1024, "above SM87's 163 KB per-block opt-in");
   static_assert(!(kScaleMax && kPerKey), "the fixed offset needs one K scale per (batch, head)");
 };
@@ -168,7 +175,7 @@ __device__ __forceinline__ void row_multipliers(float (&a)[T::kMTiles][2], const
 }
 
 // S = Q K^T over the tile at shared byte address sk (n_pairs 16-key groups), as biased floats 12582912 + S.
-template <class T>
+template <class T, int kMA>
 __device__ __forceinline__ void compute_scores(float (&s)[T::kMTiles][T::kSTiles][4],
                                                const uint32_t (&q_frag)[T::kMTiles][T::kDSteps][4], uint32_t sk,
                                                int n_pairs) {
@@ -181,7 +188,7 @@ __device__ __forceinline__ void compute_scores(float (&s)[T::kMTiles][T::kSTiles
         uint32_t kb[4];
         ldmatrix_x4_at(kb, sk + np * 16 * T::kRowI8 + ds * 32);
 #pragma unroll
-        for (int m = 0; m < T::kMTiles; ++m) {
+        for (int m = 0; m < kMA; ++m) {
           if (ds == 0) {
             mma_s8_biased(acc[m][2 * np], q_frag[m][0], kb[0], kb[1]);
             mma_s8_biased(acc[m][2 * np + 1], q_frag[m][0], kb[2], kb[3]);
@@ -194,26 +201,24 @@ __device__ __forceinline__ void compute_scores(float (&s)[T::kMTiles][T::kSTiles
     }
   }
 #pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m)
+  for (int m = 0; m < kMA; ++m)
 #pragma unroll
     for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[m][nt][e] = __int_as_float(acc[m][nt][e]);
 }
 
-// Per-key K scales: s = (s - 12582912) * sk(key) (both exact up to the product's rounding); keys past Skv
-// get scale 0 (they are masked afterwards).
-template <class T>
-__device__ __forceinline__ void apply_key_scales(float (&s)[T::kMTiles][T::kSTiles][4], const float* ksc,
-                                                 int64_t row_stride, int key0, int seq_kv, int t) {
+// Per-key K scales: s = (s - 12582912) * sk(key) (the subtraction is exact); s_ks holds the tile's kKvTile
+// scales in shared memory, 0 past Skv (those keys are masked afterwards).
+template <class T, int kMA>
+__device__ __forceinline__ void apply_key_scales(float (&s)[T::kMTiles][T::kSTiles][4], const float* s_ks, int t) {
 #pragma unroll
   for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int key = key0 + nt * 8 + 2 * t + e;
-      const float sk = key < seq_kv ? ksc[static_cast<int64_t>(key) * row_stride] : 0.f;
+      const float sk = s_ks[nt * 8 + 2 * t + e];
 #pragma unroll
-      for (int m = 0; m < T::kMTiles; ++m) {
+      for (int m = 0; m < kMA; ++m) {
         s[m][nt][e] = (s[m][nt][e] - kBias) * sk;
         s[m][nt][e + 2] = (s[m][nt][e + 2] - kBias) * sk;
       }
@@ -221,7 +226,7 @@ __device__ __forceinline__ void apply_key_scales(float (&s)[T::kMTiles][T::kSTil
 }
 
 // Keys at or past kv_valid, or masked out, become -inf.
-template <class T>
+template <class T, int kMA>
 __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4], const uint8_t* mask, int key0,
                                             int kv_valid, int t) {
 #pragma unroll
@@ -233,7 +238,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4
       if (ok && mask != nullptr) ok = mask[key0 + col] != 0;
       if (!ok) {
 #pragma unroll
-        for (int m = 0; m < T::kMTiles; ++m) s[m][nt][e] = s[m][nt][e + 2] = -INFINITY;
+        for (int m = 0; m < kMA; ++m) s[m][nt][e] = s[m][nt][e + 2] = -INFINITY;
       }
     }
 }
@@ -243,7 +248,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[T::kMTiles][T::kSTiles][4
 // The scores may carry the bias 12582912 (per-tensor K scale): it shifts every score of a row, and the
 // reference max with it, by the same amount, so the differences s a - ref are those of the unbiased scores
 // up to the rounding of ref (a constant per reference, undone exactly by the rescaling's ref_old - ref_new).
-template <class T>
+template <class T, int kMA>
 __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles][4],
                                                float (&o_acc)[T::kMTiles][T::kOTiles][4],
                                                float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
@@ -251,7 +256,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   float cand[T::kMTiles][2];
   bool grow = false;
 #pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m) {
+  for (int m = 0; m < kMA; ++m) {
     float part[2][T::kSTiles];
 #pragma unroll
     for (int nt = 0; nt < T::kSTiles; ++nt) {
@@ -266,7 +271,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   }
   if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
-    for (int m = 0; m < T::kMTiles; ++m)
+    for (int m = 0; m < kMA; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float c = cand[m][r];
@@ -286,7 +291,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
       }
   }
 #pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m) {
+  for (int m = 0; m < kMA; ++m) {
     const float m_use[2] = {row_max[m][0] == -INFINITY ? 0.f : row_max[m][0],
                             row_max[m][1] == -INFINITY ? 0.f : row_max[m][1]};
 #pragma unroll
@@ -297,12 +302,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
 }
 
 // The scale-max softmax: p = 2^(s a - off), off = -offset_add (fixed per row: no max, no rescaling).
-template <class T>
+template <class T, int kMA>
 __device__ __forceinline__ void fixed_offset_softmax(float (&s)[T::kMTiles][T::kSTiles][4],
                                                      const float (&a)[T::kMTiles][2],
                                                      const float (&offset_add)[T::kMTiles][2]) {
 #pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m)
+  for (int m = 0; m < kMA; ++m)
 #pragma unroll
     for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
@@ -310,7 +315,7 @@ __device__ __forceinline__ void fixed_offset_softmax(float (&s)[T::kMTiles][T::k
 }
 
 // O += P V (fp16 P, fp16 V, fp32 accumulators) and the row sums += P times ones, 16 keys at a time.
-template <class T>
+template <class T, int kMA>
 __device__ __forceinline__ void accumulate_pv(float (&o_acc)[T::kMTiles][T::kOTiles][4],
                                               float (&row_sum)[T::kMTiles][4],
                                               const float (&p)[T::kMTiles][T::kSTiles][4], uint32_t sv,
@@ -319,9 +324,9 @@ __device__ __forceinline__ void accumulate_pv(float (&o_acc)[T::kMTiles][T::kOTi
 #pragma unroll
   for (int kp = 0; kp < T::kSTiles / 2; ++kp) {
     if (kp < n_pairs) {
-      uint32_t pa[T::kMTiles][4];
+      uint32_t pa[kMA][4];
 #pragma unroll
-      for (int m = 0; m < T::kMTiles; ++m) {
+      for (int m = 0; m < kMA; ++m) {
         pa[m][0] = pack_half2(p[m][2 * kp][0], p[m][2 * kp][1]);
         pa[m][1] = pack_half2(p[m][2 * kp][2], p[m][2 * kp][3]);
         pa[m][2] = pack_half2(p[m][2 * kp + 1][0], p[m][2 * kp + 1][1]);
@@ -333,12 +338,58 @@ __device__ __forceinline__ void accumulate_pv(float (&o_acc)[T::kMTiles][T::kOTi
         uint32_t vb[4];
         ldmatrix_x4_trans_at(vb, sv + 2 * (kp * 16 * T::kRowV + dp * 16));
 #pragma unroll
-        for (int m = 0; m < T::kMTiles; ++m) {
+        for (int m = 0; m < kMA; ++m) {
           mma_16816(o_acc[m][2 * dp], pa[m], vb[0], vb[1]);
           mma_16816(o_acc[m][2 * dp + 1], pa[m], vb[2], vb[3]);
         }
       }
     }
+  }
+}
+
+// A warp's accumulators and per-row constants, carried across K/V tiles (registers after inlining).
+template <class T>
+struct WarpState {
+  float o_acc[T::kMTiles][T::kOTiles][4];
+  float row_max[T::kMTiles][2];
+  float row_sum[T::kMTiles][4];
+  float rmul[T::kMTiles][2];        // per-row multiplier a (row_multipliers)
+  float offset_add[T::kMTiles][2];  // scale-max rows: -(12582912 + 127^2) a
+};
+
+// One K/V tile for one warp: S = Q K^T, per-key scales, masking, softmax, O += P V. Keys past Skv or masked
+// out become -inf (only tiles holding such keys pay for the test). kPairs: the 16-key groups computed (the
+// tile's, or fewer for a last tile whose valid keys all lie in its first kPairs groups; a compile-time count:
+// a runtime one cost registers and spills on sm_87; tiles of more than 32 keys compute every group: those
+// past the valid keys read zero-filled rows and get p = 0). kMA: how many of the warp's m tiles are computed.
+template <class T, int kMA, int kPairs>
+__device__ __forceinline__ void tile_step(WarpState<T>& w, const uint32_t (&q_frag)[T::kMTiles][T::kDSteps][4],
+                                          uint32_t sk, uint32_t sv, const float* s_ks, const uint8_t* mask, int kv0,
+                                          int kv_valid, int t) {
+  float s[T::kMTiles][T::kSTiles][4];
+  compute_scores<T, kMA>(s, q_frag, sk, kPairs);
+  if (T::kPerKey) apply_key_scales<T, kMA>(s, s_ks, t);
+  if (kv_valid < T::kKvTile || mask != nullptr) mask_scores<T, kMA>(s, mask, kv0, kv_valid, t);
+  if (T::kScaleMax) {
+    fixed_offset_softmax<T, kMA>(s, w.rmul, w.offset_add);
+  } else {
+    online_softmax<T, kMA>(s, w.o_acc, w.row_max, w.row_sum, w.rmul);
+  }
+  accumulate_pv<T, kMA>(w.o_acc, w.row_sum, s, sv, kPairs);
+}
+
+// tile_step for this tile's valid keys: the full tile on the common path; with 16-row warps, a 32-key tile with
+// at most 16 valid keys (the last one) takes one 16-key group. (That second code path made 32-row warps spill
+// within their 168 registers on sm_87, as did skipping the second m tile of a warp whose rows there all lie
+// past Sq.)
+template <class T>
+__device__ __forceinline__ void dispatch_tile(WarpState<T>& w, const uint32_t (&q_frag)[T::kMTiles][T::kDSteps][4],
+                                              uint32_t sk, uint32_t sv, const float* s_ks, const uint8_t* mask,
+                                              int kv0, int kv_valid, int t) {
+  if (T::kKvTile == 32 && T::kMTiles == 1 && kv_valid <= 16) {
+    tile_step<T, T::kMTiles, 1>(w, q_frag, sk, sv, s_ks, mask, kv0, kv_valid, t);
+  } else {
+    tile_step<T, T::kMTiles, T::kSTiles / 2>(w, q_frag, sk, sv, s_ks, mask, kv0, kv_valid, t);
   }
 }
 

@@ -42,11 +42,12 @@ struct AttnI8Scales {
 };
 
 // Shared memory of an INT8 row: during the loop the int8 Q tile and `stages` int8 K tiles (rows of D + 16
-// bytes, so that ldmatrix's 8 row addresses fall in distinct banks) and `stages` fp16 V tiles (rows of D + 8
-// halves); after it, the same memory stages the fp16 output tile (q_tile rows of D + 8 halves).
+// bytes, so that ldmatrix's 8 row addresses fall in distinct banks), `stages` fp16 V tiles (rows of D + 8
+// halves) and `stages` tiles of per-key K scales (fp32); after it, the same memory stages the fp16 output tile
+// (q_tile rows of D + 8 halves).
 constexpr int64_t mha_i8_smem_bytes(int head_dim, int q_tile, int kv_tile, int stages) {
   const int64_t loop = static_cast<int64_t>(q_tile + stages * kv_tile) * (head_dim + 16) +
-                       static_cast<int64_t>(stages) * kv_tile * (head_dim + 8) * 2;
+                       static_cast<int64_t>(stages) * kv_tile * ((head_dim + 8) * 2 + 4);
   const int64_t out = static_cast<int64_t>(q_tile) * (head_dim + 8) * 2;
   return loop > out ? loop : out;
 }
@@ -74,11 +75,15 @@ struct MhaI8Variant {
 // order comes from tools/gpu/bench_mha_i8.cu on an H100 (docs/benchmarks.md, "INT8 fused attention"); the
 // other rows are kept for measurement on Orin.
 inline constexpr MhaI8Variant kMhaI8Variants[] = {
-    EDGEVIT_MHA_I8_ROW(64, 128, 4, 32, 2),      EDGEVIT_MHA_I8_ROW(64, 64, 4, 64, 2),
-    EDGEVIT_MHA_I8_ROW(64, 128, 8, 64, 2),      EDGEVIT_MHA_I8_ROW(64, 64, 4, 32, 2),
-    EDGEVIT_MHA_I8_ROW_SMAX(64, 128, 4, 32, 2), EDGEVIT_MHA_I8_ROW_SMAX(64, 64, 4, 64, 2),
-    EDGEVIT_MHA_I8_ROW(32, 64, 4, 64, 2),       EDGEVIT_MHA_I8_ROW_SMAX(32, 64, 4, 64, 2),
-    EDGEVIT_MHA_I8_ROW(128, 64, 4, 64, 2),      EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW(64, 128, 4, 32, 2),       EDGEVIT_MHA_I8_ROW(64, 64, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW(64, 64, 2, 32, 2),        EDGEVIT_MHA_I8_ROW(64, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW_SMAX(64, 128, 4, 32, 2),  EDGEVIT_MHA_I8_ROW_SMAX(64, 64, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW_SMAX(64, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW(32, 64, 4, 32, 2),        EDGEVIT_MHA_I8_ROW(32, 128, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW(32, 64, 4, 64, 2),        EDGEVIT_MHA_I8_ROW_SMAX(32, 64, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW_SMAX(32, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW(128, 64, 4, 64, 2),       EDGEVIT_MHA_I8_ROW(128, 64, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 64, 2),  EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 32, 2),
 };
 #undef EDGEVIT_MHA_I8_ROW
 #undef EDGEVIT_MHA_I8_ROW_SMAX

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the INT8 fused attention bundle (tools/gpu/bench_mha_i8_bundle.sh, carried as BUNDLE_DIR/payload.tar.xz)
 # on the lent GPU machine, logs under $OUT (tarred to $OUT/attn8-logs.tar.xz): the CPU test, compute-sanitizer
-# memcheck and racecheck on small cases, the full CUDA test, then the benchmark. Each step is capped; the
+# memcheck and racecheck on small cases, the full CUDA test, the benchmark, then Nsight Compute (when present)
+# on the B64 H12 S197 D64 launch of the fp16 table's row and the INT8 row beside it. Each step is capped; the
 # summary line lists every step's exit code.
 #   usage (device run): tools/gpu/bench_mha_i8_run.sh [BUNDLE_DIR] [bench arguments...]
 set -uo pipefail
@@ -36,5 +37,14 @@ step cuda_test 80 "$dir/mha_i8_cuda_test" --gtest_brief=1
 grep '^\[i8attn\]' "$logs/cuda_test.log" | sort -k5 -g | tail -n 5
 step bench 110 "$dir/bench_mha_i8" "$@"
 grep -E 'summary|device' "$logs/bench.log"
+# Nsight Compute on B64 H12 S197 D64: the fp16 table's row and the INT8 row beside it (first launch of each).
+if command -v ncu >/dev/null; then
+  step profile 90 ncu --kernel-name-base mangled -c 2 \
+    -k 'regex:FlashFwdTraitsILi64ELi128ELi4ELi32ELi2ELb1ELi1E|I8TraitsILi64ELi128ELi4ELi32ELi2ELb0ELb0E' \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
+    "$dir/bench_mha_i8" --shapes '64,12,197,197,64' --calls 1 --reps 1
+fi
 echo "summary: ${summary[*]}" | tee "$logs/summary.txt"
 tar cJf "$out/attn8-logs.tar.xz" -C "$out" attn8
