@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the INT8 fused attention bundle (tools/gpu/bench_mha_i8_bundle.sh, carried as BUNDLE_DIR/payload.tar.xz)
-# on the lent GPU machine, logs under $OUT (tarred to $OUT/attn8-logs.tar.xz): the CPU test, compute-sanitizer
+# on the lent GPU machine, logs tarred to $OUT/attn8-logs.tar.xz (bench.log and summary.txt also as files): the CPU test, compute-sanitizer
 # memcheck and racecheck on small cases, the full CUDA test, the benchmark, then Nsight Compute (when present)
 # on the B64 H12 S197 D64 launch of the fp16 table's row and the INT8 row beside it. Each step is capped; the
 # summary line lists every step's exit code.
@@ -10,7 +10,7 @@ bundle=${1:-build-attn8-bundle}
 shift || true
 out=${OUT:-/tmp/edgevit-out}
 dir=/tmp/attn8-bundle
-logs=$out/attn8
+logs=/tmp/attn8-logs/attn8  # tarred into $OUT at the end (at most 8 files come back from a run)
 mkdir -p "$logs" "$dir"
 tar xJf "$bundle/payload.tar.xz" -C "$dir"
 libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
@@ -47,4 +47,5 @@ if command -v ncu >/dev/null; then
     "$dir/bench_mha_i8" --shapes '64,12,197,197,64' --calls 1 --reps 1
 fi
 echo "summary: ${summary[*]}" | tee "$logs/summary.txt"
-tar cJf "$out/attn8-logs.tar.xz" -C "$out" attn8
+tar cJf "$out/attn8-logs.tar.xz" -C /tmp/attn8-logs attn8
+cp "$logs/bench.log" "$logs/summary.txt" "$out/"
