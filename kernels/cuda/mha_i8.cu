@@ -10,9 +10,14 @@
 // TensorRT's fixed offset (_smax rows). P is rounded to fp16 and O += P V runs on the fp16 tensor cores with
 // fp32 accumulators; the row sums are P times a ones fragment on the same tensor cores.
 //
-// Variants: the rows of kMhaI8Variants (kernels/cuda/mha_i8_variants.h), each instantiated with a K scale
-// per (batch, head) and, for the row-max softmax, per key. Measured: docs/benchmarks.md ("INT8 fused
-// attention") and docs/kernels-mha-i8.md.
+// Variants: the rows of kMhaI8Variants (kernels/cuda/mha_i8_variants.h), flash_fwd_i8_d{D}_q{rows}_w{warps}
+// _kv{keys}_s{stages}[_smax], each instantiated with a K scale per (batch, head) and, for the row-max softmax,
+// per key. H100, B64 H12 S197 D64, against our fp16 kernel's 46.8 us in the same run (docs/benchmarks.md,
+// "INT8 fused attention"; docs/kernels-mha-i8.md):
+//   d64_q128_w4_kv32_s2       42.5 us (1.10x) with a K scale per (batch, head); 54.5 us with per-key K scales
+//   d64_q128_w4_kv32_s2_smax  39.1 us (1.20x)
+//   d64_q64_w4_kv32_s2 / q64_w4_kv64_s2 / q64_w2_kv32_s2: 43.4 / 47.1 / 44.9 us (they win on small grids)
+//   d32_q128_w4_kv32_s2       31.9 us vs fp16 41.1 (1.29x);  d128_q64_w4_kv32_s2 (B32) 47.8 vs 69.3 (1.45x)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -80,16 +85,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   cp_async_commit();
 
   WarpState<T> w;
-  row_multipliers<T>(w.rmul, a, b, h, q0 + warp_row0, g);
-#pragma unroll
-  for (int m = 0; m < kM; ++m) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) w.offset_add[m][r] = -((kBias + 16129.f) * w.rmul[m][r]);
-#pragma unroll
-    for (int i = 0; i < T::kOTiles; ++i) w.o_acc[m][i][0] = w.o_acc[m][i][1] = w.o_acc[m][i][2] = w.o_acc[m][i][3] = 0.f;
-    w.row_max[m][0] = w.row_max[m][1] = -INFINITY;
-    w.row_sum[m][0] = w.row_sum[m][1] = w.row_sum[m][2] = w.row_sum[m][3] = 0.f;
-  }
+  init_warp_state<T>(w, a, b, h, q0 + warp_row0, g);
   // Per-lane ldmatrix bases (see the fp16 kernel's ldsm_lanes; int8 rows hold 32 k values per 32 bytes).
   const uint32_t sq_lane = s_q + (warp_row0 + lane % 16) * T::kRowI8 + (lane / 16) * 16;
   const uint32_t sk_lane = s_k + ((lane & 7) + ((lane >> 4) << 3)) * T::kRowI8 + ((lane >> 3) & 1) * 16;
@@ -107,12 +103,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
     }
     __syncthreads();
     if (warp_active) {
-      if (it == 0) {
-#pragma unroll
-        for (int m = 0; m < kM; ++m)
-#pragma unroll
-          for (int ds = 0; ds < T::kDSteps; ++ds) ldmatrix_x4_at(q_frag[m][ds], sq_lane + m * 16 * T::kRowI8 + ds * 32);
-      }
+      if (it == 0) load_q_fragments<T>(q_frag, sq_lane);
       const int kv_valid = min(T::kKvTile, a.seq_kv - kv0);
       const uint32_t sk = sk_lane + stage * T::kKBytes, sv = sv_lane + stage * T::kVBytes;
       const float* s_ks_tile = s_ks_ptr + stage * T::kKvTile;

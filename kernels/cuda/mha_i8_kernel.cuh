@@ -357,6 +357,31 @@ struct WarpState {
   float offset_add[T::kMTiles][2];  // scale-max rows: -(12582912 + 127^2) a
 };
 
+// Zero O and the row sums, reference maxima at -inf, the per-row multipliers and scale-max offsets of the
+// warp's rows from row0.
+template <class T>
+__device__ __forceinline__ void init_warp_state(WarpState<T>& w, const I8Args& a, int b, int h, int row0, int g) {
+  row_multipliers<T>(w.rmul, a, b, h, row0, g);
+#pragma unroll
+  for (int m = 0; m < T::kMTiles; ++m) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) w.offset_add[m][r] = -((kBias + 16129.f) * w.rmul[m][r]);
+#pragma unroll
+    for (int i = 0; i < T::kOTiles; ++i) w.o_acc[m][i][0] = w.o_acc[m][i][1] = w.o_acc[m][i][2] = w.o_acc[m][i][3] = 0.f;
+    w.row_max[m][0] = w.row_max[m][1] = -INFINITY;
+    w.row_sum[m][0] = w.row_sum[m][1] = w.row_sum[m][2] = w.row_sum[m][3] = 0.f;
+  }
+}
+
+// The warp's int8 Q fragments (A operands of m16n8k32), held in registers for every tile.
+template <class T>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&q_frag)[T::kMTiles][T::kDSteps][4], uint32_t sq_lane) {
+#pragma unroll
+  for (int m = 0; m < T::kMTiles; ++m)
+#pragma unroll
+    for (int ds = 0; ds < T::kDSteps; ++ds) ldmatrix_x4_at(q_frag[m][ds], sq_lane + m * 16 * T::kRowI8 + ds * 32);
+}
+
 // One K/V tile for one warp: S = Q K^T, per-key scales, masking, softmax, O += P V. Keys past Skv or masked
 // out become -inf (only tiles holding such keys pay for the test). kPairs: the 16-key groups computed (the
 // tile's, or fewer for a last tile whose valid keys all lie in its first kPairs groups; a compile-time count:

@@ -71,19 +71,22 @@ struct MhaI8Variant {
   MhaI8Variant{"flash_fwd_i8_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_smax", D, MhaI8Softmax::kScaleMax, 80, \
                mha_i8_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST}
 
-// In order of preference per (head_dim, softmax): mha_i8_supports takes the first row that fits. D = 64's
-// order comes from tools/gpu/bench_mha_i8.cu on an H100 (docs/benchmarks.md, "INT8 fused attention"); the
-// other rows are kept for measurement on Orin.
+// In order of preference per (head_dim, softmax): mha_i8_supports takes the first row that fits. The order is
+// the fastest row at the largest grid measured per head dim with tools/gpu/bench_mha_i8.cu on an H100
+// (docs/benchmarks.md, "INT8 fused attention"; docs/kernels-mha-i8.md): D = 64 B64 H12 S197 and S577..1370,
+// D = 32 B64 H12 S197, D = 128 B32 H12 S197. On small grids (B1 H12 S197, B8 H3 S197, the Sq = 1 tail) the
+// 16-row rows q64_w4_kv64 / q64_w4_kv32 were 5-25% faster than the first row: a caller that can time the rows
+// at start-up (as the fp16 rows are tuned) should. Rows are kept for measurement on Orin.
 inline constexpr MhaI8Variant kMhaI8Variants[] = {
-    EDGEVIT_MHA_I8_ROW(64, 128, 4, 32, 2),       EDGEVIT_MHA_I8_ROW(64, 64, 4, 32, 2),
-    EDGEVIT_MHA_I8_ROW(64, 64, 2, 32, 2),        EDGEVIT_MHA_I8_ROW(64, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW(64, 128, 4, 32, 2),       EDGEVIT_MHA_I8_ROW(64, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW(64, 64, 4, 32, 2),        EDGEVIT_MHA_I8_ROW(64, 64, 2, 32, 2),
     EDGEVIT_MHA_I8_ROW_SMAX(64, 128, 4, 32, 2),  EDGEVIT_MHA_I8_ROW_SMAX(64, 64, 4, 32, 2),
     EDGEVIT_MHA_I8_ROW_SMAX(64, 64, 4, 64, 2),
-    EDGEVIT_MHA_I8_ROW(32, 64, 4, 32, 2),        EDGEVIT_MHA_I8_ROW(32, 128, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW(32, 128, 4, 32, 2),       EDGEVIT_MHA_I8_ROW(32, 64, 4, 32, 2),
     EDGEVIT_MHA_I8_ROW(32, 64, 4, 64, 2),        EDGEVIT_MHA_I8_ROW_SMAX(32, 64, 4, 32, 2),
     EDGEVIT_MHA_I8_ROW_SMAX(32, 64, 4, 64, 2),
-    EDGEVIT_MHA_I8_ROW(128, 64, 4, 64, 2),       EDGEVIT_MHA_I8_ROW(128, 64, 4, 32, 2),
-    EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 64, 2),  EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 32, 2),
+    EDGEVIT_MHA_I8_ROW(128, 64, 4, 32, 2),       EDGEVIT_MHA_I8_ROW(128, 64, 4, 64, 2),
+    EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 32, 2),  EDGEVIT_MHA_I8_ROW_SMAX(128, 64, 4, 64, 2),
 };
 #undef EDGEVIT_MHA_I8_ROW
 #undef EDGEVIT_MHA_I8_ROW_SMAX
