@@ -39,7 +39,7 @@ std::vector<uint8_t> png(int w, int h, int c, const std::vector<uint8_t>& pixels
 ModelSpec rgb_spec(int img, int resize) {
   ModelSpec s;
   s.name = "test";
-  s.arch.img_size = img;
+  s.arch.img_h = s.arch.img_w = img;
   s.arch.patch_size = 1;
   s.arch.in_chans = 3;
   s.preprocess.resize = resize;
@@ -248,7 +248,7 @@ int64_t decode_peak_in_fresh_process(const std::vector<uint8_t>& bytes, const st
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                               static_cast<std::streamsize>(bytes.size()));
   const std::string cmd = "EDGEVIT_DECODE_PEAK='" + path + " " + std::to_string(spec.arch.in_chans) + " " +
-                          std::to_string(spec.arch.img_size) + " " + std::to_string(spec.preprocess.resize) +
+                          std::to_string(spec.arch.img_h) + " " + std::to_string(spec.preprocess.resize) +
                           "' '" + exe + "'";
   FILE* child = popen(cmd.c_str(), "r");
   long long peak = -1;
@@ -314,12 +314,12 @@ TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
   grey.preprocess.std = {0.5};
   ModelSpec same = rgb_spec(1200, 1200);  // 1600x1200 -> 1600x1200: no resampling, crop only
   for (const ModelSpec& spec : {rgb_spec(224, 256), grey, same}) {
-    std::vector<float> dst(static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_size * spec.arch.img_size);
+    std::vector<float> dst(static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_h * spec.arch.img_w);
     ImageLimits lifted;
     lifted.max_decode_bytes = int64_t{1} << 40;
     for (const Image& img : images) {
       SCOPED_TRACE(img.name + " for " + std::to_string(spec.arch.in_chans) + "x" +
-                   std::to_string(spec.arch.img_size));
+                   std::to_string(spec.arch.img_h));
       auto need = image_decode_bytes(img.bytes.data(), img.bytes.size(), img.name, spec);
       ASSERT_TRUE(need.ok()) << need.status().to_string();
       const int64_t peak = decode_peak_in_fresh_process(img.bytes, img.name, spec);
@@ -332,7 +332,7 @@ TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
       const Status decoded = decode_image(img.bytes.data(), img.bytes.size(), img.name, spec, dst.data(), lifted);
       EXPECT_TRUE(decoded.ok()) << decoded.to_string();
       std::printf("%-20s -> %dx%dx%d: peak %.1f MiB, estimate %.1f MiB\n", img.name.c_str(), spec.arch.in_chans,
-                  spec.arch.img_size, spec.arch.img_size, peak / 1048576.0, *need / 1048576.0);
+                  spec.arch.img_h, spec.arch.img_w, peak / 1048576.0, *need / 1048576.0);
       // Over the budget by one byte: refused from the header, with the image's size in the message.
       ImageLimits tight;
       tight.max_decode_bytes = *need - 1;
