@@ -12,7 +12,8 @@
 #   6. (families only) tools/gpu/bench_families.py: DINOv2, CLIP and SigLIP at real sizes vs timm's CUDA graph
 #      and torch.compile (issue #24's targets); FAMILY_MODELS=a,b picks models; FAMILY_PROFILE=1 adds the
 #      per-op/kernel tables (profiles.tar.gz)
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|footprint|families|all]   (default all;
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|check|bench|quick|selftest|footprint|families|all]   (default all;
+#          check: steps 1, 3 and 5, no sanitizer, no benchmark;
 #          quick: ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
 #          selftest: step 3 only; footprint: step 5 only; families: step 6 only)
 set -uo pipefail
@@ -82,6 +83,9 @@ if [ "$what" != bench ]; then
   done
   grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
   footprint_on_gpu
+fi
+if [ "$what" = check ]; then
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # GEMM tuning off in these engines (each timed run costs milliseconds under the sanitizer); one tuned
