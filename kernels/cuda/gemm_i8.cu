@@ -23,30 +23,30 @@
 namespace edgevit::gpu {
 namespace {
 
-using LaunchFn = cudaError_t (*)(const GemmI8Args&, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const GemmI8Args&, int, cudaStream_t);
 
 template <class T, int kEpilogue>
-cudaError_t launch_epilogue(const GemmI8Args& a, cudaStream_t stream) {
+cudaError_t launch_epilogue(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   const auto kernel = gemm_i8_kernel<T, kEpilogue>;
   // Once per kernel: above 48 KB of dynamic shared memory needs the opt-in (not a stream operation).
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>((a.n + T::kTileN - 1) / T::kTileN),
-                  static_cast<unsigned>((a.m + T::kTileM - 1) / T::kTileM));
+                  static_cast<unsigned>((a.m + T::kTileM - 1) / T::kTileM), static_cast<unsigned>(split_k));
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <class T>
-cudaError_t launch(const GemmI8Args& a, cudaStream_t stream) {
+cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   switch (a.epilogue) {
-    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, stream);
-    case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, stream);
-    case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, stream);
-    case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, stream);
-    case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, stream);
-    case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, stream);
+    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, split_k, stream);
+    case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, split_k, stream);
+    case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, split_k, stream);
+    case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, split_k, stream);
+    case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, split_k, stream);
+    case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, split_k, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -62,10 +62,22 @@ using T128x128x128w4 = GemmI8Traits<128, 128, 128, 2, 2, 3, 1>;
 using T128x256x128 = GemmI8Traits<128, 256, 128, 2, 4, 3, 1>;
 using T128x64x128 = GemmI8Traits<128, 64, 128, 2, 2, 3, 3>;
 using T64x64x128 = GemmI8Traits<64, 64, 128, 2, 2, 3, 4>;
+using T128x256x64 = GemmI8Traits<128, 256, 64, 2, 4, 4, 1>;
+using T256x128x64 = GemmI8Traits<256, 128, 64, 4, 2, 4, 1>;
+using T256x128x128 = GemmI8Traits<256, 128, 128, 4, 2, 3, 1>;
+using T128x128x64w4 = GemmI8Traits<128, 128, 64, 2, 2, 4, 2>;
+using T128x128x128w4b2 = GemmI8Traits<128, 128, 128, 2, 2, 3, 2>;
+using T64x256x64 = GemmI8Traits<64, 256, 64, 1, 4, 4, 2>;
+using T32x64x128 = GemmI8Traits<32, 64, 128, 2, 2, 3, 4>;
+using T64x32x128 = GemmI8Traits<64, 32, 128, 2, 2, 3, 4>;
+using T32x32x128 = GemmI8Traits<32, 32, 128, 2, 2, 4, 4>;
+using T64x128x64b4 = GemmI8Traits<64, 128, 64, 2, 2, 4, 4>;
+using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
+using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
 
 template <class T>
-constexpr GemmI8Variant row(const char* name) {
-  return GemmI8Variant{name, T::kTileM, T::kTileN, T::kTileK, T::kWarps, T::kStages, 80, T::kSmemBytes};
+constexpr GemmI8Variant row(const char* name, int split_k = 1) {
+  return GemmI8Variant{name, T::kTileM, T::kTileN, T::kTileK, T::kWarps, T::kStages, 80, T::kSmemBytes, split_k};
 }
 
 constexpr GemmI8Variant kVariants[] = {
@@ -73,11 +85,27 @@ constexpr GemmI8Variant kVariants[] = {
     row<T64x128x64>("i8_64x128x64_w4_s4"),      row<T64x64x64>("i8_64x64x64_w4_s4"),
     row<T128x128x128>("i8_128x128x128_w8_s3"),  row<T128x128x128w4>("i8_128x128x128_w4_s3"),
     row<T128x256x128>("i8_128x256x128_w8_s3"),  row<T128x64x128>("i8_128x64x128_w4_s3"),
-    row<T64x64x128>("i8_64x64x128_w4_s3"),
+    row<T64x64x128>("i8_64x64x128_w4_s3"),      row<T128x256x64>("i8_128x256x64_w8_s4"),
+    row<T256x128x64>("i8_256x128x64_w8_s4"),    row<T256x128x128>("i8_256x128x128_w8_s3"),
+    row<T128x128x64w4>("i8_128x128x64_w4_s4"),  row<T128x128x128w4b2>("i8_128x128x128_w4_s3_b2"),
+    row<T64x256x64>("i8_64x256x64_w4_s4"),      row<T32x64x128>("i8_32x64x128_w4_s3"),
+    row<T64x32x128>("i8_64x32x128_w4_s3"),      row<T32x32x128>("i8_32x32x128_w4_s4"),
+    row<T64x64x128>("i8_64x64x128_w4_s3_k2", 2),  row<T64x64x128>("i8_64x64x128_w4_s3_k4", 4),
+    row<T32x64x128>("i8_32x64x128_w4_s3_k2", 2),  row<T64x32x128>("i8_64x32x128_w4_s3_k3", 3),
+    row<T64x64x64>("i8_64x64x64_w4_s4_k2", 2),    row<T128x64x128>("i8_128x64x128_w4_s3_k2", 2),
+    row<T128x128x64w4>("i8_128x128x64_w4_s4_k2", 2), row<T64x128x64b4>("i8_64x128x64_w4_s4_b4"),
+    row<T128x64x128s2>("i8_128x64x128_w4_s2_b4"),   row<T128x64x64b4>("i8_128x64x64_w4_s4_b4"),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
-                                   launch<T128x256x128>,  launch<T128x64x128>,    launch<T64x64x128>};
+                                   launch<T128x256x128>,  launch<T128x64x128>,    launch<T64x64x128>,
+                                   launch<T128x256x64>,   launch<T256x128x64>,    launch<T256x128x128>,
+                                   launch<T128x128x64w4>, launch<T128x128x128w4b2>, launch<T64x256x64>,
+                                   launch<T32x64x128>,    launch<T64x32x128>,     launch<T32x32x128>,
+                                   launch<T64x64x128>,    launch<T64x64x128>,     launch<T32x64x128>,
+                                   launch<T64x32x128>,    launch<T64x64x64>,      launch<T128x64x128>,
+                                   launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
+                                   launch<T128x64x64b4>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 
@@ -87,17 +115,30 @@ bool valid_args(const GemmI8Args& a) {
   const int count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
   if (a.variant < 0 || a.variant >= count) return false;
   if (a.m < 1 || a.n < 8 || a.k < 32 || a.n % 8 != 0 || a.k % 32 != 0) return false;
-  if (a.m > int64_t{65535} * 64 || a.n > int64_t{1} << 30) return false;  // grid limits, conservatively
+  const GemmI8Variant& v = kVariants[a.variant];
+  if ((a.m + v.tile_m - 1) / v.tile_m > 65535 || a.n > int64_t{1} << 30) return false;  // grid limits
   if (!a.x || !a.w || !a.sx || !a.sw || !a.y) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
   const uintptr_t y_align = gemm_i8_epilogue_is_i8(a.epilogue) ? 8 : 16;  // one store per 8 outputs
   if (!aligned(a.y, y_align)) return false;
   if (gemm_i8_epilogue_is_i8(a.epilogue) && !(a.out_scale > 0.f)) return false;
+  if (v.split_k > 1) {
+    if (!a.workspace || !aligned(a.workspace, 16)) return false;
+    if ((a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n) > kGemmI8MaxSplitTiles) return false;
+  }
   const int e = static_cast<int>(a.epilogue);
   return e >= 0 && e < kGemmI8EpilogueCount;
 }
 
 }  // namespace
+
+size_t gemm_i8_workspace_bytes(const GemmI8Args& a) {
+  const int count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+  if (a.variant < 0 || a.variant >= count || kVariants[a.variant].split_k <= 1 || a.m < 1 || a.n < 1) return 0;
+  const GemmI8Variant& v = kVariants[a.variant];
+  const int64_t tiles = (a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n);
+  return static_cast<size_t>(kGemmI8CounterBytes + tiles * v.split_k * v.tile_m * v.tile_n * 4);
+}
 
 const GemmI8Variant* gemm_i8_variants(int* count) {
   *count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
@@ -106,7 +147,7 @@ const GemmI8Variant* gemm_i8_variants(int* count) {
 
 cudaError_t gemm_i8(const GemmI8Args& args, cudaStream_t stream) {
   if (!valid_args(args)) return cudaErrorInvalidValue;
-  return kLaunchers[args.variant](args, stream);
+  return kLaunchers[args.variant](args, kVariants[args.variant].split_k, stream);
 }
 
 }  // namespace edgevit::gpu
