@@ -1,21 +1,25 @@
 // W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
-// XOR-swizzled shared memory, a multi-stage cp.async pipeline, and the dequantization (fp32) with bias,
-// GELU (erf), residual add or INT8 requantization fused into the store (kernels/cuda/gemm_i8.h).
-//
-// Each block computes a tile_m x tile_n output tile; K streams through shared memory tile_k bytes per stage
-// (64 or 128: two or four k32 MMA steps), zero-filled past M, N and K so no input needs padding. Warps tile
-// the block as warps_m x warps_n; a warp holds (tile_m / warps_m) x (tile_n / warps_n) int32 accumulators
-// and reads its A and B fragments with ldmatrix.x4 (an int8 16 x 32 fragment is a b16 16 x 16 one), the
-// next k32 step's during this one's MMAs. The epilogue stages the int32 tile through shared memory, then
-// dequantizes eight consecutive outputs per thread and writes them with one 16-byte (int8: 8-byte) store.
-// Variants (gemm_i8_variants(): tile M x N x K bytes, warps, stages), one figure each: ViT-B/16 fc2 at batch
-// 64 (12608 x 768 x 3072, bias + residual into fp16), TOP/s on an H200 (mma.sync s8 ceiling 1292 TOP/s;
-// cuBLASLt fp16 650 TFLOP/s); every shape and batch: tools/gpu/bench_gemm_i8.cu.
-//   i8_128x128x64_w8_s4    443        i8_128x128x128_w8_s3   480
-//   i8_128x64x64_w4_s4     453        i8_128x128x128_w4_s3   409
-//   i8_64x128x64_w4_s4     456        i8_128x256x128_w8_s3   388
-//   i8_64x64x64_w4_s4      426        i8_128x64x128_w4_s3    485
-//                                     i8_64x64x128_w4_s3     454   (batch 1: fastest on all four GEMMs)
+// XOR-swizzled shared memory, a multi-stage cp.async pipeline with one barrier per k-tile, optional split-K,
+// and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization fused
+// into the store (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
+// Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
+// [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
+// TOP/s on an H200 (mma.sync s8 ceiling 1294 TOP/s; cuBLASLt fp16 638 TFLOP/s). Every shape and batch:
+// docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
+//    0 i8_128x128x64_w8_s4       601      14 i8_64x256x64_w4_s4        458
+//    1 i8_128x64x64_w4_s4        588      15 i8_32x64x128_w4_s3        391  (batch 1: best on qkv, fc2)
+//    2 i8_64x128x64_w4_s4        588      16 i8_64x32x128_w4_s3        384
+//    3 i8_64x64x64_w4_s4         506      17 i8_32x32x128_w4_s4        292
+//    4 i8_128x128x128_w8_s3      577      18 i8_64x64x128_w4_s3_k2     433
+//    5 i8_128x128x128_w4_s3      519      19 i8_64x64x128_w4_s3_k4     337
+//    6 i8_128x256x128_w8_s3      459      20 i8_32x64x128_w4_s3_k2     345
+//    7 i8_128x64x128_w4_s3       583      21 i8_64x32x128_w4_s3_k3     285
+//    8 i8_64x64x128_w4_s3        529      22 i8_64x64x64_w4_s4_k2      410
+//    9 i8_128x256x64_w8_s4       483      23 i8_128x64x128_w4_s3_k2    460
+//   10 i8_256x128x64_w8_s4       492      24 i8_128x128x64_w4_s4_k2    412
+//   11 i8_256x128x128_w8_s3      472      25 i8_64x128x64_w4_s4_b4     584  (batch 64: best on fc1)
+//   12 i8_128x128x64_w4_s4       488      26 i8_128x64x128_w4_s2_b4    525
+//   13 i8_128x128x128_w4_s3_b2   516      27 i8_128x64x64_w4_s4_b4     586
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"

@@ -1,18 +1,21 @@
 // W8A8 GEMM on SM80-class tensor cores (mma.sync m16n8k32 s8 x s8 -> s32), for ViT's block GEMMs:
 //   y (M, N) = epilogue( sx[m or 0] * sw[n] * (x_q (M, K) @ w_q (N, K)^T) + bias[n] )
-// with the dequantization, bias, GELU (erf), residual add or INT8 requantization fused (GemmI8Epilogue,
+// with the dequantization, bias, GELU (rational erf), residual add or INT8 requantization fused (GemmI8Epilogue,
 // kernels/cpu/gemm_i8_ref.h, which also states the exact arithmetic; gemm_i8_ref is the reference).
 // Host-compilable: includers need the CUDA runtime header only.
 //
 // Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory, K split); the caller
 // names the row, there is no hidden choice. A row with split_k > 1 splits K over that many blocks per output
 // tile and needs args.workspace: gemm_i8_workspace_bytes(args) bytes, zeroed once (cudaMemset) before its
-// first use; every launch leaves it zeroed again, and launches sharing one must be ordered on one stream. Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w
-// 16-byte aligned; y 16-byte aligned (kI8*: 8); out_scale > 0 for kI8*.
+// first use; every launch leaves it zeroed again, and launches sharing one must be ordered on one stream;
+// such a row is refused above kGemmI8MaxSplitTiles output tiles.
+// Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w 16-byte aligned; y 16-byte aligned
+// (kI8*: 8); out_scale > 0 for kI8*.
 // Pointers are device pointers; the caller keeps ownership. gemm_i8 only enqueues work on `stream` (it
 // can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
 // (the first call sets the kernel's shared-memory attribute).
-// Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu.
+// Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu; which row to name for
+// which shape (H200 and 8 SMs): docs/kernels-gemm-i8.md.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,7 @@
 // Private to kernels/cuda/gemm_i8.cu (internal linkage; include it from that file only): the W8A8 GEMM
 // kernel's traits, its tile copies (cp.async into swizzled shared memory, zero-filled past M, N and K), the
-// warp's mma.sync m16n8k32 loop over one pipeline stage, and the fused epilogues (through shared memory). The design is described at
-// the top of gemm_i8.cu; the arithmetic at the top of kernels/cpu/gemm_i8_ref.h.
+// main loop (mma.sync m16n8k32, one barrier per k-tile), the split-K fan-in and the fused epilogues (through
+// shared memory). The design: docs/kernels-gemm-i8.md; the arithmetic: kernels/cpu/gemm_i8_ref.h.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -317,7 +317,8 @@ __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4],
   int read_stage = 0, write_stage = T::kStages - 1;
   for (int t = 0; t < k_tiles; ++t) {
     const uint32_t read_base = base + read_stage * T::kStageBytes;
-    if (t + T::kStages - 1 < k_tiles) loader.load(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
+    if (t + T::kStages - 1 < k_tiles)
+      loader.load(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
     cuda::cp_async_commit();
     read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
     write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;

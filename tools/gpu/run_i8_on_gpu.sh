@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the W8A8 GEMM bundle (tools/gpu/make_i8_bundle.sh, carried as BUNDLE/payload.tar.xz) on the lent GPU
 # machine, logs under $OUT: the CPU reference test, the full CUDA test, the bench (all multiprocessors, then
-# 8 of them as on Orin NX), compute-sanitizer memcheck and racecheck (the deep-pipeline shape, which
-# overhangs the tiles in M, N and K); STEPS picks some ("test bench bench8 sanitize ncu"; default all but ncu). Each step is capped; the
+# 8 of them as on Orin NX), compute-sanitizer memcheck (the small shapes and the deep-pipeline one, which
+# overhang the tiles in M, N and K) and racecheck (the deep-pipeline shape); STEPS picks some ("test bench bench8 sanitize ncu"; default all but ncu). Each step is capped; the
 # summary line lists every step's exit code, and $OUT/logs.tar.gz holds the logs.
 #   usage (device run): BUNDLE/run_i8_on_gpu.sh [BUNDLE]     (BUNDLE defaults to build-i8-bundle)
 set -uo pipefail
@@ -58,7 +58,7 @@ if has ncu; then  # NCU_ROWS: "ROW:GEMM:BATCH ..."
 fi
 if has sanitize; then
   step memcheck 100 compute-sanitizer --tool memcheck --error-exitcode 99 "$dir/gemm_i8_cuda_test" --gtest_brief=1 \
-    --gtest_filter='*DeepPipeline*:*Rejects*'
+    --gtest_filter='*SmallShapes*:*DeepPipeline*:*Rejects*'
   step racecheck 110 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
     "$dir/gemm_i8_cuda_test" --gtest_brief=1 --gtest_filter='*DeepPipeline*'
 fi
