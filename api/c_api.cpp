@@ -151,8 +151,8 @@ edgevit_status edgevit_engine_plan(const edgevit_engine* engine, edgevit_plan_in
     r.weights_bytes = p.weights_bytes;
     r.max_batch = e.max_batch();
     r.channels = a.in_chans;
-    r.height = a.img_size;
-    r.width = a.img_size;
+    r.height = a.img_h;
+    r.width = a.img_w;
     r.output_dim = e.output_dim();
     r.embed_dim = e.embed_dim();
     r.plan_hash = p.hash;

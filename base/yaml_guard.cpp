@@ -196,6 +196,11 @@ ConfigMap::ConfigMap(YAML::Node node, std::string display_name, std::string key_
 
 bool ConfigMap::has(const std::string& key) const { return find(key) != nullptr; }
 
+bool ConfigMap::is_sequence(const std::string& key) const {
+  const YAML::Node* v = find(key);
+  return v != nullptr && v->IsSequence();
+}
+
 const YAML::Node* ConfigMap::find(const std::string& key) const {
   for (const auto& e : entries_) {
     if (e.key == key) return &e.value;

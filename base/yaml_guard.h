@@ -69,6 +69,8 @@ class ConfigMap {
   ConfigMap(YAML::Node node, std::string display_name, std::string key_path);
 
   bool has(const std::string& key) const;
+  // Whether `key` is given as a sequence (for keys that take a number or a list, e.g. img_size: N | [H, W]).
+  bool is_sequence(const std::string& key) const;
   const std::string& key_path() const { return key_path_; }
 
   // Plain (unquoted) integer scalar in [lo, hi]. A float, a quoted string or a list is a type error.

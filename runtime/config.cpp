@@ -57,7 +57,7 @@ constexpr int kMaxClasses = 1 << 20;
 constexpr int kMaxTokens = 1 << 16;  // attention scores are S*S per head
 constexpr int kMaxBatch = 4096;
 constexpr double kMaxMeanStd = 1e3;  // mean/std apply to pixel/255 in [0, 1]
-constexpr double kMinCropPct = 0.05;  // keeps floor(img_size / crop_pct) within 20 x kMaxImgSize
+constexpr double kMinCropPct = 0.05;  // keeps floor(img_h / crop_pct) within 20 x kMaxImgSize
 
 const std::vector<std::pair<const char*, GlobalPool>> kPools = {{"token", GlobalPool::kToken},
                                                                  {"avg", GlobalPool::kAvg},
@@ -91,13 +91,42 @@ std::string relative_path(const std::string& base_dir, const std::string& p) {
   return rel.empty() ? p : rel.string();
 }
 
-Status read_architecture(ConfigMap& m, VitArch* a) {
-  EV_RETURN_IF_ERROR(m.get_int("img_size", true, 1, kMaxImgSize, &a->img_size));
+// "[H, W]" as the YAML writes a non-square size, "N" for a square one.
+std::string size_text(const VitArch& a) {
+  return a.square() ? std::to_string(a.img_h) : "[" + std::to_string(a.img_h) + ", " + std::to_string(a.img_w) + "]";
+}
+
+// img_size: N (a square input) or [H, W] (height, width), each side a multiple of patch_size.
+Status read_img_size(ConfigMap& m, VitArch* a) {
+  if (!m.is_sequence("img_size")) {
+    int side = a->img_h;
+    EV_RETURN_IF_ERROR(m.get_int("img_size", true, 1, kMaxImgSize, &side));
+    a->img_h = a->img_w = side;
+  } else {
+    std::vector<double> hw;
+    EV_RETURN_IF_ERROR(m.get_double_list("img_size", true, 1, kMaxImgSize, false, &hw));
+    if (hw.size() != 2 || hw[0] != std::floor(hw[0]) || hw[1] != std::floor(hw[1]))
+      return m.error("img_size", "expected N or [height, width], two integers; got a list of " +
+                                     std::to_string(hw.size()) + (hw.size() == 2 ? " numbers not both integers" : ""));
+    a->img_h = static_cast<int>(hw[0]);
+    a->img_w = static_cast<int>(hw[1]);
+  }
   EV_RETURN_IF_ERROR(m.get_int("patch_size", true, 1, kMaxImgSize, &a->patch_size));
-  if (a->img_size % a->patch_size != 0) {
-    return m.error("patch_size", "img_size " + std::to_string(a->img_size) + " is not divisible by patch_size " +
+  if (a->square() && a->img_h % a->patch_size != 0) {
+    return m.error("patch_size", "img_size " + std::to_string(a->img_h) + " is not divisible by patch_size " +
                                      std::to_string(a->patch_size));
   }
+  for (const auto& [side, value] : {std::make_pair("height", a->img_h), std::make_pair("width", a->img_w)}) {
+    if (value % a->patch_size == 0) continue;
+    return m.error("patch_size", "img_size [" + std::to_string(a->img_h) + ", " + std::to_string(a->img_w) + "]: " +
+                                     side + " " + std::to_string(value) + " is not divisible by patch_size " +
+                                     std::to_string(a->patch_size));
+  }
+  return Status::Ok();
+}
+
+Status read_architecture(ConfigMap& m, VitArch* a) {
+  EV_RETURN_IF_ERROR(read_img_size(m, a));
   EV_RETURN_IF_ERROR(m.get_int("in_chans", false, 1, kMaxInChans, &a->in_chans));
   EV_RETURN_IF_ERROR(m.get_int("embed_dim", true, 1, kMaxEmbedDim, &a->embed_dim));
   EV_RETURN_IF_ERROR(m.get_int("depth", true, 1, kMaxDepth, &a->depth));
@@ -142,47 +171,83 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
     return m.error("head_mean_tokens", "needs class_token: true, global_pool: token, fc_norm: false, no dist_token");
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
-                                   std::to_string(kMaxTokens) + " ((img_size/patch_size)^2 + prefix tokens)");
+                                   std::to_string(kMaxTokens) + " ((img_h/patch_size) * (img_w/patch_size) + prefix tokens)");
   }
   return m.finish();
 }
 
-Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
-  // At most one of resize (shorter side), resize_exact ([H, W]) and crop_pct (timm: the shorter side to
-  // floor(img_size / crop_pct)); none: the shorter side to img_size.
+// resize_exact / resize_keep_ratio: [height, width], each >= the input's side; *given false when absent.
+Status read_resize_pair(ConfigMap& m, const char* key, const VitArch& arch, bool* given, int* h, int* w) {
+  std::vector<double> hw;
+  EV_RETURN_IF_ERROR(m.get_double_list(key, false, 1, kMaxImgSize, false, &hw));
+  *given = m.has(key);
+  if (!*given) return Status::Ok();
+  if (hw.size() != 2 || hw[0] != std::floor(hw[0]) || hw[1] != std::floor(hw[1]))
+    return m.error(key, "expected [height, width], two integers");
+  *h = static_cast<int>(hw[0]);
+  *w = static_cast<int>(hw[1]);
+  if (*h >= arch.img_h && *w >= arch.img_w) return Status::Ok();
+  if (arch.square()) {
+    return m.error(key, "must be >= architecture.img_size " + std::to_string(arch.img_h) +
+                            " on both sides (the centre img_size square is cropped)");
+  }
+  return m.error(key, "must be >= architecture.img_size " + size_text(arch) +
+                          " side by side (the centre img_size is cropped)");
+}
+
+// The resize with none of resize, resize_exact and resize_keep_ratio given: timm's eval transform with
+// crop_pct (default 1), scale (floor(img_h / crop_pct), floor(img_w / crop_pct)): the shorter side to it when
+// the two agree (torchvision Resize(int)), else ResizeKeepRatio to it.
+void default_resize(const VitArch& arch, Preprocess* p) {
+  const double pct = p->crop_pct > 0 ? p->crop_pct : 1.0;
+  p->resize_h = static_cast<int>(std::floor(arch.img_h / pct));  // timm's arithmetic
+  p->resize_w = static_cast<int>(std::floor(arch.img_w / pct));
+  p->resize = std::min(p->resize_h, p->resize_w);
+  p->resize_mode = p->resize_h == p->resize_w ? ResizeMode::kShortestEdge : ResizeMode::kKeepRatio;
+}
+
+// At most one of resize (shorter side), crop_pct (timm's scale), resize_exact and resize_keep_ratio
+// ([H, W]); none: as crop_pct 1.
+Status read_resize(ConfigMap& m, const VitArch& arch, Preprocess* p) {
   int given = 0;
-  for (const char* key : {"resize", "resize_exact", "crop_pct"}) given += m.has(key) ? 1 : 0;
+  for (const char* key : {"resize", "resize_exact", "resize_keep_ratio", "crop_pct"}) given += m.has(key) ? 1 : 0;
   if (given > 1) {
-    return m.error(m.has("crop_pct") ? "crop_pct" : "resize_exact",
-                   "give one of resize, resize_exact and crop_pct (each sets the resize)");
+    return m.error(m.has("crop_pct") ? "crop_pct" : m.has("resize_keep_ratio") ? "resize_keep_ratio" : "resize_exact",
+                   "give one of resize, resize_exact, resize_keep_ratio and crop_pct (each sets the resize)");
   }
-  p->resize_mode = ResizeMode::kShortestEdge;
-  p->resize = arch.img_size;
   p->crop_pct = 0;
-  EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &p->resize));
+  int resize = 0;
+  EV_RETURN_IF_ERROR(m.get_int("resize", false, 1, kMaxImgSize, &resize));
   EV_RETURN_IF_ERROR(m.get_double("crop_pct", false, kMinCropPct, 1.0, &p->crop_pct));
-  if (p->crop_pct > 0) p->resize = static_cast<int>(std::floor(arch.img_size / p->crop_pct));  // timm's arithmetic
-  std::vector<double> exact;
-  EV_RETURN_IF_ERROR(m.get_double_list("resize_exact", false, 1, kMaxImgSize, false, &exact));
-  if (m.has("resize_exact")) {
-    if (exact.size() != 2 || exact[0] != std::floor(exact[0]) || exact[1] != std::floor(exact[1]))
-      return m.error("resize_exact", "expected [height, width], two integers");
-    p->resize_mode = ResizeMode::kExact;
-    p->resize_h = static_cast<int>(exact[0]);
-    p->resize_w = static_cast<int>(exact[1]);
+  default_resize(arch, p);
+  if (resize > 0) {
+    p->resize_mode = ResizeMode::kShortestEdge;
+    p->resize = p->resize_h = p->resize_w = resize;
+  }
+  for (const auto& [key, mode] : {std::make_pair("resize_exact", ResizeMode::kExact),
+                                  std::make_pair("resize_keep_ratio", ResizeMode::kKeepRatio)}) {
+    bool pair = false;
+    EV_RETURN_IF_ERROR(read_resize_pair(m, key, arch, &pair, &p->resize_h, &p->resize_w));
+    if (!pair) continue;
+    p->resize_mode = mode;
     p->resize = std::min(p->resize_h, p->resize_w);
-    if (p->resize_h < arch.img_size || p->resize_w < arch.img_size) {
-      return m.error("resize_exact", "must be >= architecture.img_size " + std::to_string(arch.img_size) +
-                                         " on both sides (the centre img_size square is cropped)");
-    }
-  } else {
-    p->resize_h = p->resize_w = p->resize;
+    return Status::Ok();
   }
-  if (p->resize < arch.img_size) {
+  const int need = std::max(arch.img_h, arch.img_w);
+  if (p->resize_mode == ResizeMode::kShortestEdge && p->resize < need) {
     const char* key = p->crop_pct > 0 ? "crop_pct" : "resize";
-    return m.error(key, "must be >= architecture.img_size " + std::to_string(arch.img_size) +
-                            " (the shorter side is resized to it, then the centre img_size square is cropped)");
+    if (arch.square()) {
+      return m.error(key, "must be >= architecture.img_size " + std::to_string(arch.img_h) +
+                              " (the shorter side is resized to it, then the centre img_size square is cropped)");
+    }
+    return m.error(key, "must be >= " + std::to_string(need) + ", the longer side of architecture.img_size " +
+                            size_text(arch) + " (the shorter side is resized to it, then the centre is cropped)");
   }
+  return Status::Ok();
+}
+
+Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
+  EV_RETURN_IF_ERROR(read_resize(m, arch, p));
   p->interpolation = Interpolation::kBilinear;
   EV_RETURN_IF_ERROR(m.get_enum("interpolation", false, kInterpolations, &p->interpolation));
   p->crop_rounding = CropRounding::kHalfEven;
@@ -270,7 +335,11 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::BeginMap;
   if (!spec.name.empty()) e << YAML::Key << "name" << YAML::Value << spec.name;  // else the file stem
   e << YAML::Key << "architecture" << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << "img_size" << YAML::Value << a.img_size;
+  // A square input is written as one number, as configs always had it (their text and plan hashes stay).
+  if (a.square())
+    e << YAML::Key << "img_size" << YAML::Value << a.img_h;
+  else
+    e << YAML::Key << "img_size" << YAML::Value << YAML::Flow << YAML::BeginSeq << a.img_h << a.img_w << YAML::EndSeq;
   e << YAML::Key << "patch_size" << YAML::Value << a.patch_size;
   e << YAML::Key << "in_chans" << YAML::Value << a.in_chans;
   e << YAML::Key << "embed_dim" << YAML::Value << a.embed_dim;
@@ -308,9 +377,9 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   const Preprocess& pp = spec.preprocess;
   if (pp.crop_pct > 0) {
     e << YAML::Key << "crop_pct" << YAML::Value << format_double_exact(pp.crop_pct);
-  } else if (pp.resize_mode == ResizeMode::kExact) {
-    e << YAML::Key << "resize_exact" << YAML::Value << YAML::Flow << YAML::BeginSeq << pp.resize_h << pp.resize_w
-      << YAML::EndSeq;
+  } else if (pp.resize_mode == ResizeMode::kExact || pp.resize_mode == ResizeMode::kKeepRatio) {
+    e << YAML::Key << (pp.resize_mode == ResizeMode::kExact ? "resize_exact" : "resize_keep_ratio") << YAML::Value
+      << YAML::Flow << YAML::BeginSeq << pp.resize_h << pp.resize_w << YAML::EndSeq;
   } else {
     e << YAML::Key << "resize" << YAML::Value << pp.resize;
   }
@@ -364,7 +433,7 @@ Status save_model_spec(const ModelSpec& spec, const std::string& path) {
 bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
   const VitArch& a = x.arch;
   const VitArch& b = y.arch;
-  const bool arch_equal = a.img_size == b.img_size && a.patch_size == b.patch_size && a.in_chans == b.in_chans &&
+  const bool arch_equal = a.img_h == b.img_h && a.img_w == b.img_w && a.patch_size == b.patch_size && a.in_chans == b.in_chans &&
                           a.embed_dim == b.embed_dim && a.depth == b.depth && a.num_heads == b.num_heads &&
                           a.mlp_ratio == b.mlp_ratio && a.qkv_bias == b.qkv_bias &&
                           a.class_token == b.class_token && a.reg_tokens == b.reg_tokens &&
@@ -378,7 +447,7 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&
          x.preprocess.resize_mode == y.preprocess.resize_mode &&
-         (x.preprocess.resize_mode != ResizeMode::kExact || (x.preprocess.resize_h == y.preprocess.resize_h &&
+         (x.preprocess.resize_mode == ResizeMode::kShortestEdge || (x.preprocess.resize_h == y.preprocess.resize_h &&
                                                              x.preprocess.resize_w == y.preprocess.resize_w)) &&
          x.preprocess.crop_pct == y.preprocess.crop_pct &&
          x.preprocess.interpolation == y.preprocess.interpolation &&

@@ -77,7 +77,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, const Devi
 
 int64_t Engine::input_numel_per_image() const {
   const VitArch& a = spec_.arch;
-  return int64_t{a.in_chans} * a.img_size * a.img_size;
+  return int64_t{a.in_chans} * a.img_h * a.img_w;
 }
 
 int Engine::output_dim() const { return spec_.arch.num_classes > 0 ? spec_.arch.num_classes : spec_.arch.embed_dim; }

@@ -87,6 +87,30 @@ int jpeg_exif_orientation(const uint8_t* b, size_t size) {
   return 1;
 }
 
+int png_exif_orientation(const uint8_t* b, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (b == nullptr || size < 8 || std::memcmp(b, kSignature, 8) != 0) return 1;
+  size_t off = 8;
+  for (int chunk = 0; chunk < kMaxSegments && size - off >= 12; ++chunk) {
+    const size_t len = size_t{b[off]} << 24 | size_t{b[off + 1]} << 16 | size_t{b[off + 2]} << 8 | b[off + 3];
+    const uint8_t* type = b + off + 4;
+    if (len > size - off - 12) return 1;  // the chunk (length, type, data, CRC) runs past the file
+    const uint8_t* data = b + off + 8;
+    if (std::memcmp(type, "IEND", 4) == 0) return 1;
+    if (std::memcmp(type, "eXIf", 4) == 0) {  // PIL strips an optional "Exif\0\0" prefix
+      if (len >= 6 && std::memcmp(data, "Exif\0\0", 6) == 0) return tiff_orientation(data + 6, len - 6);
+      return tiff_orientation(data, len);
+    }
+    off += 12 + len;
+  }
+  return 1;
+}
+
+int image_exif_orientation(const uint8_t* bytes, size_t size) {
+  const int jpeg = jpeg_exif_orientation(bytes, size);
+  return jpeg != 1 ? jpeg : png_exif_orientation(bytes, size);
+}
+
 void apply_exif_orientation(const uint8_t* src, int w, int h, int chans, int orientation, uint8_t* dst) {
   const size_t c = static_cast<size_t>(chans);
   const bool swap = orientation_swaps_sides(orientation);

@@ -128,7 +128,7 @@ struct Dims {
 int add_stem(Builder& b, Graph& g, const Dims& d) {
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
-  g.input = b.tensor("input", {d.B, d.C, a.img_size, a.img_size}, TensorKind::kInput, g.act_elem_bytes());
+  g.input = b.tensor("input", {d.B, d.C, a.img_h, a.img_w}, TensorKind::kInput, g.act_elem_bytes());
   const int cols = b.act("patch_embed.cols", {d.B * d.P, d.K});
   {
     Op& o = b.op(OpKind::kIm2col, "patch_embed.im2col", {g.input}, {cols});

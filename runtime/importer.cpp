@@ -61,17 +61,21 @@ Result<std::vector<int64_t>> need_shape(const WeightSource& w, const std::string
   return shape;
 }
 
-// --image-size: the user's input size; the checkpoint's position embeddings are resampled to its grid.
+// --image-size: the user's input size (height, width); the checkpoint's position embeddings are resampled to
+// its grid.
 Status apply_image_size(const ImportOptions& options, ModelSpec& spec, WeightSource& weights) {
   if (!options.image_size) return Status::Ok();
   const auto [h, w] = *options.image_size;
   const std::string given = "--image-size " + std::to_string(h) + (h == w ? "" : "x" + std::to_string(w));
-  if (h != w)
-    return unsupported(given + ": non-square input sizes are not supported yet; give one size (a square)");
   const int p = spec.arch.patch_size;
-  if (h <= 0 || h % p != 0)
-    return invalid_argument(given + ": not a positive multiple of the patch size " + std::to_string(p));
-  spec.arch.img_size = h;
+  for (const auto& [side, value] : {std::make_pair("height", h), std::make_pair("width", w)}) {
+    if (value > 0 && value % p == 0) continue;
+    return invalid_argument(given + ": " + (h == w ? std::string("the size ") : std::string(side) + " ") +
+                            std::to_string(value) + " is not a positive multiple of the patch size " +
+                            std::to_string(p));
+  }
+  spec.arch.img_h = h;
+  spec.arch.img_w = w;
   return weights.fit_pos_embed(spec.arch);
 }
 
@@ -168,7 +172,7 @@ Status infer_timm_tokens(const WeightSource& w, const std::string& path, VitArch
     return checkpoint_error(path + ": pos_embed length " + std::to_string(pos[1]) + " is not a square patch grid " +
                             (prefix ? "with or without " + std::to_string(prefix) + " prefix token(s)" : ""));
   a->no_embed_class = grid_with_prefix == 0;
-  a->img_size = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a->patch_size);
+  a->img_h = a->img_w = static_cast<int>((grid_with_prefix ? grid_with_prefix : grid_patches_only) * a->patch_size);
   return Status::Ok();
 }
 
@@ -320,7 +324,8 @@ Status hf_dimensions(const json& cfg, const std::string& config_path, const HfKi
     const double ratio = cfg.contains("mlp_ratio") ? cfg["mlp_ratio"].get<double>() : 4.0;
     *hidden = static_cast<int>(a.embed_dim * ratio);
   }
-  EV_ASSIGN_OR_RETURN(a.img_size, square_size(cfg, config_path, "image_size", 224));
+  EV_ASSIGN_OR_RETURN(a.img_h, square_size(cfg, config_path, "image_size", 224));
+  a.img_w = a.img_h;  // the checkpoint's size; import --image-size HxW sets another
   EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", clip ? 32 : dinov2 ? 14 : 16));
   EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
   a.qkv_bias = true;

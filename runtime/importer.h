@@ -4,7 +4,8 @@
 //   patch_embed.proj.weight (E,C,p,p) -> embed_dim, in_chans, patch_size
 //   blocks.N.*                         -> depth
 //   cls_token / reg_token (1,R,E)      -> class_token, reg_tokens
-//   pos_embed (1,L,E)                  -> img_size (L = patches + prefix tokens, or = patches: no_embed_class)
+//   pos_embed (1,L,E)                  -> img_size, a square (L = patches + prefix tokens, or = patches:
+//                                         no_embed_class); --image-size H[xW] sets another
 //   blocks.N.attn.qkv.bias present     -> qkv_bias (N: the first block)
 //   fc_norm.* vs norm.*                -> fc_norm
 //   head.weight (C,E)                  -> num_classes (0 when absent)
@@ -36,8 +37,8 @@ struct ImportOptions {
   std::optional<double> eps;       // timm: overrides 1e-6; HF: must agree with config.json
   std::optional<Activation> act;   // timm only (the checkpoint cannot say it; default gelu): HF's config.json
                                    // names hidden_act, so an HF import refuses it
-  // The model's input (height, width) in pixels, instead of the checkpoint's: a multiple of the patch size;
-  // the position embeddings are resampled to it at load (WeightSource::fit_pos_embed). Square only for now.
+  // The model's input (height, width) in pixels, instead of the checkpoint's: each a multiple of the patch
+  // size, square or not; the position embeddings are resampled to its grid at load (WeightSource::fit_pos_embed).
   std::optional<std::pair<int, int>> image_size;
 };
 

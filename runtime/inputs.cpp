@@ -31,11 +31,16 @@ constexpr int64_t kDecodeSlackBytes = int64_t{1} << 20;
 // The image's size after the resize (docs/config.md, "Preprocessing"): the shorter side to pp.resize and
 // the longer one int(resize * long / short), as torchvision's _compute_resized_output_size and
 // transformers' get_resize_output_image_size compute it (the product is exact, the division rounds once,
-// the cast truncates), or exactly resize_w x resize_h.
+// the cast truncates), or exactly resize_w x resize_h, or as timm's ResizeKeepRatio.get_params (longest 0):
+// ratio = min(h / resize_h, w / resize_w), each side round(side / ratio), Python's round (half to even).
 void resized_size(int64_t w, int64_t h, const Preprocess& pp, int64_t* rw, int64_t* rh) {
   if (pp.resize_mode == ResizeMode::kExact) {
     *rw = pp.resize_w;
     *rh = pp.resize_h;
+  } else if (pp.resize_mode == ResizeMode::kKeepRatio) {
+    const double ratio = std::min(static_cast<double>(h) / pp.resize_h, static_cast<double>(w) / pp.resize_w);
+    *rh = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) / ratio));  // FE_TONEAREST: half to even
+    *rw = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / ratio));
   } else if (w <= h) {
     *rw = pp.resize;
     *rh = static_cast<int64_t>(static_cast<double>(pp.resize * h) / static_cast<double>(w));
@@ -239,13 +244,13 @@ Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std:
                                    const ModelSpec& spec) {
   const int want = spec.arch.in_chans;
   EV_ASSIGN_OR_RETURN(ImageHeader hd, read_image_header(bytes, size, display, want));
-  return decode_bytes(hd, want, spec.preprocess, jpeg_exif_orientation(bytes, size));
+  return decode_bytes(hd, want, spec.preprocess, image_exif_orientation(bytes, size));
 }
 
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display) {
   ModelSpec imagenet;
   imagenet.arch.in_chans = 3;
-  imagenet.arch.img_size = 224;
+  imagenet.arch.img_h = imagenet.arch.img_w = 224;
   imagenet.preprocess.resize = imagenet.preprocess.resize_h = imagenet.preprocess.resize_w = 256;
   return image_decode_bytes(bytes, size, display, imagenet);
 }
@@ -270,9 +275,10 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
   int64_t rw64, rh64;
   EV_RETURN_IF_ERROR(check_resized_size(display, width, height, pp, &rw64, &rh64));
   const int rw = static_cast<int>(rw64), rh = static_cast<int>(rh64);
-  if (rw < a.img_size || rh < a.img_size)
+  if (rw < a.img_w || rh < a.img_h)
     return config_error(spec.source_path + ": preprocess resizes to " + std::to_string(rw) + "x" +
-                        std::to_string(rh) + ", smaller than img_size " + std::to_string(a.img_size));
+                        std::to_string(rh) + ", smaller than the input " + std::to_string(a.img_w) + "x" +
+                        std::to_string(a.img_h) + " (width x height)");
 
   std::vector<uint8_t> resized;  // (rh, rw, C), Pillow's 8-bit resize
   const uint8_t* src = pixels;
@@ -288,16 +294,16 @@ Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans
     }
     src = resized.data();
   }
-  const int64_t x0 = crop_offset(rw, a.img_size, pp.crop_rounding), y0 = crop_offset(rh, a.img_size, pp.crop_rounding);
+  const int64_t x0 = crop_offset(rw, a.img_w, pp.crop_rounding), y0 = crop_offset(rh, a.img_h, pp.crop_rounding);
   for (int c = 0; c < chans; ++c) {
     const double mean = pp.mean[c], sd = pp.std[c];
-    float* plane = dst + static_cast<size_t>(c) * a.img_size * a.img_size;
-    for (int y = 0; y < a.img_size; ++y)
-      for (int x = 0; x < a.img_size; ++x) {
+    float* plane = dst + static_cast<size_t>(c) * a.img_h * a.img_w;
+    for (int y = 0; y < a.img_h; ++y)
+      for (int x = 0; x < a.img_w; ++x) {
         const double p = src[(static_cast<size_t>(y + y0) * rw + (x + x0)) * chans + c];
         // ToTensor divides by 255; other factors multiply, as transformers' rescale does.
         const double v = pp.rescale == 1.0 / 255 ? p / 255.0 : p * pp.rescale;
-        plane[y * a.img_size + x] = static_cast<float>((v - mean) / sd);
+        plane[y * a.img_w + x] = static_cast<float>((v - mean) / sd);
       }
   }
   return Status::Ok();
@@ -319,7 +325,7 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
     return input_error(display + ": image " + std::to_string(w) + "x" + std::to_string(h) +
                        " exceeds the limits (side <= " + std::to_string(limits.max_side) + ", pixels <= " +
                        std::to_string(limits.max_pixels) + ")");
-  const int orientation = jpeg_exif_orientation(bytes, size);
+  const int orientation = image_exif_orientation(bytes, size);
   int64_t rw, rh;
   if (orientation_swaps_sides(orientation))
     EV_RETURN_IF_ERROR(check_resized_size(display, h, w, spec.preprocess, &rw, &rh));
@@ -383,13 +389,13 @@ Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spe
       const TensorInfo* t = st.find("input");
       if (t == nullptr) return input_error(path + ": safetensors file has no tensor named 'input'");
       const auto& s = t->shape;
-      if (s.size() != 4 || s[1] != a.in_chans || s[2] != a.img_size || s[3] != a.img_size || s[0] < 1)
+      if (s.size() != 4 || s[1] != a.in_chans || s[2] != a.img_h || s[3] != a.img_w || s[0] < 1)
         return input_error(path + ": tensor 'input' has shape " + [&] {
                  std::string r = "[";
                  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
                  return r + "]";
                }() + ", model '" + spec.name + "' needs [N," + std::to_string(a.in_chans) + "," +
-               std::to_string(a.img_size) + "," + std::to_string(a.img_size) + "]");
+               std::to_string(a.img_h) + "," + std::to_string(a.img_w) + "]");
       // The float batch is bounded too (an F16 file doubles in size), before it is allocated.
       if (t->numel > kMaxInputBytes / static_cast<int64_t>(sizeof(float)))
         return input_error(path + ": tensor 'input' " + std::to_string(t->numel) + " elements would take " +
@@ -412,7 +418,7 @@ Result<InputBatch> load_input_file(const std::string& path, const ModelSpec& spe
   EV_ASSIGN_OR_RETURN(const std::string bytes, file.read_all(limits.max_file_bytes, StatusCode::kInputError));
   InputBatch batch;
   batch.count = 1;
-  batch.data.resize(static_cast<size_t>(int64_t{a.in_chans} * a.img_size * a.img_size));
+  batch.data.resize(static_cast<size_t>(int64_t{a.in_chans} * a.img_h * a.img_w));
   EV_RETURN_IF_ERROR(decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, spec,
                                   batch.data.data(), limits));
   return batch;

@@ -3,7 +3,8 @@
 // Hugging Face's PIL image processors step for step: decode to the model's channel count (1 = grey,
 // 3 = RGB), apply a JPEG's EXIF orientation (runtime/exif.h), resize as Pillow's Image.resize does on
 // 8-bit images (kernels/cpu/resample.cpp; the shorter side to preprocess.resize, or exactly
-// resize_w x resize_h; bilinear, bicubic or nearest), centre-crop img_size x img_size (torchvision's or
+// resize_w x resize_h, or keeping the aspect ratio to cover resize_w x resize_h as timm's ResizeKeepRatio;
+// bilinear, bicubic or nearest), centre-crop img_h x img_w (torchvision's or
 // transformers' offset rounding), then x = (float)((p * rescale - mean[c]) / std[c]) in double. A side
 // the resize keeps is not resampled.
 #pragma once
@@ -38,7 +39,7 @@ Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std:
 Result<int64_t> image_decode_bytes(const uint8_t* bytes, size_t size, const std::string& display,
                                    const ModelSpec& spec);
 
-// Decodes an encoded image from memory into dst (C, img_size, img_size). `display` names the source in
+// Decodes an encoded image from memory into dst (C, img_h, img_w). `display` names the source in
 // errors ("cat.png"). kInputError for undecodable, oversized or unsupported images, and for images whose
 // decode would need more than limits.max_decode_bytes (checked from the header, before decoding).
 Status decode_image(const uint8_t* bytes, size_t size, const std::string& display, const ModelSpec& spec,
@@ -46,7 +47,7 @@ Status decode_image(const uint8_t* bytes, size_t size, const std::string& displa
 Status load_image_file(const std::string& path, const ModelSpec& spec, float* dst,
                        const ImageLimits& limits = {});
 
-// Raw pixels (H, W, C) uint8 -> dst (C, img_size, img_size), same preprocessing as decode_image;
+// Raw pixels (H, W, C) uint8 -> dst (C, img_h, img_w), same preprocessing as decode_image;
 // `orientation` is the EXIF orientation (1..8) the pixels are stored in (runtime/exif.h).
 Status preprocess_pixels(const uint8_t* pixels, int width, int height, int chans, const std::string& display,
                          const ModelSpec& spec, float* dst, int orientation = 1);

@@ -29,8 +29,11 @@ enum class Activation { kGelu, kGeluTanh, kQuickGelu };
 const char* to_string(Activation v);    // "gelu" | "gelu_tanh" | "quick_gelu"
 
 struct VitArch {
-  int img_size = 224;     // square input, pixels
-  int patch_size = 16;    // square patches; img_size % patch_size == 0
+  // Input height and width in pixels, each a multiple of patch_size (YAML `img_size`: N for a square, or
+  // [H, W]); the patch grid is grid_h() x grid_w(), row-major (timm's and HF's flatten(2) order).
+  int img_h = 224;
+  int img_w = 224;
+  int patch_size = 16;    // square patches
   int in_chans = 3;
   int embed_dim = 192;    // E
   int depth = 12;
@@ -67,7 +70,10 @@ struct VitArch {
   // bias, accumulated into the logits). Needs class_token and token pooling; pre_logits is the class token.
   bool head_mean_tokens = false;
 
-  int num_patches() const { return (img_size / patch_size) * (img_size / patch_size); }
+  int grid_h() const { return img_h / patch_size; }
+  int grid_w() const { return img_w / patch_size; }
+  bool square() const { return img_h == img_w; }
+  int num_patches() const { return grid_h() * grid_w(); }
   // Tokens between the class token and the patches: the distillation token or the register tokens.
   int extra_prefix_tokens() const { return (dist_token ? 1 : 0) + reg_tokens; }
   int num_prefix_tokens() const { return (class_token ? 1 : 0) + extra_prefix_tokens(); }
@@ -79,9 +85,11 @@ struct VitArch {
 
 // How an image becomes the network input (runtime/inputs.cpp; docs/config.md "Preprocessing"): decode,
 // EXIF orientation, RGB (or grey), resize as Pillow's Image.resize does on 8-bit images, centre crop to
-// img_size x img_size, then x = (p * rescale - mean[c]) / std[c]. This is timm's eval transform
+// img_h x img_w, then x = (p * rescale - mean[c]) / std[c]. This is timm's eval transform
 // (torchvision Resize + CenterCrop on a PIL image) and Hugging Face's PIL image processors.
-enum class ResizeMode { kShortestEdge, kExact };
+// kKeepRatio: timm's ResizeKeepRatio (its eval transform for a non-square input_size): the image scaled by
+// 1 / min(h / resize_h, w / resize_w), each side round()ed half to even, so it covers resize_h x resize_w.
+enum class ResizeMode { kShortestEdge, kExact, kKeepRatio };
 enum class Interpolation { kBilinear, kBicubic, kNearest };
 // The centre crop's offset when (side - crop) is odd: torchvision's int(round(d / 2.0)) (Python rounds
 // half to even) or Hugging Face's d // 2.
@@ -92,9 +100,11 @@ const char* to_string(CropRounding v);   // "half_even" | "floor"
 struct Preprocess {
   ResizeMode resize_mode = ResizeMode::kShortestEdge;
   int resize = 224;                 // kShortestEdge: the shorter side becomes this, the longer int(resize * long / short)
-  int resize_h = 224, resize_w = 224;  // kExact: the image becomes resize_w x resize_h, aspect ratio ignored
-  double crop_pct = 0;              // > 0: given as timm's crop_pct; the loader set resize (or resize_h/w) to
-                                    // floor(img_size / crop_pct)
+  int resize_h = 224, resize_w = 224;  // kExact: the image becomes resize_w x resize_h, aspect ratio ignored;
+                                       // kKeepRatio: the size it covers
+  double crop_pct = 0;              // > 0: given as timm's crop_pct; the loader set the resize from timm's
+                                    // scale (floor(img_h / crop_pct), floor(img_w / crop_pct)): the shorter
+                                    // side to it when the two agree, else kKeepRatio to it
   Interpolation interpolation = Interpolation::kBilinear;
   CropRounding crop_rounding = CropRounding::kHalfEven;
   double rescale = 1.0 / 255;       // pixel (0..255) * rescale, then normalized

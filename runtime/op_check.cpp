@@ -64,7 +64,7 @@ std::vector<float> reference(const Plan& plan, const Op& op, const std::vector<s
   std::vector<float> out(static_cast<size_t>(g.tensors[static_cast<size_t>(op.outputs[0])].numel()));
   switch (op.kind) {
     case OpKind::kIm2col:
-      im2col_patches_ref(in(0), out.data(), b, a.in_chans, a.img_size, a.patch_size);
+      im2col_patches_ref(in(0), out.data(), b, a.in_chans, a.img_h, a.img_w, a.patch_size);
       break;
     case OpKind::kLinear:
       if (op.epilogue == 2) out = v[static_cast<size_t>(op.outputs[0])];
@@ -184,7 +184,7 @@ class CpuDevice final : public OpCaseDevice {
 
 VitArch small_arch(int img, int patch, int embed, int heads, int depth) {
   VitArch a;
-  a.img_size = img;
+  a.img_h = a.img_w = img;
   a.patch_size = patch;
   a.embed_dim = embed;
   a.num_heads = heads;
@@ -214,6 +214,11 @@ std::vector<OpCase> standard_op_cases(Precision p) {
                          "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "norm",
                          "pool.token", "head"})
     cases.push_back(make_case(std::string("vit-40/8 ") + op, base, 3, op, p));
+  VitArch tall = base;  // a non-square input, 48 high and 24 wide: a 6 x 3 patch grid
+  tall.img_h = 48;
+  tall.img_w = 24;
+  for (const char* op : {"patch_embed.im2col", "assemble_tokens"})
+    cases.push_back(make_case(std::string("vit-48x24/8 ") + op, tall, 2, op, p));
   VitArch tanh = base;
   tanh.act = Activation::kGeluTanh;
   cases.push_back(make_case("gelu_tanh blocks.0.mlp.fc1", tanh, 3, "blocks.0.mlp.fc1", p));

@@ -52,7 +52,7 @@ void cuda_lines(Plan* p) {
       MemorySpace::kDevice, 2 * sizes * kCudaGraphExecBytes, "measured per executable on an H200");
   add(p, "CUDA context + libraries (device)", MemorySpace::kDevice, p->device.cuda_context_bytes,
       p->device.cuda_context_basis);
-  const int64_t in = int64_t{g.batch} * a.in_chans * a.img_size * a.img_size * 4;
+  const int64_t in = int64_t{g.batch} * a.in_chans * a.img_h * a.img_w * 4;
   const int64_t classes = a.num_classes > 0 ? a.num_classes : 0;
   add(p, "pinned input staging (fp32)", MemorySpace::kHost, pages(in), "from the plan's shapes");
   add(p, "pinned output staging (fp32) + non-finite counter", MemorySpace::kHost,

@@ -66,9 +66,8 @@ void header_text(const Plan& p, std::ostringstream& os) {
   os << "plan: model " << p.model_name << " on " << p.device.name << " (" << to_string(p.device.kind)
      << "), batch " << g.batch << ", " << to_string(g.precision) << ", plan hash " << p.hash_hex() << "\n";
   const VitArch& a = g.arch;
-  const int grid = a.img_size / a.patch_size;
-  os << "input: " << a.num_tokens() << " tokens at " << a.img_size << "x" << a.img_size << " (" << grid << "x" << grid
-     << " patches of " << a.patch_size << " + " << a.num_prefix_tokens() << " prefix)\n";
+  os << "input: " << a.num_tokens() << " tokens at " << a.img_h << "x" << a.img_w << " (" << a.grid_h() << "x"
+     << a.grid_w() << " patches of " << a.patch_size << " + " << a.num_prefix_tokens() << " prefix)\n";
   os << "attention: " << p.attention_kernel << " -- " << p.attention_reason << "\n";
   os << "kernels: "
      << (p.resolved ? "resolved: what this engine runs (library, tiles, algorithm and row pinned at start-up)"
@@ -223,7 +222,7 @@ std::string format_plan_json(const Plan& p) {
   j["batch"] = g.batch;
   j["precision"] = to_string(g.precision);
   j["plan_hash"] = p.hash_hex();
-  j["image_size"] = {g.arch.img_size, g.arch.img_size};  // (height, width)
+  j["image_size"] = {g.arch.img_h, g.arch.img_w};  // (height, width)
   j["tokens"] = g.arch.num_tokens();
   j["kernels_resolved"] = p.resolved;
   j["arena_bytes"] = p.arena_bytes;

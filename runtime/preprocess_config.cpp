@@ -103,11 +103,12 @@ Status hw(const json& v, const std::string& path, const std::string& key, int* h
   return Status::Ok();
 }
 
-Status must_end_at(const std::string& path, const std::string& key, int h, int w, int img_size) {
-  if (h == img_size && w == img_size) return Status::Ok();
+// Sizes are written width x height, as Pillow and the plan do.
+Status must_end_at(const std::string& path, const std::string& key, int h, int w, int img_h, int img_w) {
+  if (h == img_h && w == img_w) return Status::Ok();
   return unsupported(path + ": key '" + key + "': the pipeline ends at " + std::to_string(w) + "x" +
-                     std::to_string(h) + " but the model's input is " + std::to_string(img_size) + "x" +
-                     std::to_string(img_size));
+                     std::to_string(h) + " but the model's input is " + std::to_string(img_w) + "x" +
+                     std::to_string(img_h));
 }
 
 std::string join(const std::vector<double>& v) {
@@ -121,9 +122,10 @@ std::string join(const std::vector<double>& v) {
 }
 
 std::string describe(const Preprocess& p) {
-  std::string r = p.resize_mode == ResizeMode::kExact
-                      ? "resize to " + std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h)
-                      : "shorter side to " + std::to_string(p.resize);
+  const std::string wxh = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h) + " (width x height)";
+  std::string r = p.resize_mode == ResizeMode::kExact       ? "resize to " + wxh
+                  : p.resize_mode == ResizeMode::kKeepRatio ? "resize keeping the aspect ratio to cover " + wxh
+                                                            : "shorter side to " + std::to_string(p.resize);
   if (p.crop_pct > 0) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", p.crop_pct);
@@ -133,9 +135,31 @@ std::string describe(const Preprocess& p) {
          "), mean " + join(p.mean) + ", std " + join(p.std);
 }
 
+// The HF pipeline's output is the model's img_h x img_w: the centre crop (do_crop), else the resize's
+// fixed size (out_h x out_w; -1: the image's aspect decides), and the resize reaches the crop.
+Status hf_ends_at_input(const json& cfg, const std::string& path, bool do_crop, int out_h, int out_w,
+                        const Preprocess& p, int img_h, int img_w) {
+  if (do_crop) {
+    int ch = img_h, cw = img_w;
+    if (cfg.contains("crop_size")) EV_RETURN_IF_ERROR(hw(cfg["crop_size"], path, "crop_size", &ch, &cw));
+    EV_RETURN_IF_ERROR(must_end_at(path, "crop_size", ch, cw, img_h, img_w));
+  } else if (out_h < 0) {
+    return unsupported(path + ": a shortest_edge resize without a centre crop gives images of varying size");
+  } else {
+    EV_RETURN_IF_ERROR(must_end_at(path, "size", out_h, out_w, img_h, img_w));
+  }
+  // A shortest-edge resize must reach the crop's longer side, whatever the image's orientation.
+  const bool short_edge = p.resize_mode == ResizeMode::kShortestEdge;
+  if ((short_edge && p.resize < std::max(img_h, img_w)) || p.resize_h < img_h || p.resize_w < img_w)
+    return unsupported(path + ": key 'size': smaller than the crop " + std::to_string(img_w) + "x" +
+                       std::to_string(img_h));
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<bool> read_hf_preprocessor_config(const std::string& path, int img_size, int in_chans, Preprocess* pre) {
+Result<bool> read_hf_preprocessor_config(const std::string& path, int img_h, int img_w, int in_chans,
+                                         Preprocess* pre) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
   EV_ASSIGN_OR_RETURN(const json cfg, read_json(path));
@@ -174,19 +198,11 @@ Result<bool> read_hf_preprocessor_config(const std::string& path, int img_size, 
     // No size: ViTImageProcessor's default, the model's square (do_resize false: images must already be
     // that size for the processor's output to batch, so resizing them to it changes nothing).
     p.resize_mode = ResizeMode::kExact;
-    p.resize = p.resize_h = p.resize_w = out_h = out_w = img_size;
+    p.resize_h = out_h = img_h;
+    p.resize_w = out_w = img_w;
+    p.resize = std::min(img_h, img_w);
   }
-  if (do_crop) {
-    int ch = img_size, cw = img_size;
-    if (cfg.contains("crop_size")) EV_RETURN_IF_ERROR(hw(cfg["crop_size"], path, "crop_size", &ch, &cw));
-    EV_RETURN_IF_ERROR(must_end_at(path, "crop_size", ch, cw, img_size));
-  } else if (out_h < 0) {
-    return unsupported(path + ": a shortest_edge resize without a centre crop gives images of varying size");
-  } else {
-    EV_RETURN_IF_ERROR(must_end_at(path, "size", out_h, out_w, img_size));
-  }
-  if (p.resize < img_size || p.resize_h < img_size || p.resize_w < img_size)
-    return unsupported(path + ": key 'size': smaller than the crop " + std::to_string(img_size));
+  EV_RETURN_IF_ERROR(hf_ends_at_input(cfg, path, do_crop, out_h, out_w, p, img_h, img_w));
   EV_ASSIGN_OR_RETURN(const bool do_rescale, get_bool(cfg, path, "do_rescale", true));
   p.rescale = 1.0 / 255;
   if (do_rescale && cfg.contains("rescale_factor")) {
@@ -209,14 +225,16 @@ Result<bool> read_hf_preprocessor_config(const std::string& path, int img_size, 
                                               path, "image_std", in_chans, true));
   }
   p.note = path + ": " + describe(p);
-  if (!(do_resize && cfg.contains("size"))) p.note += " (no size: the model's " + std::to_string(img_size) + " square)";
+  if (!(do_resize && cfg.contains("size")))
+    p.note += " (no size: the model's " + std::to_string(img_w) + "x" + std::to_string(img_h) + ")";
   if (do_normalize && (!cfg.contains("image_mean") || !cfg.contains("image_std")))
     p.note += " (no image_mean/image_std: ImageNet's used)";
   *pre = p;
   return true;
 }
 
-Result<bool> read_timm_pretrained_cfg(const std::string& path, int img_size, int in_chans, Preprocess* pre) {
+Result<bool> read_timm_pretrained_cfg(const std::string& path, int img_h, int img_w, int in_chans,
+                                      Preprocess* pre) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
   EV_ASSIGN_OR_RETURN(const json file, read_json(path));
@@ -237,9 +255,10 @@ Result<bool> read_timm_pretrained_cfg(const std::string& path, int img_size, int
     if (!v.is_array() || v.size() != 3) return key_error(path, where + "input_size", "[C, H, W]", v);
     EV_ASSIGN_OR_RETURN(const int h, side(v[1], path, where + "input_size"));
     EV_ASSIGN_OR_RETURN(const int w, side(v[2], path, where + "input_size"));
-    if (h != img_size || w != img_size)
-      extra = "; its input_size " + std::to_string(w) + "x" + std::to_string(h) + " is not the model's " +
-              std::to_string(img_size) + ": crop_pct applied to " + std::to_string(img_size);
+    const std::string model = std::to_string(img_w) + "x" + std::to_string(img_h);
+    if (h != img_h || w != img_w)
+      extra = "; its input_size " + std::to_string(w) + "x" + std::to_string(h) + " is not the model's " + model +
+              ": crop_pct applied to " + model;
   }
   p.interpolation = Interpolation::kBilinear;  // timm's default_cfg
   if (cfg.contains("interpolation")) {
@@ -255,13 +274,21 @@ Result<bool> read_timm_pretrained_cfg(const std::string& path, int img_size, int
   const std::string mode = cfg.contains("crop_mode") && cfg["crop_mode"].is_string()
                                ? cfg["crop_mode"].get<std::string>()
                                : "center";
-  const int scale = static_cast<int>(std::floor(img_size / p.crop_pct));  // transforms_imagenet_eval
-  if (mode == "center") {
-    p.resize_mode = ResizeMode::kShortestEdge;
-    p.resize = p.resize_h = p.resize_w = scale;
+  // transforms_imagenet_eval: scale_size = (floor(H / crop_pct), floor(W / crop_pct)).
+  p.resize_h = static_cast<int>(std::floor(img_h / p.crop_pct));
+  p.resize_w = static_cast<int>(std::floor(img_w / p.crop_pct));
+  p.resize = std::min(p.resize_h, p.resize_w);
+  if (mode == "center" && p.resize_h == p.resize_w) {
+    p.resize_mode = ResizeMode::kShortestEdge;  // Resize(scale_size[0]): the shorter side
+  } else if (mode == "center") {
+    // ResizeKeepRatio(scale_size), built without the interpolation: its default, bilinear (timm 0.8 - 1.0).
+    p.resize_mode = ResizeMode::kKeepRatio;
+    if (p.interpolation != Interpolation::kBilinear)
+      extra += "; non-square input: timm's ResizeKeepRatio resizes bilinear, not " +
+               std::string(to_string(p.interpolation));
+    p.interpolation = Interpolation::kBilinear;
   } else if (mode == "squash") {
     p.resize_mode = ResizeMode::kExact;
-    p.resize = p.resize_h = p.resize_w = scale;
     p.crop_pct = 0;  // written as resize_exact
   } else {
     return unsupported(path + ": key '" + where + "crop_mode': '" + mode +
@@ -283,12 +310,17 @@ Status read_checkpoint_preprocess(ModelSpec* spec) {
   const fs::path dir = fs::path(spec->weights_path).parent_path();
   const std::string hf = (dir / "preprocessor_config.json").string();
   const std::string timm = (dir / "config.json").string();
-  EV_ASSIGN_OR_RETURN(const bool from_hf, read_hf_preprocessor_config(hf, a.img_size, a.in_chans, &spec->preprocess));
+  EV_ASSIGN_OR_RETURN(const bool from_hf,
+                      read_hf_preprocessor_config(hf, a.img_h, a.img_w, a.in_chans, &spec->preprocess));
   if (from_hf) return Status::Ok();
-  EV_ASSIGN_OR_RETURN(const bool from_timm, read_timm_pretrained_cfg(timm, a.img_size, a.in_chans, &spec->preprocess));
+  EV_ASSIGN_OR_RETURN(const bool from_timm,
+                      read_timm_pretrained_cfg(timm, a.img_h, a.img_w, a.in_chans, &spec->preprocess));
   if (from_timm) return Status::Ok();
-  Preprocess p;
-  p.resize = p.resize_h = p.resize_w = a.img_size;
+  Preprocess p;  // the config loader's default: timm's eval transform at crop_pct 1
+  p.resize_h = a.img_h;
+  p.resize_w = a.img_w;
+  p.resize = std::min(a.img_h, a.img_w);
+  p.resize_mode = a.square() ? ResizeMode::kShortestEdge : ResizeMode::kKeepRatio;
   for (std::vector<double>* v : {&p.mean, &p.std}) {  // other channel counts: the RGB values' average
     if (static_cast<int>(v->size()) == a.in_chans) continue;
     double sum = 0;

@@ -257,9 +257,12 @@ Status WeightSource::fit_pos_embed(const VitArch& arch) {
   if (s == nullptr || s->size() != 3 || (*s)[0] != 1) return Status::Ok();  // check() reports it
   const std::vector<int64_t> have = *s;
   const int64_t prefix = arch.no_embed_class ? 0 : arch.num_prefix_tokens();
-  const int64_t out_h = arch.img_size / arch.patch_size, out_w = arch.img_size / arch.patch_size;
+  const int64_t out_h = arch.grid_h(), out_w = arch.grid_w();
   const int64_t cells = have[1] - prefix;
-  if (cells == out_h * out_w) return Status::Ok();
+  const bool timm = naming_ == WeightNaming::kTimm;
+  // timm's checkpoint_filter_fn resamples when the lengths differ; HF's interpolate_pos_encoding unless the
+  // length agrees and the input is square (with a square patch: the same g x g grid).
+  if (cells == out_h * out_w && (timm || out_h == out_w)) return Status::Ok();
   int64_t g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(cells, 0)))));
   if (cells <= 0 || g * g != cells)
     return checkpoint_error(file_.path() + ": pos_embed " + shape_string(have) + " with " + std::to_string(prefix) +
@@ -276,6 +279,8 @@ Status WeightSource::fit_pos_embed(const VitArch& arch) {
   r.grid[1] = g;
   r.grid[2] = out_h;
   r.grid[3] = out_w;
+  // timm antialiases; of the HF families only Dinov2WithRegistersEmbeddings passes antialias=True.
+  r.antialias = timm || arch.reg_tokens > 0;
   derived_["pos_embed"] = r;
   return Status::Ok();
 }

@@ -99,13 +99,18 @@ class WeightSource {
   const std::vector<std::string>& unmapped() const { return unmapped_; }
 
   // Position embeddings for arch's patch grid: when the checkpoint's pos_embed (1, prefix + g * g, E) covers
-  // another grid than arch's (img_size / patch_size per side), pos_embed becomes a fold that resizes its
-  // patch part to the model's grid (kernels/cpu resample_pos_embed_bicubic) and keeps the prefix rows (class,
-  // distillation, register tokens unless no_embed_class) unchanged, as the checkpoint's own library does it:
-  //   timm naming: resample_abs_pos_embed as checkpoint_filter_fn calls it (timm 1.0: bicubic, antialias=True);
-  //   HF naming: DINOv2's interpolate_pos_encoding (transformers 5.x: bicubic with size=(new_h, new_w),
-  //     align_corners=False, no antialias; older versions' scale_factor (new + 0.1) / old form is not it).
-  // No-op when the grids agree or there is no pos_embed. Call before check().
+  // another grid than arch's (grid_h x grid_w, square or not), pos_embed becomes a fold that resizes its
+  // patch part from g x g to grid_h x grid_w (kernels/cpu resample_pos_embed_bicubic) and keeps the prefix
+  // rows (class, distillation, register tokens unless no_embed_class) unchanged, as the checkpoint's own
+  // library does it:
+  //   timm naming: resample_abs_pos_embed as checkpoint_filter_fn calls it (timm 1.0: bicubic to
+  //     size=grid_size, antialias=True), only when the token counts differ: a g x g table whose cell count
+  //     equals grid_h * grid_w (e.g. 4x4 for 8x2) is loaded as it is, row-major, as timm loads it;
+  //   HF naming: DINOv2's interpolate_pos_encoding (transformers 5.x: bicubic to size=(grid_h, grid_w),
+  //     align_corners=False, no antialias; Dinov2WithRegisters passes antialias=True; older versions'
+  //     scale_factor (new + 0.1) / old form is not it), unless the grid is the same g x g; the other HF
+  //     families get the same plain bicubic.
+  // No-op when nothing is resampled or there is no pos_embed. Call before check().
   Status fit_pos_embed(const VitArch& arch);
 
   // Every expected tensor present with the expected shape, no extra tensors. The error lists all missing,
@@ -153,6 +158,7 @@ class WeightSource {
     std::vector<int64_t> shape;
     int64_t begin = 0;  // kRowSlice, kColSlice; kResampleGrid: prefix rows
     int64_t grid[4] = {0, 0, 0, 0};  // kResampleGrid: in_h, in_w, out_h, out_w
+    bool antialias = false;          // kResampleGrid: torch's antialias=True windows
   };
   void add_folds();
   Status read_derived_f32(const std::string& name, const Derived& d, float* dst, size_t count) const;

@@ -11,12 +11,11 @@ using namespace weights_detail;
 
 namespace {
 
-// dst (the derived tensor's n elements) from its sources, read in full (src, with their shapes). `timm`: the
-// checkpoint's naming (position-embedding resampling follows its library: timm antialiases, HF does not).
+// dst (the derived tensor's n elements) from its sources, read in full (src, with their shapes).
 // A template so that it reads WeightSource's private Derived and FoldKind through deduction.
 template <class Derived>
 void apply_fold(const Derived& d, const std::vector<std::vector<float>>& src,
-                const std::vector<const std::vector<int64_t>*>& shapes, size_t n, bool timm, float* dst) {
+                const std::vector<const std::vector<int64_t>*>& shapes, size_t n, float* dst) {
   using K = decltype(d.kind);
   switch (d.kind) {
     case K::kScaleRows: {
@@ -73,7 +72,7 @@ void apply_fold(const Derived& d, const std::vector<std::vector<float>>& src,
       for (size_t i = 0; i < prefix; ++i) dst[i] = src[0][i];
       resample_pos_embed_bicubic(src[0].data() + prefix, static_cast<int>(d.grid[0]), static_cast<int>(d.grid[1]),
                                  static_cast<int>(e), dst + prefix, static_cast<int>(d.grid[2]),
-                                 static_cast<int>(d.grid[3]), timm);
+                                 static_cast<int>(d.grid[3]), d.antialias);
       break;
     }
     case K::kDropFirstRow: {
@@ -109,7 +108,7 @@ Status WeightSource::read_derived_f32(const std::string& name, const Derived& d,
       EV_RETURN_IF_ERROR(read_f32(d.sources[i], src[i].data(), src[i].size()));
     }
   }
-  apply_fold(d, src, shapes, static_cast<size_t>(numel), naming_ == WeightNaming::kTimm, dst);
+  apply_fold(d, src, shapes, static_cast<size_t>(numel), dst);
   return Status::Ok();
 }
 

@@ -207,7 +207,7 @@ Result<ExpectedData> load_expected(const std::string& path, const ModelSpec& spe
   d.path = path;
   d.count = static_cast<int>(pred->shape[0]);
   const VitArch& a = spec.arch;
-  const int64_t per = static_cast<int64_t>(a.in_chans) * a.img_size * a.img_size;
+  const int64_t per = static_cast<int64_t>(a.in_chans) * a.img_h * a.img_w;
   const int64_t classes = a.num_classes > 0 ? a.num_classes : a.embed_dim;
   EV_ASSIGN_OR_RETURN(d.input, read_tensor(f, "input", d.count * per));
   EV_ASSIGN_OR_RETURN(d.logits, read_tensor(f, "logits", d.count * classes));

@@ -81,14 +81,14 @@ bool parse_payload(const Header& header, const uint8_t* payload, size_t size, co
     return fail(err, ErrorCode::kBadFrame, "tensor shape: ndim 3 leaves dims[3] unused, it must be 0");
   const uint32_t n = r.ndim == 4 ? r.dims[0] : 1;
   const uint32_t* chw = r.ndim == 4 ? r.dims + 1 : r.dims;
-  if ((r.ndim != 3 && r.ndim != 4) || chw[0] != input.in_chans || chw[1] != input.img_size ||
-      chw[2] != input.img_size || n == 0 || n > input.max_batch)
+  if ((r.ndim != 3 && r.ndim != 4) || chw[0] != input.in_chans || chw[1] != input.img_h ||
+      chw[2] != input.img_w || n == 0 || n > input.max_batch)
     return fail(err, ErrorCode::kBadShape,
                 "tensor shape (ndim " + std::to_string(r.ndim) + ": " + std::to_string(r.dims[0]) + "," +
                     std::to_string(r.dims[1]) + "," + std::to_string(r.dims[2]) + "," +
                     std::to_string(r.dims[3]) + ") does not match the model input [N<=" +
                     std::to_string(input.max_batch) + "," + std::to_string(input.in_chans) + "," +
-                    std::to_string(input.img_size) + "," + std::to_string(input.img_size) + "] of " +
+                    std::to_string(input.img_h) + "," + std::to_string(input.img_w) + "] of " +
                     std::string(input.name));
   // n, C, H, W are each < 2^32: their product can overflow 64 bits, so every step is checked.
   size_t bytes = sizeof(float);

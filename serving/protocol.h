@@ -176,7 +176,8 @@ inline std::vector<uint8_t> encode_infer_tensor_payload(const float* data /* pro
 struct ModelInput {
   std::string_view name;  // model name, for messages (not owned: parsing a valid request allocates nothing)
   uint32_t in_chans = 0;  // C
-  uint32_t img_size = 0;  // H = W
+  uint32_t img_h = 0;     // H
+  uint32_t img_w = 0;     // W
   uint32_t max_batch = 0; // N <= max_batch
 };
 

@@ -108,7 +108,7 @@ Result<std::shared_ptr<Model>> Server::Impl::load_model(const std::string& path,
   m->total_bytes = plan.total_bytes;
   m->budget_bytes = plan.budget_bytes;
   const VitArch& a = m->spec.arch;
-  m->per_image = static_cast<int64_t>(a.in_chans) * a.img_size * a.img_size;
+  m->per_image = static_cast<int64_t>(a.in_chans) * a.img_h * a.img_w;
   m->out_dim = a.num_classes > 0 ? a.num_classes : a.embed_dim;
   m->batch_input.assign(static_cast<size_t>(m->per_image) * m->batch, 0.f);
   if (with_engine) EV_RETURN_IF_ERROR(build_engine(m.get(), cfg, ModelCheck::kAlone));

@@ -27,7 +27,8 @@ bool Server::Impl::prepare(Slot* s, const std::shared_ptr<Model>& m, ErrorInfo* 
   protocol::ModelInput input;
   input.name = m->spec.name;
   input.in_chans = static_cast<uint32_t>(a.in_chans);
-  input.img_size = static_cast<uint32_t>(a.img_size);
+  input.img_h = static_cast<uint32_t>(a.img_h);
+  input.img_w = static_cast<uint32_t>(a.img_w);
   input.max_batch = static_cast<uint32_t>(m->batch);
   protocol::ParsedRequest r;
   protocol::ParseError perr;

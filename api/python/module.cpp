@@ -71,7 +71,7 @@ class PyEngine {
     d["budget_bytes"] = p.budget_bytes;
     d["fits"] = p.fits;
     d["max_batch"] = engine_->max_batch();
-    d["input_shape"] = py::make_tuple(engine_->max_batch(), a.in_chans, a.img_size, a.img_size);
+    d["input_shape"] = py::make_tuple(engine_->max_batch(), a.in_chans, a.img_h, a.img_w);
     py::dict outputs;
     outputs["logits"] = engine_->output_dim();
     outputs["pre_logits"] = engine_->embed_dim();
@@ -85,18 +85,18 @@ class PyEngine {
   py::array input_buffer(py::object self) {
     const ev::VitArch& a = engine_->spec().arch;
     return py::array_t<float>({static_cast<py::ssize_t>(engine_->max_batch()), static_cast<py::ssize_t>(a.in_chans),
-                               static_cast<py::ssize_t>(a.img_size), static_cast<py::ssize_t>(a.img_size)},
+                               static_cast<py::ssize_t>(a.img_h), static_cast<py::ssize_t>(a.img_w)},
                               engine_->input_buffer(), self);
   }
 
   py::dict infer(py::array x) {
     const ev::VitArch& a = engine_->spec().arch;
-    if (x.ndim() != 4 || x.shape(1) != a.in_chans || x.shape(2) != a.img_size || x.shape(3) != a.img_size) {
+    if (x.ndim() != 4 || x.shape(1) != a.in_chans || x.shape(2) != a.img_h || x.shape(3) != a.img_w) {
       std::string shape;
       for (py::ssize_t i = 0; i < x.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(x.shape(i));
       raise(ev::invalid_argument("infer: input has shape (" + shape + "); this model takes (N, " +
-                                 std::to_string(a.in_chans) + ", " + std::to_string(a.img_size) + ", " +
-                                 std::to_string(a.img_size) + ") float32"));
+                                 std::to_string(a.in_chans) + ", " + std::to_string(a.img_h) + ", " +
+                                 std::to_string(a.img_w) + ") float32"));
     }
     const py::ssize_t n = x.shape(0);
     if (n < 1 || n > engine_->max_batch()) {

@@ -8,21 +8,21 @@
 
 namespace edgevit {
 
-void im2col_patches_f32(const float* img,  // (B, C, Hi, Wi), Hi = Wi = img_size
-                        float* cols,       // (B * P, C * p * p)
-                        int batch, int chans, int img_size, int patch) {
-  const int grid = img_size / patch;
-  const int64_t plane = static_cast<int64_t>(img_size) * img_size;
+void im2col_patches_f32(const float* img,  // (B, C, img_h, img_w)
+                        float* cols,       // (B * P, C * p * p), P = (img_h / p) * (img_w / p)
+                        int batch, int chans, int img_h, int img_w, int patch) {
+  const int grid_h = img_h / patch, grid_w = img_w / patch;
+  const int64_t plane = static_cast<int64_t>(img_h) * img_w;
   const int64_t row_len = static_cast<int64_t>(chans) * patch * patch;
   for (int b = 0; b < batch; ++b)
-    for (int py = 0; py < grid; ++py)
-      for (int px = 0; px < grid; ++px) {
-        float* dst = cols + (static_cast<int64_t>(b) * grid * grid + py * grid + px) * row_len;
+    for (int py = 0; py < grid_h; ++py)
+      for (int px = 0; px < grid_w; ++px) {
+        float* dst = cols + (static_cast<int64_t>(b) * grid_h * grid_w + py * grid_w + px) * row_len;
         for (int c = 0; c < chans; ++c) {
           const float* src = img + (static_cast<int64_t>(b) * chans + c) * plane +
-                             static_cast<int64_t>(py) * patch * img_size + static_cast<int64_t>(px) * patch;
+                             static_cast<int64_t>(py) * patch * img_w + static_cast<int64_t>(px) * patch;
           for (int ky = 0; ky < patch; ++ky, dst += patch)
-            std::memcpy(dst, src + static_cast<int64_t>(ky) * img_size, sizeof(float) * patch);
+            std::memcpy(dst, src + static_cast<int64_t>(ky) * img_w, sizeof(float) * patch);
         }
       }
 }

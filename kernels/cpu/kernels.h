@@ -164,10 +164,11 @@ void quick_gelu_f32(float* x, int64_t n, int threads);
 void quick_gelu_ref(float* x, int64_t n, int threads);
 
 // Patch extraction for the patch-embedding GEMM.
-// img (B, C, Hi, Wi) NCHW with Hi = Wi = img_size; cols (B * P, C * p * p) with P = (img/p)^2, patches in
-// row-major grid order, each patch flattened as (c, ky, kx) to match Conv2d weight (E, C, p, p).
-void im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_size, int patch);
-void im2col_patches_ref(const float* img, float* cols, int batch, int chans, int img_size, int patch);
+// img (B, C, img_h, img_w) NCHW, each side a multiple of patch; cols (B * P, C * p * p) with
+// P = (img_h / p) * (img_w / p), patches in row-major grid order (grid_w patches per row), each patch
+// flattened as (c, ky, kx) to match Conv2d weight (E, C, p, p).
+void im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_h, int img_w, int patch);
+void im2col_patches_ref(const float* img, float* cols, int batch, int chans, int img_h, int img_w, int patch);
 
 // Builds the token sequence x (B, T, E), T = prefix + P, prefix = cls (0/1) + reg tokens, from
 // patch_tokens (B, P, E), cls (E) or nullptr, reg (R, E) or nullptr, pos (L, E):

@@ -32,14 +32,15 @@ cudaError_t cast_f16_to_f32_count_nonfinite(const __half* src, float* dst, int64
 cudaError_t copy_f32_count_nonfinite(const float* src, float* dst, int64_t n, unsigned* nonfinite,
                                      cudaStream_t stream);
 
-// Patch extraction (meaning of im2col_patches_ref): img (B, C, S, S) NCHW -> cols (B * P, C * p * p),
-// P = (S / p)^2 patches in row-major grid order, each flattened as (c, ky, kx).
-cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_size, int patch,
-                               cudaStream_t stream);
-cudaError_t im2col_patches_f32_to_f16(const float* img, __half* cols, int batch, int chans, int img_size,
+// Patch extraction (meaning of im2col_patches_ref): img (B, C, img_h, img_w) NCHW -> cols (B * P, C * p * p),
+// P = (img_h / p) * (img_w / p) patches in row-major grid order, each flattened as (c, ky, kx).
+// cudaErrorInvalidValue when a side is not a multiple of the patch.
+cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_h, int img_w,
+                               int patch, cudaStream_t stream);
+cudaError_t im2col_patches_f32_to_f16(const float* img, __half* cols, int batch, int chans, int img_h, int img_w,
                                       int patch, cudaStream_t stream);
-cudaError_t im2col_patches_f16(const __half* img, __half* cols, int batch, int chans, int img_size, int patch,
-                               cudaStream_t stream);
+cudaError_t im2col_patches_f16(const __half* img, __half* cols, int batch, int chans, int img_h, int img_w,
+                               int patch, cudaStream_t stream);
 
 // Token sequence (meaning of assemble_tokens_ref): x (B, T, E) from patch_tokens (B, P, E), cls (E) or
 // nullptr, reg (R, E) or nullptr, pos (P, E) when no_embed_class else (T, E).

@@ -22,21 +22,21 @@ namespace {
 // ---- im2col ----------------------------------------------------------------------------------------------
 
 template <typename Tin, typename Tout>
-__global__ void im2col_kernel(const Tin* __restrict__ img,  // (B, C, S, S)
-                              Tout* __restrict__ cols,      // (B * P, C * p * p)
-                              int batch, int chans, int img_size, int patch) {
-  const int grid = img_size / patch;
+__global__ void im2col_kernel(const Tin* __restrict__ img,  // (B, C, img_h, img_w)
+                              Tout* __restrict__ cols,      // (B * P, C * p * p), P = grid_h * grid_w
+                              int batch, int chans, int img_h, int img_w, int patch) {
+  const int grid_h = img_h / patch, grid_w = img_w / patch;
   const int64_t row_len = static_cast<int64_t>(chans) * patch * patch;
-  const int64_t n = static_cast<int64_t>(batch) * grid * grid * row_len;
+  const int64_t n = static_cast<int64_t>(batch) * grid_h * grid_w * row_len;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t r = i / row_len;
     const int col = static_cast<int>(i - r * row_len);
     const int kx = col % patch, ky = (col / patch) % patch, c = col / (patch * patch);
-    const int64_t b = r / (grid * grid);
-    const int pidx = static_cast<int>(r - b * grid * grid);
-    const int py = pidx / grid, px = pidx % grid;
-    const int64_t src = ((b * chans + c) * img_size + py * patch + ky) * img_size + px * patch + kx;
+    const int64_t b = r / (grid_h * grid_w);
+    const int pidx = static_cast<int>(r - b * grid_h * grid_w);
+    const int py = pidx / grid_w, px = pidx % grid_w;
+    const int64_t src = ((b * chans + c) * img_h + py * patch + ky) * img_w + px * patch + kx;
     cols[i] = from_f32<Tout>(to_f32(img[src]));
   }
 }
@@ -46,20 +46,20 @@ __global__ void im2col_kernel(const Tin* __restrict__ img,  // (B, C, S, S)
 // and the index arithmetic is 32-bit, once per 8 elements (the scalar kernel above does 64-bit division per
 // element: ViT-B/16 batch 64 took 93 us, 413 GB/s, on an H100).
 template <typename Tin, typename Tout>
-__global__ void im2col_x8_kernel(const Tin* __restrict__ img,  // (B, C, S, S)
-                                 Tout* __restrict__ cols,      // (B * P, C * p * p)
-                                 int batch, int chans, int img_size, int patch) {
-  const int grid = img_size / patch;
+__global__ void im2col_x8_kernel(const Tin* __restrict__ img,  // (B, C, img_h, img_w)
+                                 Tout* __restrict__ cols,      // (B * P, C * p * p), P = grid_h * grid_w
+                                 int batch, int chans, int img_h, int img_w, int patch) {
+  const int grid_h = img_h / patch, grid_w = img_w / patch;
   const int row_chunks = chans * patch * patch / 8;
-  const int n = batch * grid * grid * row_chunks;  // < 2^30 (the launcher checks): i + stride cannot overflow
+  const int n = batch * grid_h * grid_w * row_chunks;  // < 2^30 (the launcher checks): i + stride cannot overflow
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const int r = i / row_chunks;
     const int col = (i - r * row_chunks) * 8;
     const int kx = col % patch, ky = (col / patch) % patch, c = col / (patch * patch);
-    const int b = r / (grid * grid);
-    const int pidx = r - b * grid * grid;
-    const int py = pidx / grid, px = pidx % grid;
-    const int64_t src = ((static_cast<int64_t>(b) * chans + c) * img_size + py * patch + ky) * img_size + px * patch + kx;
+    const int b = r / (grid_h * grid_w);
+    const int pidx = r - b * grid_h * grid_w;
+    const int py = pidx / grid_w, px = pidx % grid_w;
+    const int64_t src = ((static_cast<int64_t>(b) * chans + c) * img_h + py * patch + ky) * img_w + px * patch + kx;
     float v[8];
     load8(img + src, v);
     store8(cols + static_cast<int64_t>(i) * 8, v);
@@ -67,16 +67,17 @@ __global__ void im2col_x8_kernel(const Tin* __restrict__ img,  // (B, C, S, S)
 }
 
 template <typename Tin, typename Tout>
-cudaError_t launch_im2col(const Tin* img, Tout* cols, int batch, int chans, int img_size, int patch,
+cudaError_t launch_im2col(const Tin* img, Tout* cols, int batch, int chans, int img_h, int img_w, int patch,
                           cudaStream_t stream) {
-  if (patch <= 0 || img_size % patch != 0) return cudaErrorInvalidValue;
-  const int64_t n = static_cast<int64_t>(batch) * chans * img_size * img_size;
+  if (patch <= 0 || img_h % patch != 0 || img_w % patch != 0) return cudaErrorInvalidValue;
+  const int64_t n = static_cast<int64_t>(batch) * chans * img_h * img_w;
   if (n <= 0) return cudaSuccess;
-  if (patch % 8 == 0 && img_size % 8 == 0 && n / 8 < (int64_t{1} << 30) && aligned16(img) && aligned16(cols)) {
-    im2col_x8_kernel<Tin, Tout><<<grid_for(n / 8), kThreads, 0, stream>>>(img, cols, batch, chans, img_size, patch);
+  if (patch % 8 == 0 && n / 8 < (int64_t{1} << 30) && aligned16(img) && aligned16(cols)) {
+    im2col_x8_kernel<Tin, Tout><<<grid_for(n / 8), kThreads, 0, stream>>>(img, cols, batch, chans, img_h, img_w,
+                                                                          patch);
     return cudaGetLastError();
   }
-  im2col_kernel<Tin, Tout><<<grid_for(n), kThreads, 0, stream>>>(img, cols, batch, chans, img_size, patch);
+  im2col_kernel<Tin, Tout><<<grid_for(n), kThreads, 0, stream>>>(img, cols, batch, chans, img_h, img_w, patch);
   return cudaGetLastError();
 }
 
@@ -207,17 +208,17 @@ cudaError_t launch_pool(const T* x, T* out, int batch, int tokens, int embed, bo
 
 }  // namespace
 
-cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_size, int patch,
-                               cudaStream_t stream) {
-  return launch_im2col(img, cols, batch, chans, img_size, patch, stream);
+cudaError_t im2col_patches_f32(const float* img, float* cols, int batch, int chans, int img_h, int img_w,
+                               int patch, cudaStream_t stream) {
+  return launch_im2col(img, cols, batch, chans, img_h, img_w, patch, stream);
 }
-cudaError_t im2col_patches_f32_to_f16(const float* img, __half* cols, int batch, int chans, int img_size,
+cudaError_t im2col_patches_f32_to_f16(const float* img, __half* cols, int batch, int chans, int img_h, int img_w,
                                       int patch, cudaStream_t stream) {
-  return launch_im2col(img, cols, batch, chans, img_size, patch, stream);
+  return launch_im2col(img, cols, batch, chans, img_h, img_w, patch, stream);
 }
-cudaError_t im2col_patches_f16(const __half* img, __half* cols, int batch, int chans, int img_size, int patch,
-                               cudaStream_t stream) {
-  return launch_im2col(img, cols, batch, chans, img_size, patch, stream);
+cudaError_t im2col_patches_f16(const __half* img, __half* cols, int batch, int chans, int img_h, int img_w,
+                               int patch, cudaStream_t stream) {
+  return launch_im2col(img, cols, batch, chans, img_h, img_w, patch, stream);
 }
 
 cudaError_t assemble_tokens_f32(const float* patch_tokens, const float* cls, const float* reg, int reg_tokens,

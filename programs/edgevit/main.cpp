@@ -565,8 +565,8 @@ int cmd_import(const std::string& from, const std::string& checkpoint, const ev:
   const ev::Status s = ev::save_imported_spec(*spec, out);
   if (!s.ok()) return fail(s);
   const ev::VitArch& a = spec->arch;
-  std::printf("wrote %s: img %d, patch %d, chans %d, embed %d, depth %d, heads %d, classes %d, tokens %d (%s pool%s)\n",
-              out.c_str(), a.img_size, a.patch_size, a.in_chans, a.embed_dim, a.depth, a.num_heads, a.num_classes,
+  std::printf("wrote %s: img %dx%d, patch %d, chans %d, embed %d, depth %d, heads %d, classes %d, tokens %d (%s pool%s)\n",
+              out.c_str(), a.img_h, a.img_w, a.patch_size, a.in_chans, a.embed_dim, a.depth, a.num_heads, a.num_classes,
               a.num_tokens(), ev::to_string(a.global_pool), a.fc_norm ? ", fc_norm" : "");
   if (!spec->preprocess.note.empty()) std::printf("preprocess: %s\n", spec->preprocess.note.c_str());
   return 0;

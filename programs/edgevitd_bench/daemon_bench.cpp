@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ev::VitArch& a = spec->arch;
-  const size_t per = static_cast<size_t>(a.in_chans) * a.img_size * a.img_size;
+  const size_t per = static_cast<size_t>(a.in_chans) * a.img_h * a.img_w;
   std::vector<float> input(per);
   uint32_t s = 7;
   for (float& v : input) { s = s * 1664525u + 1013904223u; v = static_cast<float>(s >> 8) / 8388608.0f - 1.0f; }
@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgevitd_bench: %s\n", server.status().to_string().c_str());
     return 1;
   }
-  const uint32_t dims[3] = {static_cast<uint32_t>(a.in_chans), static_cast<uint32_t>(a.img_size),
-                            static_cast<uint32_t>(a.img_size)};
+  const uint32_t dims[3] = {static_cast<uint32_t>(a.in_chans), static_cast<uint32_t>(a.img_h),
+                            static_cast<uint32_t>(a.img_w)};
   std::vector<std::vector<double>> lat(clients);
   std::atomic<int> failures{0};
   const auto t_start = Clock::now();

@@ -29,7 +29,7 @@ class Im2col final : public CpuKernel {
   Status run(ExecContext& c, int n) override {
     auto& ctx = static_cast<CpuContext&>(c);
     const VitArch& a = ctx.plan.graph.arch;
-    im2col_patches_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.in_chans, a.img_size, a.patch_size);
+    im2col_patches_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.outputs[0]), n, a.in_chans, a.img_h, a.img_w, a.patch_size);
     return Status::Ok();
   }
   std::string resolved(int) const override { return planned_; }

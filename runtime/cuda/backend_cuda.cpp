@@ -172,7 +172,7 @@ Status CudaBackend::init(WeightSource& weights) {
 Status CudaBackend::open_staging() {
   const Graph& g = plan_.graph;
   const VitArch& a = g.arch;
-  in_per_image_ = int64_t{a.in_chans} * a.img_size * a.img_size;
+  in_per_image_ = int64_t{a.in_chans} * a.img_h * a.img_w;
   out_dim_ = a.num_classes > 0 ? a.num_classes : a.embed_dim;
   EV_RETURN_IF_ERROR(host_alloc(&host_in_, &dev_in_, static_cast<size_t>(in_per_image_ * g.batch)));
   std::memset(host_in_, 0, sizeof(float) * static_cast<size_t>(in_per_image_ * g.batch));

@@ -35,9 +35,9 @@ class Im2colKernel final : public SmallKernel {
     const VitArch& a = c.plan.graph.arch;
     const Arena& m = c.arena;
     EV_CUDA_CHECK(where(), c.fp16 ? gpu::im2col_patches_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.outputs[0]),
-                                                            n, a.in_chans, a.img_size, a.patch_size, c.stream)
+                                                            n, a.in_chans, a.img_h, a.img_w, a.patch_size, c.stream)
                                   : gpu::im2col_patches_f32(m.as<float>(op_.inputs[0]), m.as<float>(op_.outputs[0]),
-                                                            n, a.in_chans, a.img_size, a.patch_size, c.stream));
+                                                            n, a.in_chans, a.img_h, a.img_w, a.patch_size, c.stream));
     return Status::Ok();
   }
 };

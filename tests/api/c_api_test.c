@@ -160,11 +160,36 @@ static void test_classify(void) {
   edgevit_engine_destroy(e);
 }
 
+/* A model whose input is not square (48 high, 32 wide): the plan's height and width, and an inference. */
+static void test_non_square(void) {
+  edgevit_engine* e = NULL;
+  edgevit_status s = edgevit_engine_create("tests/data/families/resize/timm_vit_nohead.48x32.yaml", "host-cpu", NULL, &e);
+  CHECK(s == EDGEVIT_OK, "create: %s: %s", edgevit_status_name(s), edgevit_last_error());
+  if (s != EDGEVIT_OK) return;
+  edgevit_plan_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  s = edgevit_engine_plan(e, &info);
+  CHECK(s == EDGEVIT_OK, "plan: %s", edgevit_last_error());
+  CHECK(info.channels == 3 && info.height == 48 && info.width == 32, "plan shape %d x %d x %d", info.channels,
+        info.height, info.width);
+  size_t numel = 0;
+  float* in = edgevit_engine_input_buffer(e, &numel);
+  CHECK(in != NULL && numel == (size_t)info.max_batch * 3 * 48 * 32, "input buffer of %zu floats", numel);
+  if (in != NULL) {
+    for (size_t i = 0; i < numel; ++i) in[i] = (float)(i % 7) * 0.25f - 0.75f;
+    s = edgevit_engine_infer(e, in, 1);
+    CHECK(s == EDGEVIT_OK, "infer: %s", edgevit_last_error());
+  }
+  edgevit_engine_destroy(e);
+}
+
 int main(void) {
   CHECK(edgevit_abi_version() == EDGEVIT_ABI_VERSION, "ABI %d, header %d", edgevit_abi_version(), EDGEVIT_ABI_VERSION);
   CHECK(strlen(edgevit_version()) > 0, "empty version");
   test_errors();
   test_classify();
+  test_non_square();
   if (g_failures != 0) {
     fprintf(stderr, "c_api_test: %d check(s) failed\n", g_failures);
     return 1;

@@ -20,7 +20,7 @@ RequestLimits limits() {
   l.max_payload_bytes = 4096;
   l.input.name = "vit-digits";
   l.input.in_chans = 1;
-  l.input.img_size = 8;
+  l.input.img_h = l.input.img_w = 8;
   l.input.max_batch = 4;
   return l;
 }
@@ -95,7 +95,7 @@ TEST(ProtocolParse, RejectsEachMalformedFrameWithTheDaemonsCodeAndMessage) {
   const RequestLimits L = limits();
   RequestLimits huge = L;  // a model whose input is so large that N*C*H*W*4 overflows 64 bits
   huge.input.in_chans = 0xffffffffu;
-  huge.input.img_size = 0xffffffffu;
+  huge.input.img_h = huge.input.img_w = 0xffffffffu;
   huge.input.max_batch = 0xffffffffu;
   huge.max_payload_bytes = 1 << 20;
   Frame truncated_header = tensor_frame({1, 8, 8}, 64);
@@ -242,6 +242,29 @@ TEST(ProtocolParse, AcceptsEachRequestKind) {
     EXPECT_FALSE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), exact, &r, &err));
     EXPECT_EQ(err.code, ErrorCode::kTooLarge);
   }
+}
+
+// A model whose input is not square (8 high, 16 wide): [C, H, W] in that order is accepted, the transposed
+// shape refused naming the model's [N<=batch, C, H, W].
+TEST(ProtocolParse, NonSquareInputChecksHeightThenWidth) {
+  RequestLimits L = limits();
+  L.input.img_h = 8;
+  L.input.img_w = 16;
+  {
+    const Frame f = tensor_frame({2, 1, 8, 16}, 2 * 128);
+    ParsedRequest r;
+    ParseError err;
+    ASSERT_TRUE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err))
+        << err.message;
+    EXPECT_EQ(r.n, 2u);
+    EXPECT_EQ(r.tensor_bytes, 2u * 128 * 4);
+  }
+  const Frame f = tensor_frame({2, 1, 16, 8}, 2 * 128);
+  ParsedRequest r;
+  ParseError err;
+  EXPECT_FALSE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err));
+  EXPECT_EQ(err.code, ErrorCode::kBadShape);
+  EXPECT_EQ(err.message, "tensor shape (ndim 4: 2,1,16,8) does not match the model input [N<=4,1,8,16] of vit-digits");
 }
 
 // The daemon does not inspect tensor values: NaN and infinities pass the parser bit for bit (the model

@@ -23,7 +23,7 @@ RequestLimits make_limits(const char* name, uint32_t chans, uint32_t img, uint32
   l.max_payload_bytes = 4096;
   l.input.name = name;
   l.input.in_chans = chans;
-  l.input.img_size = img;
+  l.input.img_h = l.input.img_w = img;
   l.input.max_batch = batch;
   return l;
 }
@@ -71,7 +71,7 @@ void run(const uint8_t* data, size_t size, const RequestLimits& limits) {
   } else if (r.op == Op::kInferTensor) {
     const ModelInput& in = limits.input;
     check(r.n >= 1 && r.n <= in.max_batch && (r.ndim == 3 || r.ndim == 4) && r.image == nullptr);
-    check(r.tensor_bytes == static_cast<size_t>(r.n) * in.in_chans * in.img_size * in.img_size * sizeof(float));
+    check(r.tensor_bytes == static_cast<size_t>(r.n) * in.in_chans * in.img_h * in.img_w * sizeof(float));
     check(inside(r.tensor, r.tensor_bytes, payload, payload_size));
     check(r.tensor + r.tensor_bytes == payload + payload_size);  // nothing trails the data
     std::vector<float> values(r.tensor_bytes / sizeof(float));

@@ -17,7 +17,7 @@ namespace {
 edgevit::ModelSpec make_spec(int img_size, int chans) {
   edgevit::ModelSpec s;
   s.name = "fuzz";
-  s.arch.img_size = img_size;
+  s.arch.img_h = s.arch.img_w = img_size;
   s.arch.patch_size = 2;
   s.arch.in_chans = chans;
   s.preprocess.resize = img_size;
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                             int64_t{64} << 20};
   static const edgevit::ModelSpec kSpecs[] = {make_spec(8, 1), make_spec(32, 3)};
   for (const edgevit::ModelSpec& spec : kSpecs) {
-    const size_t n = static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_size * spec.arch.img_size;
+    const size_t n = static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_h * spec.arch.img_w;
     std::vector<float> dst(n);
     if (!edgevit::decode_image(data, size, "fuzz.img", spec, dst.data(), kLimits).ok()) continue;
     for (float v : dst)

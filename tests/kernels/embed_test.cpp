@@ -16,16 +16,18 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 TEST(Im2col, MatchesReference) {
   uint32_t seed = 50;
-  const int cases[][4] = {{1, 3, 224, 16}, {2, 3, 32, 8}, {1, 1, 4, 2}, {3, 2, 30, 10}, {1, 3, 224, 14}};
+  // {batch, chans, img_h, img_w, patch}: square and non-square (wider and taller) inputs
+  const int cases[][5] = {{1, 3, 224, 224, 16}, {2, 3, 32, 32, 8}, {1, 1, 4, 4, 2}, {3, 2, 30, 30, 10},
+                          {1, 3, 224, 224, 14}, {2, 3, 48, 32, 8}, {1, 2, 16, 64, 16}, {2, 1, 6, 10, 2}};
   for (const auto& c : cases) {
-    const int b = c[0], ch = c[1], img = c[2], p = c[3];
-    SCOPED_TRACE("b=" + std::to_string(b) + " c=" + std::to_string(ch) + " img=" + std::to_string(img) +
-                 " p=" + std::to_string(p));
-    const auto x = testutil::random_floats(static_cast<size_t>(b) * ch * img * img, seed += 10);
-    const size_t n = static_cast<size_t>(b) * (img / p) * (img / p) * ch * p * p;
+    const int b = c[0], ch = c[1], h = c[2], w = c[3], p = c[4];
+    SCOPED_TRACE("b=" + std::to_string(b) + " c=" + std::to_string(ch) + " img=" + std::to_string(h) + "x" +
+                 std::to_string(w) + " p=" + std::to_string(p));
+    const auto x = testutil::random_floats(static_cast<size_t>(b) * ch * h * w, seed += 10);
+    const size_t n = static_cast<size_t>(b) * (h / p) * (w / p) * ch * p * p;
     std::vector<float> ref(n, kNaN), out(n, kNaN);
-    im2col_patches_ref(x.data(), ref.data(), b, ch, img, p);
-    im2col_patches_f32(x.data(), out.data(), b, ch, img, p);
+    im2col_patches_ref(x.data(), ref.data(), b, ch, h, w, p);
+    im2col_patches_f32(x.data(), out.data(), b, ch, h, w, p);
     ASSERT_TRUE(testutil::all_finite(ref.data(), n));
     ASSERT_TRUE(testutil::all_finite(out.data(), n));
     EXPECT_EQ(testutil::max_abs_error(out.data(), ref.data(), n), 0.0);
@@ -37,9 +39,23 @@ TEST(Im2col, ReferenceByHand) {
   float img[16];
   for (int i = 0; i < 16; ++i) img[i] = static_cast<float>(i);  // img[y][x] = 4y + x
   float cols[16];
-  im2col_patches_ref(img, cols, 1, 1, 4, 2);
+  im2col_patches_ref(img, cols, 1, 1, 4, 4, 2);
   const float expect[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
   for (int i = 0; i < 16; ++i) EXPECT_EQ(cols[i], expect[i]) << i;
+}
+
+// Non-square: a 1x1x2x6 image (2 rows, 6 columns) with 2x2 patches is a 1x3 grid, left to right.
+TEST(Im2col, ReferenceByHandNonSquare) {
+  float img[12];
+  for (int i = 0; i < 12; ++i) img[i] = static_cast<float>(i);  // img[y][x] = 6y + x
+  float cols[12];
+  im2col_patches_ref(img, cols, 1, 1, 2, 6, 2);
+  const float expect[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(cols[i], expect[i]) << i;
+  // and its transpose (6 rows, 2 columns): a 3x1 grid, top to bottom
+  im2col_patches_ref(img, cols, 1, 1, 6, 2, 2);
+  const float expect_tall[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(cols[i], expect_tall[i]) << i;
 }
 
 TEST(AssembleTokens, AllModes) {

@@ -64,7 +64,7 @@ void BM_Im2col(benchmark::State& st) {
   auto img = testutil::random_floats(3 * 224 * 224, 8);
   std::vector<float> cols(img.size());
   for (auto _ : st) {
-    im2col_patches_f32(img.data(), cols.data(), 1, 3, 224, 16);
+    im2col_patches_f32(img.data(), cols.data(), 1, 3, 224, 224, 16);
     benchmark::DoNotOptimize(cols.data());
   }
 }

@@ -168,39 +168,43 @@ TEST(OpsCuda, OutputCastsCountNonFiniteValues) {
 
 // ---- im2col ----------------------------------------------------------------------------------------------
 
-struct ImCase { int b, c, s, p; };
+struct ImCase { int b, c, h, w, p; };
 
 TEST(OpsCuda, Im2colAllTypePairsMatchTheReferenceExactly) {
-  for (const ImCase ic : {ImCase{2, 3, 32, 8}, ImCase{3, 1, 8, 2}, ImCase{2, 3, 224, 16}, ImCase{1, 3, 48, 16}}) {
-    const size_t n = static_cast<size_t>(ic.b) * ic.c * ic.s * ic.s;
+  for (const ImCase ic : {ImCase{2, 3, 32, 32, 8}, ImCase{3, 1, 8, 8, 2}, ImCase{2, 3, 224, 224, 16},
+                          ImCase{1, 3, 48, 48, 16}, ImCase{2, 3, 48, 32, 8}, ImCase{1, 3, 32, 96, 16},
+                          ImCase{2, 1, 6, 10, 2}}) {
+    const size_t n = static_cast<size_t>(ic.b) * ic.c * ic.h * ic.w;
     const auto img = testutil::random_floats(n, fresh_seed());
     std::vector<float> ref(n), ref16(n);
-    im2col_patches_ref(img.data(), ref.data(), ic.b, ic.c, ic.s, ic.p);
-    im2col_patches_ref(round16(img).data(), ref16.data(), ic.b, ic.c, ic.s, ic.p);
-    const std::string what = "im2col b" + std::to_string(ic.b) + " s" + std::to_string(ic.s) + " p" + std::to_string(ic.p);
+    im2col_patches_ref(img.data(), ref.data(), ic.b, ic.c, ic.h, ic.w, ic.p);
+    im2col_patches_ref(round16(img).data(), ref16.data(), ic.b, ic.c, ic.h, ic.w, ic.p);
+    const std::string what = "im2col b" + std::to_string(ic.b) + " " + std::to_string(ic.h) + "x" +
+                             std::to_string(ic.w) + " p" + std::to_string(ic.p);
     DevBuf<float> in32(n), out32(n);
     DevBuf<__half> in16(n), out16(n);
     in32.set(img);
     in16.set(img);
-    EV_ASSERT_CUDA(gpu::im2col_patches_f32(in32.get(), out32.get(), ic.b, ic.c, ic.s, ic.p, nullptr));
+    EV_ASSERT_CUDA(gpu::im2col_patches_f32(in32.get(), out32.get(), ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(out32.get_f32(), ref, what + " f32");
-    EV_ASSERT_CUDA(gpu::im2col_patches_f32_to_f16(in32.get(), out16.get(), ic.b, ic.c, ic.s, ic.p, nullptr));
+    EV_ASSERT_CUDA(gpu::im2col_patches_f32_to_f16(in32.get(), out16.get(), ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(out16.get_f32(), round16(ref), what + " f32->f16");
     out16.poison();
-    EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), out16.get(), ic.b, ic.c, ic.s, ic.p, nullptr));
+    EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), out16.get(), ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(out16.get_f32(), ref16, what + " f16");
     // An output 2 bytes past 16-byte alignment takes the one-element-per-thread kernel: same result.
     DevBuf<__half> shifted(n + 1);
     shifted.poison();
-    EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), shifted.get() + 1, ic.b, ic.c, ic.s, ic.p, nullptr));
+    EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), shifted.get() + 1, ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     const std::vector<float> got = shifted.get_f32();
     expect_exact(std::vector<float>(got.begin() + 1, got.end()), ref16, what + " f16 unaligned output");
   }
-  EXPECT_EQ(gpu::im2col_patches_f32(nullptr, nullptr, 1, 3, 30, 8, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::im2col_patches_f32(nullptr, nullptr, 1, 3, 30, 30, 8, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::im2col_patches_f32(nullptr, nullptr, 1, 3, 32, 30, 8, nullptr), cudaErrorInvalidValue);
 }
 
 // ---- assemble tokens -------------------------------------------------------------------------------------

@@ -69,8 +69,8 @@ inline VitArch golden_arch(const std::string& name) {
     const nlohmann::json& v = it.value();
     if (k == "timm_model") {
       EXPECT_EQ(v, "vit_tiny_patch16_224") << "add its architecture here";
-      a.img_size = 224, a.patch_size = 16, a.embed_dim = 192, a.depth = 12, a.num_heads = 3;
-    } else if (k == "img_size") a.img_size = v;
+      a.img_h = a.img_w = 224, a.patch_size = 16, a.embed_dim = 192, a.depth = 12, a.num_heads = 3;
+    } else if (k == "img_size") a.img_h = a.img_w = v;
     else if (k == "patch_size") a.patch_size = v;
     else if (k == "embed_dim") a.embed_dim = v;
     else if (k == "depth") a.depth = v;

@@ -71,7 +71,8 @@ TEST(ShippedConfigs, TimmZooModelsMatchTimm) {
                             Expected{"vit-base-patch16-224", 768, 12}}) {
     auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + e.file + ".yaml"));
     ASSERT_TRUE(spec.ok()) << spec.status().to_string();
-    EXPECT_EQ(spec->arch.img_size, 224);
+    EXPECT_EQ(spec->arch.img_h, 224);
+    EXPECT_EQ(spec->arch.img_w, 224);
     EXPECT_EQ(spec->arch.patch_size, 16);
     EXPECT_EQ(spec->arch.embed_dim, e.embed_dim);
     EXPECT_EQ(spec->arch.num_heads, e.heads);
@@ -103,7 +104,8 @@ TEST(ShippedConfigs, GoldenModelsMatchTheirJsonAndCheckpoints) {
                 {"num_classes", 1000}};
     }
     const VitArch& a = spec->arch;
-    EXPECT_EQ(a.img_size, kwargs.value("img_size", 224));
+    EXPECT_EQ(a.img_h, kwargs.value("img_size", 224));
+    EXPECT_EQ(a.img_w, kwargs.value("img_size", 224));
     EXPECT_EQ(a.patch_size, kwargs.value("patch_size", 16));
     EXPECT_EQ(a.embed_dim, kwargs.value("embed_dim", 768));
     EXPECT_EQ(a.depth, kwargs.value("depth", 12));
@@ -233,7 +235,7 @@ TEST(ModelConfig, SaveWritesEveryKeyInSchemaOrderWithRelativePaths) {
   TempDir tmp;
   ModelSpec spec;
   spec.name = "written";
-  spec.arch.img_size = 48;
+  spec.arch.img_h = spec.arch.img_w = 48;
   spec.arch.patch_size = 16;
   spec.arch.embed_dim = 96;
   spec.arch.num_heads = 3;
@@ -268,6 +270,37 @@ TEST(ModelConfig, SaveWritesEveryKeyInSchemaOrderWithRelativePaths) {
   spec.labels_path = fs::path(spec.labels_path).lexically_normal().string();
   EXPECT_TRUE(same_model_spec(spec, *back)) << text;
   EXPECT_EQ(back->arch.mlp_ratio, 1.0 / 3.0);
+}
+
+// img_size takes N (a square) or [H, W]; the writer keeps N for a square, so existing configs and their plan
+// hashes do not change, and writes [H, W] otherwise.
+TEST(ModelConfig, NonSquareImgSizeReadsAndWritesAsAList) {
+  const std::string arch = "patch_size: 8, embed_dim: 16, depth: 1, num_heads: 2, num_classes: 3}\n";
+  const std::string rest = "weights: {path: w.safetensors}\n";
+  auto spec = parse_model_spec("architecture: {img_size: [48, 32], " + arch + rest, "hw.yaml", "");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->arch.img_h, 48);
+  EXPECT_EQ(spec->arch.img_w, 32);
+  EXPECT_EQ(spec->arch.grid_h(), 6);
+  EXPECT_EQ(spec->arch.grid_w(), 4);
+  EXPECT_EQ(spec->arch.num_tokens(), 25);
+  auto yaml = model_spec_to_yaml(*spec, "");
+  ASSERT_TRUE(yaml.ok());
+  EXPECT_NE(yaml->find("img_size: [48, 32]\n"), std::string::npos) << *yaml;
+  auto back = parse_model_spec(*yaml, "hw.yaml", "");
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << *yaml;
+  EXPECT_TRUE(same_model_spec(*spec, *back)) << *yaml;
+  // [N, N] is the square N, written back as N.
+  auto square = parse_model_spec("architecture: {img_size: [48, 48], " + arch + rest, "sq.yaml", "");
+  ASSERT_TRUE(square.ok()) << square.status().to_string();
+  EXPECT_TRUE(square->arch.square());
+  auto square_yaml = model_spec_to_yaml(*square, "");
+  ASSERT_TRUE(square_yaml.ok());
+  EXPECT_NE(square_yaml->find("img_size: 48\n"), std::string::npos) << *square_yaml;
+  // Transposed sizes are different models.
+  auto tall = parse_model_spec("architecture: {img_size: [32, 48], " + arch + rest, "wh.yaml", "");
+  ASSERT_TRUE(tall.ok());
+  EXPECT_FALSE(same_model_spec(*spec, *tall));
 }
 
 TEST(ModelConfig, SaveRefusesAnInvalidSpec) {

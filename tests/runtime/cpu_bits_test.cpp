@@ -86,7 +86,7 @@ std::vector<std::string> compute_lines() {
     auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + c.config));
     EXPECT_TRUE(spec.ok()) << spec.status().to_string();
     if (!spec.ok()) continue;
-    const int64_t per_image = static_cast<int64_t>(spec->arch.in_chans) * spec->arch.img_size * spec->arch.img_size;
+    const int64_t per_image = static_cast<int64_t>(spec->arch.in_chans) * spec->arch.img_h * spec->arch.img_w;
     int n = 0;
     const std::vector<float> input = golden_input(c, per_image, &n);
     for (AttentionImpl att : {AttentionImpl::kFused, AttentionImpl::kExplicit}) {

@@ -29,7 +29,7 @@ DeviceProfile host_cpu() {
 // A small model of the given head_dim: 16x16 images, 8x8 patches (5 tokens), one block.
 VitArch arch_with_head_dim(int head_dim, int heads) {
   VitArch a;
-  a.img_size = 16;
+  a.img_h = a.img_w = 16;
   a.patch_size = 8;
   a.embed_dim = head_dim * heads;
   a.num_heads = heads;

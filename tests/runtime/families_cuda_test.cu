@@ -2,11 +2,14 @@
 // tests/data/families, imported as a user would, on a DeviceProfile queried from GPU 0: fp16 within 5e-3
 // normwise of the float64 outputs (issue #24's bound: tol::kFp16Kernel's value, tighter than
 // tol::kFp16EndToEnd) and the same top-1, fp32 within tol::kFp32EndToEnd; the class-token tail (the default)
-// and every token (all_tokens), fused and explicit attention.
+// and every token (all_tokens), fused and explicit attention. CudaFamiliesResized: five of them imported at
+// 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load) against timm's and
+// transformers' outputs at that size (tests/data/families/resize, as families_resize_test on the CPU).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/tolerances.h"
@@ -110,6 +113,83 @@ TEST_P(CudaFamilies, MatchesReference) {
       EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes)) << c.name;
   }
 }
+
+// ---- other input sizes (issue #24: the input size is the user's) ------------------------------------------
+
+struct ResizeCase {
+  const char* name;  // tests/data/families/<name>, golden resize/<name>.size<H>x<W>.golden.safetensors
+  double eps;        // timm: --eps
+  int h, w;          // the input size imported
+};
+
+constexpr ResizeCase kResizeCases[] = {
+    {"timm_vit_nohead", 1e-6, 48, 48}, {"timm_dinov2", 1e-6, 48, 48}, {"timm_dinov2_reg4", 1e-6, 48, 48},
+    {"timm_clip", 1e-5, 48, 48},       {"hf_dinov2", 1e-6, 48, 48},   {"timm_vit_nohead", 1e-6, 48, 32},
+    {"timm_dinov2", 1e-6, 48, 32},     {"timm_dinov2_reg4", 1e-6, 48, 32}, {"timm_clip", 1e-5, 48, 32},
+    {"hf_dinov2", 1e-6, 48, 32},
+};
+
+class CudaFamiliesResized : public ::testing::TestWithParam<std::tuple<ResizeCase, Precision, AttentionImpl>> {};
+
+TEST_P(CudaFamiliesResized, MatchesReference) {
+  const auto [c, precision, attention] = GetParam();
+  const std::string base = testutil::source_path(std::string("tests/data/families/") + c.name);
+  ImportOptions io;
+  io.image_size = std::make_pair(c.h, c.w);
+  const bool hf = std::string(c.name).rfind("hf_", 0) == 0;
+  if (!hf) {
+    io.heads = 2;
+    io.eps = c.eps;
+  }
+  auto spec = hf ? infer_model_spec_hf(base, io) : infer_model_spec_timm(base + ".safetensors", io);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  ASSERT_EQ(spec->arch.img_h, c.h);
+  ASSERT_EQ(spec->arch.img_w, c.w);
+  const std::string size = std::to_string(c.h) + "x" + std::to_string(c.w);
+  auto golden = SafetensorsFile::open(testutil::source_path(std::string("tests/data/families/resize/") + c.name +
+                                                            ".size" + size + ".golden.safetensors"));
+  ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+  const std::vector<float> input = read_tensor(*golden, "input");
+  const int n = static_cast<int>(golden->find("input")->shape[0]);
+  ASSERT_EQ(input.size(), static_cast<size_t>(n) * 3 * c.h * c.w);
+  spec->max_batch = n;
+  EngineOptions o;
+  o.plan.precision = precision;
+  o.plan.attention = attention;
+  o.plan.batch = n;
+  auto engine = Engine::create(*spec, gpu_profile(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  ASSERT_TRUE(e.infer(input.data(), n).ok());
+  const double bound = precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32EndToEnd;
+  int checked = 0;
+  for (const char* name : {"pre_logits", "embedding", "logits"}) {
+    if (golden->find(name) == nullptr) continue;
+    const std::vector<float> want = read_tensor(*golden, name);
+    const bool is_logits = std::string(name) == "logits";
+    const float* got = is_logits ? e.logits() : e.pre_logits();
+    const double err = testutil::rel_error(got, want.data(), want.size());
+    EXPECT_LE(err, bound) << c.name << " " << size << " " << name;
+    std::printf("%s %s %s %s %s: rel err %.3g\n", c.name, size.c_str(), to_string(precision),
+                to_string(e.plan().graph.attention), name, err);
+    if (is_logits) {
+      const int classes = static_cast<int>(want.size()) / n;
+      EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes)) << c.name;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CudaFamiliesResized,
+                         ::testing::Combine(::testing::ValuesIn(kResizeCases),
+                                            ::testing::Values(Precision::kFp16, Precision::kFp32),
+                                            ::testing::Values(AttentionImpl::kAuto, AttentionImpl::kExplicit)),
+                         [](const auto& info) {
+                           const ResizeCase& c = std::get<0>(info.param);
+                           return std::string(c.name) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) + "_" +
+                                  to_string(std::get<1>(info.param)) + "_" + to_string(std::get<2>(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaFamilies,
                          ::testing::Combine(::testing::ValuesIn(kCases),

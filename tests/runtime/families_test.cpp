@@ -42,7 +42,7 @@ std::vector<float> read_tensor(const SafetensorsFile& f, const std::string& name
 
 VitArch tiny(int classes) {
   VitArch a;
-  a.img_size = 32;
+  a.img_h = a.img_w = 32;
   a.patch_size = 8;
   a.embed_dim = 64;
   a.depth = 2;

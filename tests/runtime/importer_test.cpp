@@ -21,7 +21,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 void expect_same_arch(const VitArch& got, const VitArch& want) {
-  EXPECT_EQ(got.img_size, want.img_size);
+  EXPECT_EQ(got.img_h, want.img_h);
+  EXPECT_EQ(got.img_w, want.img_w);
   EXPECT_EQ(got.patch_size, want.patch_size);
   EXPECT_EQ(got.in_chans, want.in_chans);
   EXPECT_EQ(got.embed_dim, want.embed_dim);
@@ -88,7 +89,7 @@ TEST(ImportTimm, InfersTheExactArchitectureOfEveryGoldenModel) {
     EXPECT_EQ(spec->weights_naming, WeightNaming::kTimm);
     EXPECT_TRUE(fs::path(spec->weights_path).is_absolute());
     EXPECT_TRUE(fs::equivalent(spec->weights_path, testutil::golden_path(name + ".safetensors")));
-    EXPECT_EQ(spec->preprocess.resize, want.img_size);
+    EXPECT_EQ(spec->preprocess.resize, want.img_h);
   }
 }
 
@@ -143,12 +144,12 @@ TEST(ImportTimm, ActOptionSetsTheActivation) {
 
 TEST_F(ImporterTest, InfersSyntheticVariants) {
   VitArch reg;  // register tokens, pos_embed over patches only (timm *_reg4 models), no qkv bias, no head
-  reg.img_size = 64, reg.patch_size = 16, reg.embed_dim = 32, reg.depth = 3, reg.num_heads = 2;
+  reg.img_h = reg.img_w = 64, reg.patch_size = 16, reg.embed_dim = 32, reg.depth = 3, reg.num_heads = 2;
   reg.reg_tokens = 4, reg.no_embed_class = true, reg.qkv_bias = false, reg.num_classes = 0;
   reg.mlp_ratio = 2.5;
 
   VitArch odd_mlp;  // hidden width that is not a round multiple of embed_dim, 1 input channel
-  odd_mlp.img_size = 16, odd_mlp.patch_size = 4, odd_mlp.in_chans = 1, odd_mlp.embed_dim = 24, odd_mlp.depth = 1;
+  odd_mlp.img_h = odd_mlp.img_w = 16, odd_mlp.patch_size = 4, odd_mlp.in_chans = 1, odd_mlp.embed_dim = 24, odd_mlp.depth = 1;
   odd_mlp.num_heads = 3, odd_mlp.num_classes = 5;
   odd_mlp.mlp_ratio = 100.0 / 24;
 
@@ -170,7 +171,7 @@ TEST_F(ImporterTest, InfersSyntheticVariants) {
 
 TEST_F(ImporterTest, RejectsAmbiguousPosEmbed) {
   VitArch a;  // class token + 4 registers: 9 positions are both 2x2 + 5 and 3x3 alone
-  a.img_size = 32, a.patch_size = 16, a.embed_dim = 16, a.depth = 1, a.num_heads = 2, a.reg_tokens = 4;
+  a.img_h = a.img_w = 32, a.patch_size = 16, a.embed_dim = 16, a.depth = 1, a.num_heads = 2, a.reg_tokens = 4;
   const std::string path = dir_ + "/ambiguous.safetensors";
   ASSERT_TRUE(testutil::write_tensors(path, testutil::random_checkpoint(a, 3)).ok());
   ImportOptions options;
@@ -319,7 +320,7 @@ TEST(ImportHf, RealTransformersCheckpoint) {
     EXPECT_EQ(spec->weights_naming, WeightNaming::kHf);
     VitArch want;  // ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
                    //           num_attention_heads=4, intermediate_size=256, num_labels=5, qkv_bias=True)
-    want.img_size = 32;
+    want.img_h = want.img_w = 32;
     want.patch_size = 8;
     want.in_chans = 3;
     want.embed_dim = 64;

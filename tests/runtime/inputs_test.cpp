@@ -39,7 +39,7 @@ std::vector<uint8_t> png(int w, int h, int c, const std::vector<uint8_t>& pixels
 ModelSpec rgb_spec(int img, int resize) {
   ModelSpec s;
   s.name = "test";
-  s.arch.img_size = img;
+  s.arch.img_h = s.arch.img_w = img;
   s.arch.patch_size = 1;
   s.arch.in_chans = 3;
   s.preprocess.resize = resize;
@@ -248,7 +248,7 @@ int64_t decode_peak_in_fresh_process(const std::vector<uint8_t>& bytes, const st
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                               static_cast<std::streamsize>(bytes.size()));
   const std::string cmd = "EDGEVIT_DECODE_PEAK='" + path + " " + std::to_string(spec.arch.in_chans) + " " +
-                          std::to_string(spec.arch.img_size) + " " + std::to_string(spec.preprocess.resize) +
+                          std::to_string(spec.arch.img_h) + " " + std::to_string(spec.preprocess.resize) +
                           "' '" + exe + "'";
   FILE* child = popen(cmd.c_str(), "r");
   long long peak = -1;
@@ -314,12 +314,12 @@ TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
   grey.preprocess.std = {0.5};
   ModelSpec same = rgb_spec(1200, 1200);  // 1600x1200 -> 1600x1200: no resampling, crop only
   for (const ModelSpec& spec : {rgb_spec(224, 256), grey, same}) {
-    std::vector<float> dst(static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_size * spec.arch.img_size);
+    std::vector<float> dst(static_cast<size_t>(spec.arch.in_chans) * spec.arch.img_h * spec.arch.img_w);
     ImageLimits lifted;
     lifted.max_decode_bytes = int64_t{1} << 40;
     for (const Image& img : images) {
       SCOPED_TRACE(img.name + " for " + std::to_string(spec.arch.in_chans) + "x" +
-                   std::to_string(spec.arch.img_size));
+                   std::to_string(spec.arch.img_h));
       auto need = image_decode_bytes(img.bytes.data(), img.bytes.size(), img.name, spec);
       ASSERT_TRUE(need.ok()) << need.status().to_string();
       const int64_t peak = decode_peak_in_fresh_process(img.bytes, img.name, spec);
@@ -332,7 +332,7 @@ TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
       const Status decoded = decode_image(img.bytes.data(), img.bytes.size(), img.name, spec, dst.data(), lifted);
       EXPECT_TRUE(decoded.ok()) << decoded.to_string();
       std::printf("%-20s -> %dx%dx%d: peak %.1f MiB, estimate %.1f MiB\n", img.name.c_str(), spec.arch.in_chans,
-                  spec.arch.img_size, spec.arch.img_size, peak / 1048576.0, *need / 1048576.0);
+                  spec.arch.img_h, spec.arch.img_w, peak / 1048576.0, *need / 1048576.0);
       // Over the budget by one byte: refused from the header, with the image's size in the message.
       ImageLimits tight;
       tight.max_decode_bytes = *need - 1;
@@ -436,6 +436,69 @@ TEST(Exif, MalformedMeansUpright) {
       std::vector<uint8_t> bad = good;
       bad[i] = v;
       const int o = jpeg_exif_orientation(bad.data(), bad.size());
+      EXPECT_TRUE(o >= 1 && o <= 8);
+    }
+}
+
+// A PNG signature, then `chunks` (type, data) each with a length and a (zero) CRC, as the PNG reader sees
+// them: eXIf's data is the TIFF structure of exif_jpeg's APP1 segment.
+std::vector<uint8_t> png_with(const std::vector<std::pair<std::string, std::vector<uint8_t>>>& chunks) {
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  for (const auto& [type, data] : chunks) {
+    const uint32_t n = static_cast<uint32_t>(data.size());
+    png.insert(png.end(), {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 8),
+                           static_cast<uint8_t>(n)});
+    png.insert(png.end(), type.begin(), type.end());
+    png.insert(png.end(), data.begin(), data.end());
+    png.insert(png.end(), {0, 0, 0, 0});
+  }
+  return png;
+}
+
+std::vector<uint8_t> tiff_of(const std::vector<uint8_t>& jpeg) {  // exif_jpeg's TIFF: after SOI, APP1, length, "Exif\0\0"
+  return std::vector<uint8_t>(jpeg.begin() + 12, jpeg.end() - 2);
+}
+
+TEST(Exif, PngChunkBeforeOrAfterTheImageData) {
+  const std::vector<uint8_t> ihdr(13, 1), idat(5, 2);
+  for (uint32_t o = 1; o <= 8; ++o) {
+    const auto tiff = tiff_of(exif_jpeg(o % 2 ? "II" : "MM", {{0x0112, 3, o}}));
+    const auto head = png_with({{"IHDR", ihdr}, {"eXIf", tiff}, {"IDAT", idat}, {"IEND", {}}});
+    const auto tail = png_with({{"IHDR", ihdr}, {"IDAT", idat}, {"eXIf", tiff}, {"IEND", {}}});
+    EXPECT_EQ(png_exif_orientation(head.data(), head.size()), static_cast<int>(o));
+    EXPECT_EQ(png_exif_orientation(tail.data(), tail.size()), static_cast<int>(o));
+    EXPECT_EQ(image_exif_orientation(tail.data(), tail.size()), static_cast<int>(o));
+    std::vector<uint8_t> prefixed = {'E', 'x', 'i', 'f', 0, 0};
+    prefixed.insert(prefixed.end(), tiff.begin(), tiff.end());
+    const auto with_prefix = png_with({{"IHDR", ihdr}, {"eXIf", prefixed}, {"IDAT", idat}, {"IEND", {}}});
+    EXPECT_EQ(png_exif_orientation(with_prefix.data(), with_prefix.size()), static_cast<int>(o));
+  }
+  const auto jpeg6 = exif_jpeg("II", {{0x0112, 3, 6}});
+  EXPECT_EQ(image_exif_orientation(jpeg6.data(), jpeg6.size()), 6);
+  EXPECT_EQ(png_exif_orientation(jpeg6.data(), jpeg6.size()), 1);  // not a PNG
+}
+
+TEST(Exif, PngMalformedMeansUpright) {
+  const auto tiff = tiff_of(exif_jpeg("MM", {{0x0100, 4, 7}, {0x0112, 3, 8}}));
+  const std::vector<uint8_t> ihdr(13, 1), idat(5, 2);
+  const auto after_end = png_with({{"IHDR", ihdr}, {"IDAT", idat}, {"IEND", {}}, {"eXIf", tiff}});
+  EXPECT_EQ(png_exif_orientation(after_end.data(), after_end.size()), 1);  // past IEND: not read
+  auto long_chunk = png_with({{"IHDR", ihdr}, {"eXIf", tiff}, {"IEND", {}}});
+  long_chunk[8] = 0x7F;  // IHDR's length past the file
+  EXPECT_EQ(png_exif_orientation(long_chunk.data(), long_chunk.size()), 1);
+  EXPECT_EQ(png_exif_orientation(nullptr, 0), 1);
+  // Every prefix and every single-byte corruption: no crash (ASan builds check the reads), a value in 1..8.
+  const auto good = png_with({{"IHDR", ihdr}, {"eXIf", tiff}, {"IDAT", idat}, {"IEND", {}}});
+  ASSERT_EQ(png_exif_orientation(good.data(), good.size()), 8);
+  for (size_t n = 0; n <= good.size(); ++n) {
+    const int o = png_exif_orientation(good.data(), n);
+    EXPECT_TRUE(o >= 1 && o <= 8);
+  }
+  for (size_t i = 0; i < good.size(); ++i)
+    for (uint8_t v : {0x00, 0x01, 0x7F, 0xFF}) {
+      std::vector<uint8_t> bad = good;
+      bad[i] = v;
+      const int o = png_exif_orientation(bad.data(), bad.size());
       EXPECT_TRUE(o >= 1 && o <= 8);
     }
 }

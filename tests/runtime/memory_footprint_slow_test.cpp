@@ -62,7 +62,7 @@ int measure_child(const char* c) {
     if (std::sscanf(c, "%255s %d %4095s %d", config, &batch, weights, &threads) < 3) _exit(3);
     const ModelSpec spec = load_case_spec(config, weights);
     const DeviceProfile dev = host_cpu();
-    std::vector<float> input(static_cast<size_t>(batch) * spec.arch.in_chans * spec.arch.img_size * spec.arch.img_size,
+    std::vector<float> input(static_cast<size_t>(batch) * spec.arch.in_chans * spec.arch.img_h * spec.arch.img_w,
                              0.1f);
     EngineOptions o;
     o.plan.batch = batch;

@@ -38,7 +38,7 @@ TEST(OpCases, ModelShapesRunOnTheCpu) {
   ASSERT_TRUE(dev.ok());
   ModelSpec spec;
   spec.name = "vit-ti-shapes";
-  spec.arch.img_size = 224;
+  spec.arch.img_h = spec.arch.img_w = 224;
   spec.arch.embed_dim = 192;
   spec.arch.num_heads = 3;
   spec.arch.depth = 12;

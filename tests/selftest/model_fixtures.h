@@ -21,7 +21,7 @@ inline std::string write_model(const std::string& dir, const std::string& name, 
   spec.arch = arch;
   spec.weights_path = weights;
   spec.max_batch = max_batch;
-  spec.preprocess.resize = arch.img_size;
+  spec.preprocess.resize = arch.img_h;
   spec.preprocess.mean.assign(static_cast<size_t>(arch.in_chans), 0.5);
   spec.preprocess.std.assign(static_cast<size_t>(arch.in_chans), 0.5);
   const std::string yaml = dir + "/" + name + ".yaml";
@@ -36,7 +36,7 @@ inline std::string write_nonfinite_digits_model(const std::string& dir) {
   EXPECT_TRUE(t.count("norm.weight")) << "vit-digits has no norm.weight";
   t["norm.weight"].data.at(0) = INFINITY;
   VitArch a;  // config/models/vit-digits.yaml
-  a.img_size = 8;
+  a.img_h = a.img_w = 8;
   a.patch_size = 2;
   a.in_chans = 1;
   a.embed_dim = 64;
@@ -50,7 +50,7 @@ inline std::string write_nonfinite_digits_model(const std::string& dir) {
 // weights: the shape of issue 21's NaN model at a size that runs in milliseconds.
 inline VitArch head_dim_160_arch() {
   VitArch a;
-  a.img_size = 16;
+  a.img_h = a.img_w = 16;
   a.patch_size = 8;
   a.in_chans = 3;
   a.embed_dim = 320;

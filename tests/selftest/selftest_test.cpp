@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "platform/cuda_query.h"
 #include "platform/device_registry.h"
 #include "runtime/config.h"
+#include "runtime/importer.h"
 #include "runtime/plan.h"
 #include "platform/gpio.h"
 #include <sys/mman.h>
@@ -573,6 +576,70 @@ TEST(Selftest, JsonReportCarriesEveryCheckWithItsBound) {
   EXPECT_TRUE(saw);
   EXPECT_EQ(j["models"][0]["attention_kernel"], "cpu.mha_fused_f32");
   EXPECT_TRUE(j["platform"].contains("power_mode"));
+}
+
+// The ViT families (tests/data/families, timm and Hugging Face checkpoints) through the self-test as a user
+// runs it on their own model: every check that applies passes, including the op cases of the ops only these
+// families have (qk-norm, CLIP's pre-norm, SigLIP's MAP head, DeiT's folded heads); the end-to-end checks,
+// which need stored expected outputs, are skipped with that reason.
+TEST(Selftest, FamilyModelsPassTheirChecks) {
+  EDGEVIT_SKIP_IF_EMULATED();
+  const std::string dir = testutil::make_temp_dir("selftest_families");
+  const std::string data = testutil::source_path("tests/data/families/");
+  struct Family {
+    const char* name;
+    bool timm;
+    int heads;
+    std::optional<GlobalPool> pool;
+    std::optional<Activation> act;
+    const char* op;  // a family-only op whose op case must be among the checks
+  };
+  const Family families[] = {
+      {"timm_qknorm", true, 2, {}, {}, "kernel.op.blocks.0.attn.qk_norm"},
+      {"timm_clip", true, 2, {}, {}, "kernel.op.norm_pre"},
+      {"timm_siglip", true, 2, GlobalPool::kMap, Activation::kGeluTanh, "kernel.op.attn_pool.sdpa"},
+      {"timm_deit_distilled", true, 2, {}, {}, "kernel.op.head_distilled"},
+      {"hf_dinov2_reg4", false, 0, {}, {}, "kernel.op.blocks.0.attn.sdpa"},
+  };
+  SelftestOptions o = repo_options();
+  for (const Family& f : families) {
+    ImportOptions io;
+    if (f.timm) io.heads = f.heads;
+    io.pool = f.pool;
+    io.act = f.act;
+    auto spec = f.timm ? infer_model_spec_timm(data + f.name + ".safetensors", io) : infer_model_spec_hf(data + f.name, io);
+    ASSERT_TRUE(spec.ok()) << f.name << ": " << spec.status().to_string();
+    const std::string yaml = dir + "/" + f.name + ".yaml";
+    ASSERT_TRUE(save_imported_spec(*spec, yaml).ok()) << yaml;
+    o.models.push_back(yaml);
+  }
+  auto r = run_selftest(o);
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->passed()) << format_report_text(*r);
+  EXPECT_EQ(selftest_exit_code(r), 0);
+  ASSERT_EQ(r->decisions.size(), std::size(families));
+  for (const Family& f : families) {
+    SCOPED_TRACE(f.name);
+    int op_checks = 0, family_op = 0;
+    for (const CheckResult& c : r->checks) {
+      if (c.model != f.name) continue;
+      if (c.name.rfind("kernel.op.", 0) == 0) {
+        ++op_checks;
+        EXPECT_EQ(c.outcome, Outcome::kPass) << c.name << ": " << c.measured << " " << c.detail;
+      }
+      family_op += c.name.rfind(std::string(f.op) + "[", 0) == 0;
+      if (c.name == "e2e.logits") {
+        EXPECT_EQ(c.outcome, Outcome::kSkip);
+        EXPECT_NE(c.detail.find("no stored expected outputs"), std::string::npos) << c.detail;
+      }
+      if (c.name == "numerics.outputs_finite") {
+        EXPECT_EQ(c.outcome, Outcome::kPass);
+      }
+    }
+    EXPECT_GE(op_checks, 8);
+    EXPECT_GE(family_op, 1) << "no op case " << f.op << " among the checks:\n" << format_report_text(*r);
+  }
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ inline VitRefOutputs vit_forward_ref(const VitArch& a, const TensorMap& w, const
   const int rows = batch * t;
   const float eps = static_cast<float>(a.layer_norm_eps);
   std::vector<float> cols(static_cast<size_t>(batch) * p * k_patch), patches(static_cast<size_t>(batch) * p * e);
-  im2col_patches_ref(input, cols.data(), batch, a.in_chans, a.img_size, a.patch_size);
+  im2col_patches_ref(input, cols.data(), batch, a.in_chans, a.img_h, a.img_w, a.patch_size);
   linear_ref(cols.data(), W("patch_embed.proj.weight"), a.patch_bias ? W("patch_embed.proj.bias") : nullptr,
              patches.data(), batch * p, e, k_patch, Epilogue::kNone);
   std::vector<float> x(static_cast<size_t>(rows) * e), h(x.size()), qkv(static_cast<size_t>(rows) * 3 * e),

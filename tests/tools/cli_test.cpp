@@ -151,6 +151,41 @@ TEST(Cli, ImportHuggingFaceThenRunMatchesTransformers) {
   }
 }
 
+// import --image-size HxW: a non-square model end to end (issue #24): the YAML's img_size, the plan's token
+// line, the golden input of that size (timm's output at 48 x 32) and an image preprocessed to 48 x 32.
+TEST(Cli, ImportAtANonSquareSizeThenPlanAndRun) {
+  const std::string ckpt = testutil::source_path("tests/data/families/timm_vit_nohead.safetensors");
+  const std::string yaml = tmp("nonsquare.yaml");
+  Ran imp = run("import --from timm " + ckpt + " --heads 2 --image-size 48x32 -o " + yaml);
+  ASSERT_EQ(imp.code, 0) << imp.out;
+  EXPECT_NE(imp.out.find("img 48x32"), std::string::npos) << imp.out;
+  EXPECT_NE(read_file(yaml).find("img_size: [48, 32]"), std::string::npos) << read_file(yaml);
+  Ran plan = run("plan " + yaml + " --device host-cpu");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("input: 25 tokens at 48x32 (6x4 patches of 8 + 1 prefix)"), std::string::npos) << plan.out;
+  const std::string golden =
+      testutil::source_path("tests/data/families/resize/timm_vit_nohead.size48x32.golden.safetensors");
+  const std::string out = tmp("nonsquare.out.safetensors");
+  Ran r = run("run " + yaml + " --device host-cpu --threads 2 --input " + golden + " --output " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto got = tensor(out, "pre_logits"), want = tensor(golden, "pre_logits");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd);
+  Ran img = run("run " + yaml + " --device host-cpu --threads 2 --input " +
+                testutil::source_path("tests/data/preprocess/images/photo_97x61.png"));
+  EXPECT_EQ(img.code, 0) << img.out;
+  // The golden input of the transposed size does not fit: refused naming the shape the model takes.
+  Ran wrong = run("run " + yaml + " --device host-cpu --input " +
+                  testutil::source_path("tests/data/families/resize/timm_vit_nohead.size48x48.golden.safetensors"));
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.out.find("needs [N,3,48,32]"), std::string::npos) << wrong.out;
+  for (const char* bad : {"48x30", "48x", "x32", "48x32x3", "0x32"}) {
+    Ran b = run("import --from timm " + ckpt + " --heads 2 --image-size " + bad + " -o " + tmp("bad.yaml"));
+    EXPECT_NE(b.code, 0) << bad;
+    EXPECT_NE(b.out.find("--image-size"), std::string::npos) << bad << ": " << b.out;
+  }
+}
+
 TEST(Cli, ImportWithoutHeadsSaysWhatIsMissing) {
   Ran r = run("import --from timm " + testutil::golden_path("vit-micro.safetensors") + " -o " + tmp("noheads.yaml"));
   EXPECT_NE(r.code, 0);

@@ -9,9 +9,13 @@
 #      tools/gpu/bench_e2e.py (edgevit run vs timm, edgevit bench vs timm eager / CUDA graph / torch.compile)
 # Logs go to $OUT (gpu.txt, *.log, bench_e2e.json); a summary is printed last.
 #   5. footprint_cuda_test: the plan's host and device totals against a fresh process's measured footprint
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|footprint|all]   (default all; quick:
-#          ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
-#          selftest: step 3 only; footprint: step 5 only)
+#   6. (families only) tools/gpu/bench_families.py: DINOv2, CLIP and SigLIP at real sizes vs timm's CUDA graph
+#      and torch.compile (issue #24's targets); FAMILY_MODELS=a,b picks models; FAMILY_PROFILE=1 adds the
+#      per-op/kernel tables (profiles.tar.gz)
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|check|bench|quick|selftest|footprint|families|all]   (default all;
+#          check: steps 1, 3 and 5, no sanitizer, no benchmark;
+#          quick: ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
+#          selftest: step 3 only; footprint: step 5 only; families: step 6 only)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
@@ -54,6 +58,16 @@ if [ "$what" = footprint ]; then
   footprint_on_gpu
   echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
 fi
+if [ "$what" = families ]; then
+  mkdir -p /tmp/edgevit-families-yaml
+  PYTHONUNBUFFERED=1 python3 tools/gpu/bench_families.py --edgevit "$B/bin/edgevit" --work /tmp/edgevit-families \
+    --json "$out/bench_families.json" ${FAMILY_MODELS:+--models "$FAMILY_MODELS"} \
+    ${FAMILY_PROFILE:+--profile-dir /tmp/edgevit-families-prof} --yaml-out /tmp/edgevit-families-yaml 2>&1 | tee "$out/families.log"
+  summary+=("bench_families: rc=${PIPESTATUS[0]}")
+  tar czf "$out/yamls.tar.gz" -C /tmp edgevit-families-yaml
+  [ -n "${FAMILY_PROFILE:-}" ] && tar czf "$out/profiles.tar.gz" -C /tmp edgevit-families-prof
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
+fi
 if [ "$what" = selftest ]; then
   selftest_on_gpu
   echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
@@ -69,6 +83,9 @@ if [ "$what" != bench ]; then
   done
   grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
   footprint_on_gpu
+fi
+if [ "$what" = check ]; then
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # GEMM tuning off in these engines (each timed run costs milliseconds under the sanitizer); one tuned

@@ -94,3 +94,15 @@ def test_threads_share_one_engine(engine):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_non_square_input():
+    # A model 48 high and 32 wide (issue #24): (N, C, H, W) everywhere, the transposed shape refused.
+    e = edgevit.Engine("tests/data/families/resize/timm_vit_nohead.48x32.yaml", device="config/devices/host-cpu.yaml",
+                       threads=1)
+    assert e.plan["input_shape"] == (1, 3, 48, 32)
+    assert e.input_buffer.shape == (1, 3, 48, 32)
+    out = e.infer(np.linspace(-1, 1, 3 * 48 * 32, dtype=np.float32).reshape(1, 3, 48, 32))
+    assert np.isfinite(out["pre_logits"]).all()
+    with pytest.raises(edgevit.Error, match=r"\(N, 3, 48, 32\)"):
+        e.infer(np.zeros((1, 3, 32, 48), np.float32))
