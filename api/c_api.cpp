@@ -3,11 +3,13 @@
 #include "api/edgevit.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "api/edgevit.hpp"
 
@@ -64,27 +66,29 @@ void copy_cstr(char* dst, size_t cap, const std::string& s) {
   dst[n] = '\0';
 }
 
-// Outputs by name: one row per output the engine can give, its width and where it lives. New outputs
-// (per-family embeddings, tokens) are new rows.
-struct OutputRow {
-  const char* name;
-  int (*cols)(const edgevit::Engine&);
-  const float* (*data)(const edgevit::Engine&);
-};
-constexpr OutputRow kOutputs[] = {
-    {"logits", [](const edgevit::Engine& e) { return e.output_dim(); },
-     [](const edgevit::Engine& e) { return e.logits(); }},
-    {"pre_logits", [](const edgevit::Engine& e) { return e.embed_dim(); },
-     [](const edgevit::Engine& e) { return e.pre_logits(); }},
-};
+// Output `name` of `e` (runtime/outputs.h): its host values and per-image dimensions, or nullptr when the
+// engine does not produce it. ABI 1's "logits" of a model without a classifier head is its pre_logits.
+const float* output_named(const edgevit::Engine& e, const char* name, std::vector<int64_t>* dims) {
+  edgevit::OutputKind k;
+  if (!edgevit::parse_output_kind(name, &k)) return nullptr;
+  if (!e.outputs().has(k) && k == edgevit::OutputKind::kLogits) k = edgevit::OutputKind::kPreLogits;
+  if (!e.outputs().has(k)) return nullptr;
+  *dims = e.output_dims(k);
+  return e.output(k);
+}
 
 // edgevit_plan_info as ABI 1 defines it; later versions append fields and still accept this size.
 constexpr size_t kPlanInfoV1Size = sizeof(edgevit_plan_info);
 
-std::string output_names() {
-  std::string s;
-  for (const OutputRow& r : kOutputs) s += (s.empty() ? "" : ", ") + std::string(r.name);
+std::string output_names(const edgevit::Engine& e) {
+  std::string s = e.outputs().to_string();
+  if (!e.outputs().has(edgevit::OutputKind::kLogits)) s += ", logits (= pre_logits: no classifier head)";
   return s;
+}
+
+edgevit_status unknown_output(const char* fn, const edgevit::Engine& e, const char* name) {
+  return fail(EDGEVIT_INVALID_ARGUMENT, std::string(fn) + ": no output '" + name + "' (this engine has: " +
+                                            output_names(e) + "; tokens only with edgevit_options.tokens)");
 }
 
 }  // namespace
@@ -120,6 +124,9 @@ edgevit_status edgevit_engine_create(const char* config_path, const char* device
       }
       eo.plan.batch = options->max_batch;
       eo.threads = options->threads;
+      // ABI 1 callers compiled before `tokens` existed pass a struct that ends before it.
+      if (options->struct_size >= offsetof(edgevit_options, tokens) + sizeof(options->tokens))
+        eo.plan.tokens = options->tokens != 0;
     }
     auto engine = edgevit::open_engine(config_path, device == nullptr ? "auto" : device, eo);
     if (!engine.ok()) return fail(engine.status());
@@ -211,20 +218,17 @@ edgevit_status edgevit_engine_output(const edgevit_engine* engine, const char* n
                                      int64_t* rows, int64_t* cols) {
   return guarded([&]() -> edgevit_status {
     if (engine == nullptr || name == nullptr) return fail(EDGEVIT_INVALID_ARGUMENT, "edgevit_engine_output: NULL argument");
-    const OutputRow* row = nullptr;
-    for (const OutputRow& r : kOutputs) {
-      if (std::strcmp(r.name, name) == 0) row = &r;
-    }
-    if (row == nullptr) {
-      return fail(EDGEVIT_INVALID_ARGUMENT, std::string("edgevit_engine_output: unknown output '") + name +
-                                                "' (this model has: " + output_names() + ")");
-    }
+    const edgevit::Engine& e = *engine->engine;
+    std::vector<int64_t> dims;
+    const float* data = output_named(e, name, &dims);
+    if (data == nullptr) return unknown_output("edgevit_engine_output", e, name);
     if (engine->last_n == 0) {
       return fail(EDGEVIT_INVALID_ARGUMENT, std::string("edgevit_engine_output: no output '") + name +
                                                 "' yet: no successful edgevit_engine_infer on this engine");
     }
-    const edgevit::Engine& e = *engine->engine;
-    const int64_t r = engine->last_n, c = row->cols(e);
+    int64_t c = 1;
+    for (int64_t d : dims) c *= d;
+    const int64_t r = engine->last_n;
     if (rows != nullptr) *rows = r;
     if (cols != nullptr) *cols = c;
     const size_t need = static_cast<size_t>(r * c);
@@ -233,7 +237,25 @@ edgevit_status edgevit_engine_output(const edgevit_engine* engine, const char* n
                                                 " x " + std::to_string(c) + " = " + std::to_string(need) +
                                                 " floats; the buffer holds " + std::to_string(capacity));
     }
-    std::memcpy(dst, row->data(e), need * sizeof(float));
+    std::memcpy(dst, data, need * sizeof(float));
+    return EDGEVIT_OK;
+  });
+}
+
+edgevit_status edgevit_engine_output_dims(const edgevit_engine* engine, const char* name, int64_t* dims,
+                                         int32_t capacity, int32_t* ndim) {
+  return guarded([&]() -> edgevit_status {
+    if (engine == nullptr || name == nullptr || ndim == nullptr)
+      return fail(EDGEVIT_INVALID_ARGUMENT, "edgevit_engine_output_dims: NULL argument");
+    const edgevit::Engine& e = *engine->engine;
+    std::vector<int64_t> d;
+    if (output_named(e, name, &d) == nullptr) return unknown_output("edgevit_engine_output_dims", e, name);
+    *ndim = static_cast<int32_t>(d.size());
+    if (capacity < *ndim || dims == nullptr)
+      return fail(EDGEVIT_BUFFER_TOO_SMALL, std::string("edgevit_engine_output_dims: '") + name + "' has " +
+                                                std::to_string(d.size()) + " dimensions; the buffer holds " +
+                                                std::to_string(capacity));
+    std::copy(d.begin(), d.end(), dims);
     return EDGEVIT_OK;
   });
 }

@@ -65,6 +65,7 @@ typedef struct edgevit_options {
   uint32_t struct_size; /* sizeof(edgevit_options) */
   int32_t max_batch;    /* images per infer the plan is made for; 0 = the config's runtime.max_batch */
   int32_t threads;      /* CPU threads; 0 = every available core */
+  int32_t tokens;       /* nonzero: also produce the "tokens" output (n, tokens, embed); sized only then */
 } edgevit_options;
 
 /* The plan's numbers (edgevit plan prints the same). */
@@ -116,11 +117,21 @@ EDGEVIT_API edgevit_status edgevit_engine_load_image(edgevit_engine* engine, con
 EDGEVIT_API edgevit_status edgevit_engine_infer(edgevit_engine* engine, const float* input, int32_t n);
 
 /* Copies output `name` of the last successful infer into the caller's `dst` of `capacity` floats, row-major
- * (*rows, *cols) = (n, dim); rows/cols may be NULL. Names: "logits" (n, output_dim), "pre_logits"
- * (n, embed_dim). An unknown name is EDGEVIT_INVALID_ARGUMENT; no infer yet is EDGEVIT_INVALID_ARGUMENT;
+ * (*rows, *cols) = (n, values per image); rows/cols may be NULL. Names (docs/models.md "Outputs"), each
+ * when the engine produces it (edgevit_engine_output_dims tells): "logits" (n, classes: models with a
+ * classifier head; a model without one answers "logits" with its pre_logits, as ABI 1 did), "embedding"
+ * (n, dim: the pooled feature), "pre_logits" (n, embed_dim), "tokens" (n, tokens * embed_dim: the
+ * final-normed tokens, token-major; only with edgevit_options.tokens). A name the engine does not produce
+ * is EDGEVIT_INVALID_ARGUMENT (the message lists those it does); no infer yet is EDGEVIT_INVALID_ARGUMENT;
  * capacity < rows*cols is EDGEVIT_BUFFER_TOO_SMALL with *rows and *cols set (dst may then be NULL). */
 EDGEVIT_API edgevit_status edgevit_engine_output(const edgevit_engine* engine, const char* name, float* dst,
                                                  size_t capacity, int64_t* rows, int64_t* cols);
+
+/* The per-image dimensions of output `name` ("tokens": {tokens, embed_dim}; the others one dimension) into
+ * dims[0 .. *ndim), at most `capacity` of them (EDGEVIT_BUFFER_TOO_SMALL with *ndim set when more). Needs no
+ * infer. A name the engine does not produce is EDGEVIT_INVALID_ARGUMENT. */
+EDGEVIT_API edgevit_status edgevit_engine_output_dims(const edgevit_engine* engine, const char* name, int64_t* dims,
+                                                      int32_t capacity, int32_t* ndim);
 
 #ifdef __cplusplus
 }

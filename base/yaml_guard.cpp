@@ -373,6 +373,38 @@ Status ConfigMap::get_double_list(const std::string& key, bool required, double 
   return Status::Ok();
 }
 
+Status ConfigMap::get_enum_list(const std::string& key, bool required, const std::vector<const char*>& choices,
+                                std::vector<size_t>* out) {
+  remember(key);
+  std::string allowed;
+  for (const char* c : choices) allowed += (allowed.empty() ? "" : ", ") + std::string(c);
+  const YAML::Node* v = find(key);
+  if (v == nullptr) {
+    if (required) return error(key, "required key is missing (expected a list of: " + allowed + ")");
+    return Status::Ok();
+  }
+  if (!v->IsSequence()) return error(key, "expected a list of: " + allowed + ", got " + type_name(*v));
+  std::vector<size_t> values;
+  for (size_t k = 0; k < v->size(); ++k) {
+    const YAML::Node item = (*v)[k];
+    const std::string item_key = key + "[" + std::to_string(k) + "]";
+    const YAML::Mark mark = item.Mark().is_null() ? v->Mark() : item.Mark();
+    if (!item.IsScalar())
+      return yaml_error(display_name_, mark, path_of(item_key), std::string("expected one of: ") + allowed + ", got " +
+                                                                    type_name(item));
+    const auto it = std::find_if(choices.begin(), choices.end(), [&](const char* c) { return item.Scalar() == c; });
+    if (it == choices.end())
+      return yaml_error(display_name_, mark, path_of(item_key),
+                        "unknown value " + shown_text(item.Scalar()) + "; expected one of: " + allowed);
+    const size_t index = static_cast<size_t>(it - choices.begin());
+    if (std::find(values.begin(), values.end(), index) != values.end())
+      return yaml_error(display_name_, mark, path_of(item_key), shown_text(item.Scalar()) + " is listed twice");
+    values.push_back(index);
+  }
+  *out = std::move(values);
+  return Status::Ok();
+}
+
 Status ConfigMap::get_map(const std::string& key, bool required, ConfigMap* out) {
   remember(key);
   const YAML::Node* v = find(key);

@@ -90,6 +90,10 @@ class ConfigMap {
   // A sequence of plain numbers, each in [lo, hi] (lo_open excludes lo).
   Status get_double_list(const std::string& key, bool required, double lo, double hi, bool lo_open,
                          std::vector<double>* out);
+  // A sequence of names, each one of `choices` and none twice (index into choices per item, in file order);
+  // the message names the item and lists the choices.
+  Status get_enum_list(const std::string& key, bool required, const std::vector<const char*>& choices,
+                       std::vector<size_t>* out);
   // A nested mapping. When absent and !required, *out is an empty mapping at that path.
   Status get_map(const std::string& key, bool required, ConfigMap* out);
 

@@ -16,8 +16,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Status infer(const float* input, int n) = 0;
-  virtual const float* logits() const = 0;      // host memory, (n, output_dim)
-  virtual const float* pre_logits() const = 0;  // host memory, (n, embed)
+  // Host fp32 copy of the output tensor `tensor` (a kOutput tensor id of the plan's graph) after the last
+  // forward: (n, per-image shape); owned by the backend.
+  virtual const float* output(int tensor) const = 0;
   virtual const std::vector<OpTiming>& op_timings() const = 0;
   virtual int64_t device_bytes() const = 0;     // bytes of the single arena allocation
   // Host memory for (max_batch, C, H, W) fp32 that infer() reads its input from; infer(input_buffer(), n)

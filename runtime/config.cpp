@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/yaml_guard.h"
+#include "runtime/graph.h"
 
 namespace edgevit {
 
@@ -173,6 +174,13 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(m.get_bool("head_mean_tokens", false, &a->head_mean_tokens));
   if (a->head_mean_tokens && (!a->class_token || a->global_pool != GlobalPool::kToken || a->fc_norm || a->dist_token))
     return m.error("head_mean_tokens", "needs class_token: true, global_pool: token, fc_norm: false, no dist_token");
+  EV_RETURN_IF_ERROR(m.get_bool("pooler", false, &a->pooler));
+  if (a->pooler && (!a->class_token || a->global_pool != GlobalPool::kToken || a->fc_norm || a->dist_token))
+    return m.error("pooler", "HF ViTModel's pooler needs class_token: true, global_pool: token, fc_norm: false, no "
+                             "dist_token");
+  EV_RETURN_IF_ERROR(m.get_bool("projection_head", false, &a->projection_head));
+  if (a->projection_head && a->num_classes == 0)
+    return m.error("projection_head", "needs a head (num_classes > 0: the projection's output width)");
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_h/patch_size) * (img_w/patch_size) + prefix tokens)");
@@ -287,6 +295,24 @@ Status read_int8_keys(ConfigMap& runtime, const std::string& base_dir, ModelSpec
   return Status::Ok();
 }
 
+// runtime.outputs (runtime/outputs.h): a non-empty list of the outputs the model has.
+Status read_outputs(ConfigMap& runtime, const VitArch& arch, OutputSet* out) {
+  std::vector<const char*> names;
+  for (int i = 0; i < kOutputKinds; ++i) names.push_back(to_string(static_cast<OutputKind>(i)));
+  std::vector<size_t> picked;
+  EV_RETURN_IF_ERROR(runtime.get_enum_list("outputs", false, names, &picked));
+  if (!runtime.has("outputs")) return Status::Ok();
+  if (picked.empty())
+    return runtime.error("outputs", "must name at least one output (" + std::string(output_kind_names()) + ")");
+  OutputSet set;
+  for (size_t i : picked) set.add(static_cast<OutputKind>(i));
+  if (set.has(OutputKind::kLogits) && !available_outputs(arch).has(OutputKind::kLogits))
+    return runtime.error("outputs", "'logits' needs a classifier head (num_classes > 0, not a projection_head); "
+                                    "this model's outputs are " + available_outputs(arch).to_string());
+  *out = set;
+  return Status::Ok();
+}
+
 Status parse_into(const YAML::Node& root, const std::string& display_name, const std::string& base_dir,
                   ModelSpec* spec) {
   ConfigMap top(root, display_name, "");
@@ -311,6 +337,7 @@ Status parse_into(const YAML::Node& root, const std::string& display_name, const
   EV_RETURN_IF_ERROR(runtime.get_int("max_batch", false, 1, kMaxBatch, &spec->max_batch));
   EV_RETURN_IF_ERROR(runtime.get_enum("attention", false, kAttention, &spec->attention));
   EV_RETURN_IF_ERROR(read_int8_keys(runtime, base_dir, spec));
+  EV_RETURN_IF_ERROR(read_outputs(runtime, spec->arch, &spec->outputs));
   EV_RETURN_IF_ERROR(runtime.finish());
 
   ConfigMap preprocess;
@@ -381,6 +408,8 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (!a.head_bias) e << YAML::Key << "head_bias" << YAML::Value << false;
   if (a.qk_norm) e << YAML::Key << "qk_norm" << YAML::Value << true;
   if (a.head_mean_tokens) e << YAML::Key << "head_mean_tokens" << YAML::Value << true;
+  if (a.pooler) e << YAML::Key << "pooler" << YAML::Value << true;
+  if (a.projection_head) e << YAML::Key << "projection_head" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -393,6 +422,11 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (!spec.int8_scales_path.empty())
     e << YAML::Key << "int8_scales" << YAML::Value << relative_path(base_dir, spec.int8_scales_path);
   if (spec.int8_per_token) e << YAML::Key << "int8_activations" << YAML::Value << "per_token";
+  if (!spec.outputs.empty()) {
+    e << YAML::Key << "outputs" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (OutputKind k : spec.outputs.kinds()) e << to_string(k);
+    e << YAML::EndSeq;
+  }
   e << YAML::EndMap;
   e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
   const Preprocess& pp = spec.preprocess;
@@ -465,7 +499,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.layer_norm_eps == b.layer_norm_eps && a.act == b.act &&
                           a.dist_token == b.dist_token && a.layer_scale == b.layer_scale &&
                           a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias &&
-                          a.qk_norm == b.qk_norm && a.head_mean_tokens == b.head_mean_tokens;
+                          a.qk_norm == b.qk_norm && a.head_mean_tokens == b.head_mean_tokens &&
+                          a.pooler == b.pooler && a.projection_head == b.projection_head;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&
@@ -476,7 +511,7 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
          x.preprocess.interpolation == y.preprocess.interpolation &&
          x.preprocess.crop_rounding == y.preprocess.crop_rounding && x.preprocess.rescale == y.preprocess.rescale &&
          x.preprocess.mean == y.preprocess.mean && x.preprocess.std == y.preprocess.std &&
-         x.labels_path == y.labels_path;
+         x.labels_path == y.labels_path && x.outputs == y.outputs;
 }
 
 }  // namespace edgevit

@@ -72,6 +72,7 @@ Support linear(const Op& op, const Graph& graph, const DeviceProfile&) {
   s.reason = op.epilogue == 2   ? "residual add fused as GEMM accumulate (in place)"
              : op.epilogue == 0 ? "bias fused into the GEMM epilogue"
              : op.epilogue == 4 ? "bias fused into the GEMM epilogue, then QuickGELU (gpu::quick_gelu)"
+             : op.epilogue == 5 ? "bias fused into the GEMM epilogue, then tanh (gpu::tanh: HF ViTModel's pooler)"
              : fp16             ? "GELU fused into the GEMM epilogue (cuBLASLt's GELU: the tanh form)"
              : op.epilogue == 3 ? "bias fused into the GEMM epilogue, then tanh GELU (gpu::gelu_tanh_f32)"
                                 : "bias fused into the GEMM epilogue, then exact erf GELU (gpu::gelu_f32)";
@@ -145,8 +146,8 @@ Support mha_f32(const Op&, const Graph& graph, const DeviceProfile&) {
 
 std::string cuda_linear_kernel_name(bool fp16, int epilogue) {
   static const char* kEpilogue[] = {"+bias", "+bias_gelu", "+bias_residual", "+bias_gelu_tanh",
-                                    "+bias_quick_gelu"};
-  const int e = epilogue >= 0 && epilogue < 5 ? epilogue : 0;
+                                    "+bias_quick_gelu", "+bias_tanh"};
+  const int e = epilogue >= 0 && epilogue < 6 ? epilogue : 0;
   return std::string("cuda.cublaslt_") + (fp16 ? "f16" : "f32") + kEpilogue[e];
 }
 

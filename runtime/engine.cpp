@@ -103,21 +103,19 @@ Status Engine::infer_device(int n) {
 Status Engine::check_outputs(int n) const {
   const int64_t counted = backend_->device_nonfinite_count();
   if (counted == 0) return Status::Ok();
-  struct Output {
-    const char* name;
-    const float* data;
-    int dim;
-  };
-  const Output outputs[] = {{"logits", logits(), output_dim()}, {"pre_logits", pre_logits(), embed_dim()}};
-  for (const Output& o : outputs) {
-    const int64_t numel = int64_t{n} * o.dim;
-    const int64_t first = first_nonfinite_f32(o.data, numel);
+  for (int i = 0; i < kOutputKinds; ++i) {  // not OutputSet::kinds(): infer() allocates nothing
+    const OutputKind k = static_cast<OutputKind>(i);
+    if (!outputs().has(k)) continue;
+    const float* data = output(k);
+    const int64_t dim = output_numel_per_image(k);
+    const int64_t numel = n * dim;
+    const int64_t first = first_nonfinite_f32(data, numel);
     if (first < 0) continue;
-    const float v = o.data[first];
-    return non_finite("model '" + spec_.name + "': output '" + o.name + "' of image " +
-                      std::to_string(first / o.dim) + " holds " + (v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
-                      " at element " + std::to_string(first % o.dim) + " (" +
-                      std::to_string(count_nonfinite_f32(o.data, numel)) + " of " + std::to_string(numel) +
+    const float v = data[first];
+    return non_finite("model '" + spec_.name + "': output '" + to_string(k) + "' of image " +
+                      std::to_string(first / dim) + " holds " + (v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
+                      " at element " + std::to_string(first % dim) + " (" +
+                      std::to_string(count_nonfinite_f32(data, numel)) + " of " + std::to_string(numel) +
                       " values non-finite); no answer is reported. Usual causes: a checkpoint holding Inf/NaN "
                       "weights, non-finite input values, or an fp16 overflow (try --precision fp32)");
   }
@@ -131,8 +129,30 @@ float* Engine::input_buffer() { return backend_->input_buffer(); }
 void* Engine::device_input() { return backend_->device_input(); }
 const std::vector<GemmChoice>& Engine::gemm_choices() const { return backend_->gemm_choices(); }
 const std::vector<AttentionChoice>& Engine::attention_choices() const { return backend_->attention_choices(); }
-const float* Engine::logits() const { return backend_->logits(); }
-const float* Engine::pre_logits() const { return backend_->pre_logits(); }
+const float* Engine::logits() const { return backend_->output(plan_.graph.logits); }
+const float* Engine::pre_logits() const { return backend_->output(plan_.graph.pre_logits); }
+
+const float* Engine::output(OutputKind k) const {
+  const int id = output_tensor(plan_.graph, k);
+  return id < 0 ? nullptr : backend_->output(id);
+}
+
+const float* Engine::output(const std::string& name) const {
+  OutputKind k;
+  return parse_output_kind(name, &k) ? output(k) : nullptr;
+}
+
+std::vector<int64_t> Engine::output_dims(OutputKind k) const {
+  const int id = output_tensor(plan_.graph, k);
+  if (id < 0) return {};
+  const std::vector<int64_t>& shape = plan_.graph.tensors[static_cast<size_t>(id)].shape;
+  return std::vector<int64_t>(shape.begin() + 1, shape.end());  // shape[0] is the batch
+}
+
+int64_t Engine::output_numel_per_image(OutputKind k) const {
+  const int id = output_tensor(plan_.graph, k);
+  return id < 0 ? 0 : plan_.graph.tensors[static_cast<size_t>(id)].numel() / plan_.graph.batch;
+}
 const std::vector<OpTiming>& Engine::op_timings() const { return backend_->op_timings(); }
 std::vector<std::string> Engine::executed_kernels() const { return backend_->executed_kernels(); }
 int64_t Engine::device_bytes() const { return backend_->device_bytes(); }

@@ -2,7 +2,8 @@
 // create(); infer() performs no heap allocation and no device allocation (tested).
 //
 //   ModelSpec + DeviceProfile -> make_plan -> arena (one allocation) -> weights read from the mmap'd
-//   checkpoint straight into the arena -> infer(input) walks the op list -> logits()/pre_logits()
+//   checkpoint straight into the arena -> infer(input) walks the op list -> output(kind): logits, embedding,
+//   pre_logits, tokens (runtime/outputs.h; the plan's PlanOptions::outputs says which exist)
 #pragma once
 
 #include <cstdint>
@@ -100,8 +101,8 @@ class Engine {
 
   // input: (n, C, H, W) float32, already normalized; 1 <= n <= max_batch. Any host pointer; infer() first
   // copies it into the backend's input buffer unless input == input_buffer().
-  // Every output is checked last: a NaN or Inf anywhere in logits() or pre_logits() of the n images makes
-  // infer() return kNonFinite (naming the output, image and element) instead of an answer.
+  // Every output is checked last: a NaN or Inf anywhere in any output the engine produces (outputs()) for
+  // the n images makes infer() return kNonFinite (naming the output, image and element) instead of an answer.
   Status infer(const float* input, int n);
   // The backend's own input buffer, (max_batch, C, H, W) float32 host memory: write the images there and
   // call infer(input_buffer(), n) to save the copy (on CUDA it is pinned and mapped, and the forward's first
@@ -128,8 +129,20 @@ class Engine {
   // CUDA: the attention kernel per captured batch size on this device, as its launcher chooses it; empty on
   // the CPU backend (one kernel, the plan's).
   const std::vector<AttentionChoice>& attention_choices() const;
-  const float* logits() const;      // (n, output_dim)
+  const float* logits() const;      // (n, output_dim): the head's output, or pre_logits without a head
   const float* pre_logits() const;  // (n, embed_dim)
+  // The named outputs (runtime/outputs.h) this engine produces: PlanOptions::outputs, else the model config's
+  // runtime.outputs, else default_outputs(arch).
+  OutputSet outputs() const { return plan_.graph.outputs; }
+  // Host fp32 values of output `k` after the last infer(n): (n, output_dims(k)...), image-major; owned by the
+  // engine and valid until the next infer. nullptr when the engine does not produce `k`.
+  const float* output(OutputKind k) const;
+  const float* output(const std::string& name) const;  // by name ("logits", ...); nullptr for an unknown name
+  // Per-image dimensions of output `k`: {classes}, {dim}, {embed} or {tokens, embed}; empty when absent.
+  std::vector<int64_t> output_dims(OutputKind k) const;
+  int64_t output_numel_per_image(OutputKind k) const;  // product of output_dims(k); 0 when absent
+  const float* embedding() const { return output(OutputKind::kEmbedding); }  // (n, dim) or nullptr
+  const float* tokens() const { return output(OutputKind::kTokens); }        // (n, tokens, embed) or nullptr
   const std::vector<OpTiming>& op_timings() const;
   std::vector<std::string> executed_kernels() const;
   int64_t device_bytes() const;  // the arena allocation (self-test)

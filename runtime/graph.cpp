@@ -184,6 +184,16 @@ int fc1_epilogue(Activation act) {
   }
 }
 
+// The final norm over every token, x -> (B, T, E): the `tokens` output when it was asked for (graph.h).
+int normed_tokens(Builder& b, Graph& g, const Dims& d, int x) {
+  const bool out = g.outputs.has(OutputKind::kTokens);
+  const int hn = out ? b.tensor("tokens", {d.B, d.T, d.E}, TensorKind::kOutput, g.act_elem_bytes())
+                     : b.act("norm.out", {d.B, d.T, d.E});
+  b.layernorm("norm", x, hn, d.B * d.T, d.E, g.arch.layer_norm_eps);
+  if (out) g.tokens = hn;
+  return hn;
+}
+
 // Block i over the residual stream x. `last`: the class-token tail (graph.h); returns its class-token rows
 // xc (B, E), else -1.
 int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
@@ -309,8 +319,7 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
 void add_distilled_head(Builder& b, Graph& g, const Dims& d, int x) {
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
-  const int hn = b.act("norm.out", {d.B, d.T, d.E});
-  b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+  const int hn = normed_tokens(b, g, d, x);
   Op& mean = b.op(OpKind::kPool, "pool.cls_dist_mean", {hn}, {g.pre_logits});
   mean.pool_count = 2;
   mean.bytes = eb * 3.0 * d.B * d.E;
@@ -335,8 +344,7 @@ void add_map_head(Builder& b, Graph& g, const Dims& d, int x, int64_t explicit_s
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
   const int64_t rows = d.B * d.T;
-  const int hn = b.act("norm.out", {d.B, d.T, d.E});
-  b.layernorm("norm", x, hn, rows, d.E, a.layer_norm_eps);
+  const int hn = normed_tokens(b, g, d, x);
   const int qkv = b.act("attn_pool.qkv.out", {d.B, d.T, 3, d.H, d.D});
   b.linear("attn_pool.qkv", hn, qkv, rows, 3 * d.E, d.E, true, 0);
   const int ctx = b.act("attn_pool.attn.out", {d.B, 1, d.H, d.D});
@@ -380,8 +388,7 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
     return;
   }
   if (a.head_mean_tokens) {  // HF Dinov2ForImageClassification (model_spec.h)
-    const int hn = b.act("norm.out", {d.B, d.T, d.E});
-    b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+    const int hn = normed_tokens(b, g, d, x);
     Op& cls = b.op(OpKind::kPool, "pool.token", {hn}, {g.pre_logits});
     cls.bytes = eb * 2.0 * d.B * d.E;
     const int mean = b.act("pool.patch_mean", {d.B, d.E});
@@ -396,8 +403,7 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
   if (xc >= 0) {
     b.layernorm(a.fc_norm ? "fc_norm" : "norm", xc, g.pre_logits, d.B, d.E, a.layer_norm_eps);
   } else if (!a.fc_norm) {
-    const int hn = b.act("norm.out", {d.B, d.T, d.E});
-    b.layernorm("norm", x, hn, d.B * d.T, d.E, a.layer_norm_eps);
+    const int hn = normed_tokens(b, g, d, x);
     Op& o = b.op(OpKind::kPool, pool_name, {hn}, {g.pre_logits});
     o.avg_pool = avg;
     o.bytes = pool_bytes;
@@ -416,12 +422,48 @@ void add_head(Builder& b, Graph& g, const Dims& d, int x, int xc, int64_t explic
   }
 }
 
+// The embedding output (graph.h): HF ViTModel's pooler, dense + tanh over pre_logits (the class token of the
+// normed tokens), or the tensor that already holds it.
+void add_embedding(Builder& b, Graph& g, const Dims& d) {
+  const VitArch& a = g.arch;
+  if (!g.outputs.has(OutputKind::kEmbedding)) return;
+  if (!a.pooler) {
+    g.embedding = a.projection_head ? g.logits : g.pre_logits;
+    return;
+  }
+  g.embedding = b.tensor("embedding", {d.B, d.E}, TensorKind::kOutput, g.act_elem_bytes());
+  b.linear("pooler.dense", g.pre_logits, g.embedding, d.B, d.E, d.E, true, 5);
+}
+
 }  // namespace
 
+OutputSet available_outputs(const VitArch& a) {
+  OutputSet s;
+  if (a.num_classes > 0 && !a.projection_head) s.add(OutputKind::kLogits);
+  return s.add(OutputKind::kEmbedding).add(OutputKind::kPreLogits).add(OutputKind::kTokens);
+}
+
+OutputSet default_outputs(const VitArch& a) { return available_outputs(a).remove(OutputKind::kTokens); }
+
+int output_tensor(const Graph& g, OutputKind k) {
+  if (!g.outputs.has(k)) return -1;
+  switch (k) {
+    case OutputKind::kLogits: return g.logits;
+    case OutputKind::kEmbedding: return g.embedding;
+    case OutputKind::kPreLogits: return g.pre_logits;
+    case OutputKind::kTokens: return g.tokens;
+  }
+  return -1;
+}
+
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens, bool int8_per_token, Precision int8_rest) {
+                      int64_t explicit_scratch_bytes, bool all_tokens, OutputSet outputs, bool int8_per_token,
+                      Precision int8_rest) {
   Graph g;
   g.arch = a;
+  g.outputs = outputs.empty() ? default_outputs(a) : outputs;
+  assert((g.outputs.bits & ~available_outputs(a).bits) == 0);
+  const bool want_tokens = g.outputs.has(OutputKind::kTokens);
   g.batch = batch;
   g.precision = precision;
   g.attention = attention;
@@ -431,7 +473,8 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   const int x = add_stem(b, g, d);
   // The class-token tail (see graph.h): token pooling reads token 0 only.
   const bool tail =
-      !all_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token && !a.head_mean_tokens;
+      !all_tokens && !want_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token &&
+      !a.head_mean_tokens;
   int xc = -1;  // tail: the class token's row per image, (B, E)
   g.int8_per_token = precision == Precision::kInt8 && int8_per_token;
   for (int i = 0; i < a.depth; ++i) {
@@ -441,6 +484,11 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
     if (c >= 0) xc = c;
   }
   add_head(b, g, d, x, xc, explicit_scratch_bytes);
+  add_embedding(b, g, d);
+  if (want_tokens && g.tokens < 0) {  // fc_norm: no final norm over the tokens (graph.h)
+    g.tensors[x].kind = TensorKind::kOutput;
+    g.tokens = x;
+  }
 
   // Weights, inputs and outputs live for the whole graph.
   const int last = static_cast<int>(g.ops.size()) - 1;

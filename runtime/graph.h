@@ -22,6 +22,14 @@
 //   head and head_dist ([W, W_dist] / 2, (b + b_dist) / 2: runtime/weights.h).
 // Same outputs (the dropped rows are never read); the last block's proj and MLP shrink by T x (ViT-B/16:
 // 6.3% of the forward's FLOPs).
+//
+// Named outputs (runtime/outputs.h; Graph::outputs says which were asked for, and only those are sized):
+//   tokens      the final norm's output over every token, (B, T, E), a kOutput tensor named "tokens" (no
+//               class-token tail then); with fc_norm (timm: no final norm, the LayerNorm follows the pooling)
+//               the residual stream x itself, as timm's forward_features returns it
+//   embedding   a new tensor only for HF ViTModel's pooler: pre_logits -linear+tanh (pooler.dense)-> embedding
+//               (B, E); else the projection head's output (arch.projection_head: logits) or pre_logits
+//   logits, pre_logits  as above (the head always runs when the model has one)
 #pragma once
 
 #include <cstdint>
@@ -29,6 +37,7 @@
 #include <vector>
 
 #include "runtime/model_spec.h"
+#include "runtime/outputs.h"
 
 namespace edgevit {
 
@@ -76,7 +85,7 @@ struct Op {
   int scratch = -1;              // tensor id of this op's workspace, or -1
   // Parameters (meaning depends on kind).
   int epilogue = 0;              // kLinear: 0 none, 1 gelu (erf), 2 residual add (in place into outputs[0]),
-                                 // 3 gelu_tanh, 4 quick_gelu
+                                 // 3 gelu_tanh, 4 quick_gelu, 5 tanh (HF ViTModel's pooler)
   int64_t m = 0, n = 0, k = 0;   // kLinear: per max batch
   int64_t seq_q = 0;             // kAttention: query tokens per image (T, or 1 in a class-token tail)
   double eps = 0;                // kLayerNorm, kQkNorm
@@ -106,11 +115,22 @@ struct Graph {
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   int input = -1, pre_logits = -1, logits = -1;  // tensor ids
+  int embedding = -1, tokens = -1;               // tensor ids of those outputs when asked for, else -1
+  OutputSet outputs;                             // the named outputs this graph produces (never empty)
   int64_t act_elem_bytes() const {
     const Precision p = precision == Precision::kInt8 ? int8_rest : precision;
     return p == Precision::kFp16 ? 2 : 4;
   }
 };
+
+// The outputs a model can produce: logits when it has a classifier head (num_classes > 0 and not a
+// projection head), embedding, pre_logits and tokens always.
+OutputSet available_outputs(const VitArch& arch);
+// What a model produces unless told otherwise: available_outputs without tokens.
+OutputSet default_outputs(const VitArch& arch);
+
+// The tensor id of output `k` in `g`, or -1 when the graph does not produce it.
+int output_tensor(const Graph& g, OutputKind k);
 
 // An INT8 proj's scratch (its quantized input): int8 (rows, k) at 0, then fp32 row scales at this offset.
 inline int64_t int8_scratch_scales_offset(int64_t rows, int64_t k) { return (rows * k + 15) / 16 * 16; }
@@ -120,11 +140,13 @@ inline int64_t int8_scratch_scales_offset(int64_t rows, int64_t k) { return (row
 Precision op_precision(const Op& op, const Graph& graph);
 
 // Builds the op list. explicit_scratch_bytes is the explicit attention path's workspace (backend-
-// dependent; 0 for the fused path). Never fails on a validated ModelSpec. Precision kInt8: each block's
-// qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md); int8_per_token picks
-// dynamic per-row activation scales instead of the scale file's; int8_rest is the other ops' precision.
+// dependent; 0 for the fused path). `outputs`: the named outputs to produce, a subset of
+// available_outputs(arch) (empty: default_outputs(arch)). Never fails on a validated ModelSpec. Precision
+// kInt8: each block's qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md);
+// int8_per_token picks dynamic per-row activation scales instead of the scale file's; int8_rest is the
+// other ops' precision.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens = false, bool int8_per_token = false,
-                      Precision int8_rest = Precision::kFp32);
+                      int64_t explicit_scratch_bytes, bool all_tokens = false, OutputSet outputs = {},
+                      bool int8_per_token = false, Precision int8_rest = Precision::kFp32);
 
 }  // namespace edgevit

@@ -387,6 +387,14 @@ Status hf_from_weights(const WeightSource& w, const json& cfg, const std::string
     a.num_classes = static_cast<int>(head[0]);
     a.head_mean_tokens = w.shape("head_mean.weight").ok();  // Dinov2ForImageClassification
   }
+  a.projection_head = clip && a.num_classes > 0;  // visual_projection: CLIP's image embedding, not a classifier
+  a.pooler = w.has("pooler.dense.weight");        // ViTModel's add_pooling_layer (dense + tanh)
+  if (a.pooler && cfg.contains("pooler_act") && cfg["pooler_act"] != "tanh")
+    return unsupported(config_path + ": key 'pooler_act': " + cfg["pooler_act"].dump() +
+                       " is not supported (the pooler runs dense + tanh)");
+  if (a.pooler && cfg.contains("pooler_output_size") && cfg["pooler_output_size"] != a.embed_dim)
+    return unsupported(config_path + ": key 'pooler_output_size': " + cfg["pooler_output_size"].dump() +
+                       " is not supported (the pooler's output is hidden_size wide)");
   if (a.dist_token && a.num_classes > 0 && !w.has("head_dist.weight"))
     return unsupported(weights_path + ": DeiTForImageClassification (the class token's classifier alone, with a "
                        "distillation token) is not supported; DeiTForImageClassificationWithTeacher is");

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/outputs.h"
+
 namespace edgevit {
 
 // kMap: timm's global_pool='map' (AttentionPoolLatent; SigLIP's MAP head): one learned latent query attends
@@ -70,6 +72,12 @@ struct VitArch {
   // normed tokens; edgevit splits it into `head` (class token, with the bias) and `head_mean` (the mean, no
   // bias, accumulated into the logits). Needs class_token and token pooling; pre_logits is the class token.
   bool head_mean_tokens = false;
+  // HF ViTModel's pooler (add_pooling_layer): pooler.dense (E, E) + tanh over the class token of the normed
+  // tokens; its output is the `embedding` output (runtime/outputs.h). Needs class_token and token pooling.
+  bool pooler = false;
+  // The head is an embedding projection, not a classifier (HF CLIP's visual_projection; a timm CLIP tower's
+  // head when the YAML says so): its output is the `embedding` output and the model has no `logits` output.
+  bool projection_head = false;
 
   int grid_h() const { return img_h / patch_size; }
   int grid_w() const { return img_w / patch_size; }
@@ -125,6 +133,7 @@ struct ModelSpec {
   int max_batch = 1;
   Preprocess preprocess;
   std::string labels_path;        // optional; one label per line; resolved like weights_path
+  OutputSet outputs;              // runtime.outputs; empty: the model's default (every output it has but tokens)
   // precision int8 (docs/int8.md): the scale file (runtime.int8_scales, resolved like weights_path) and
   // whether the block GEMMs' activation scales are per token at run time instead of the file's per tensor.
   std::string int8_scales_path;

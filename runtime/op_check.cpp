@@ -49,6 +49,7 @@ Epilogue epilogue_of(int e) {
     case 2: return Epilogue::kResidualAdd;
     case 3: return Epilogue::kGeluTanh;
     case 4: return Epilogue::kQuickGelu;
+    case 5: return Epilogue::kTanh;
     default: return Epilogue::kNone;
   }
 }
@@ -266,6 +267,10 @@ std::vector<OpCase> standard_op_cases(Precision p) {
   quick.head_bias = false;
   for (const char* op : {"blocks.0.mlp.fc1", "norm_pre", "patch_embed.proj", "head"})
     cases.push_back(make_case(std::string("clip quick_gelu ") + op, quick, 3, op, p));
+  VitArch pooler = base;  // HF ViTModel: the pooler, dense + tanh over the class token
+  pooler.num_classes = 0;
+  pooler.pooler = true;
+  cases.push_back(make_case("vit pooler pooler.dense", pooler, 3, "pooler.dense", p));
   VitArch qk = base;  // timm qk_norm
   qk.qk_norm = true;
   cases.push_back(make_case("qk_norm blocks.0.attn.qk_norm", qk, 3, "blocks.0.attn.qk_norm", p));
@@ -321,6 +326,7 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
     ops.push_back(avg ? "pool.avg" : "pool.token");
     if (a.num_classes > 0) ops.push_back("head");
   }
+  if (a.pooler) ops.push_back("pooler.dense");
   for (const std::string& op : ops)
     cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true));
   return cases;

@@ -116,7 +116,9 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   const VitArch& a = spec.arch;
   const bool per_token = spec.int8_per_token;
   const Precision rest = device.kind == DeviceKind::kCuda ? Precision::kFp16 : Precision::kFp32;  // INT8 graphs
-  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, per_token, rest);
+  EV_ASSIGN_OR_RETURN(const OutputSet outputs, planned_outputs(spec, options));
+  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs,
+                                per_token, rest);
   graph.attention_request = requested;
   const Op* first_attention = nullptr;
   for (const Op& o : graph.ops)
@@ -125,7 +127,7 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens, per_token, rest);
+                            options.all_tokens, outputs, per_token, rest);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);
@@ -194,6 +196,18 @@ void lay_out_arena(const DeviceProfile& device, Plan* plan) {
 }
 
 }  // namespace
+
+Result<OutputSet> planned_outputs(const ModelSpec& spec, const PlanOptions& options) {
+  const OutputSet available = available_outputs(spec.arch);
+  OutputSet set = spec.outputs.empty() ? default_outputs(spec.arch) : spec.outputs;
+  if (options.outputs && !options.outputs->empty()) set = *options.outputs;
+  if (options.tokens) set.add(OutputKind::kTokens);
+  for (OutputKind k : set.kinds())  // a spec built in memory (not through the YAML loader) is checked here too
+    if (!available.has(k))
+      return invalid_argument("model '" + spec.name + "' has no output '" + to_string(k) +
+                              "' (a classifier head gives logits); its outputs are " + available.to_string());
+  return set;
+}
 
 Result<Plan> make_plan(const ModelSpec& spec, const DeviceProfile& device, const PlanOptions& options) {
   const int batch = options.batch > 0 ? options.batch : spec.max_batch;

@@ -8,7 +8,8 @@
 //        │ weights   (persistent) │  written once at load, read-only after
 //        ├───────────────────────┤
 //        │ io: input, pre_logits, │  caller writes input before infer(), reads outputs after
-//        │     logits             │
+//        │     logits [, tokens,  │  (tokens and the pooler's embedding only when asked for)
+//        │     embedding]         │
 //        ├───────────────────────┤
 //        │ activations + scratch  │  planned: buffers whose lifetimes do not intersect share bytes
 //        ├───────────────────────┤
@@ -42,7 +43,16 @@ struct PlanOptions {
   // Give every activation its own arena bytes so each can be read after a forward (calibration and
   // `compare`, docs/int8.md). Larger arena; same results.
   bool keep_activations = false;
+  // The named outputs to produce (runtime/outputs.h; `run --tokens`, the daemon's request): unset or empty:
+  // the model config's runtime.outputs, else default_outputs(arch). Only these are sized: the tokens output
+  // (batch, tokens, embed) exists in the arena and the staging buffers only when asked for.
+  std::optional<OutputSet> outputs;
+  bool tokens = false;  // add the tokens output to those (`run --tokens`, the APIs' tokens option)
 };
+
+// The outputs a plan for `spec` with `options` produces (PlanOptions::outputs), or kInvalidArgument naming an
+// output the model does not have.
+Result<OutputSet> planned_outputs(const ModelSpec& spec, const PlanOptions& options);
 
 enum class MemorySpace { kHost, kDevice };
 const char* to_string(MemorySpace s);  // "host" | "device"

@@ -53,11 +53,17 @@ void cuda_lines(Plan* p) {
   add(p, "CUDA context + libraries (device)", MemorySpace::kDevice, p->device.cuda_context_bytes,
       p->device.cuda_context_basis);
   const int64_t in = int64_t{g.batch} * a.in_chans * a.img_h * a.img_w * 4;
-  const int64_t classes = a.num_classes > 0 ? a.num_classes : 0;
   add(p, "pinned input staging (fp32)", MemorySpace::kHost, pages(in), "from the plan's shapes");
-  add(p, "pinned output staging (fp32) + non-finite counter", MemorySpace::kHost,
-      pages(int64_t{g.batch} * a.embed_dim * 4) + (classes > 0 ? pages(int64_t{g.batch} * classes * 4) : 0) +
-          kPage,
+  // One fp32 buffer per output tensor the graph has (pre_logits, logits, and tokens / the pooler's embedding
+  // when asked for: runtime/graph.h), as the CUDA backend allocates them.
+  int64_t staging = kPage;
+  std::string names;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind != TensorKind::kOutput) continue;
+    staging += pages(t.numel() * 4);
+    names += (names.empty() ? "" : ", ") + t.name;
+  }
+  add(p, "pinned output staging (fp32: " + names + ") + non-finite counter", MemorySpace::kHost, staging,
       "from the plan's shapes");
   add(p, "CUDA graphs and GEMM algorithms: " + std::to_string(sizes) + " batch sizes (host side)", MemorySpace::kHost,
       sizes * kCudaHostPerCapturedSize, "measured per batch size");

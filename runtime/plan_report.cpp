@@ -205,11 +205,26 @@ void bytes_line(std::ostringstream& os, const char* label, int64_t bytes, const 
   os << line;
 }
 
+// "logits [8, 1000], embedding [8, 768] (tensor pre_logits), pre_logits [8, 768]": each named output with its
+// tensor's shape at the plan's batch; an embedding held by another output's tensor names that tensor.
+std::string outputs_text(const Graph& g) {
+  std::string s;
+  for (OutputKind k : g.outputs.kinds()) {
+    const TensorDesc& t = g.tensors[static_cast<size_t>(output_tensor(g, k))];
+    s += (s.empty() ? "" : ", ") + std::string(to_string(k));
+    s += " [";
+    for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+    s += "]";
+    if (k == OutputKind::kEmbedding && t.name != "embedding") s += " (tensor " + t.name + ")";
+  }
+  return s;
+}
+
 void memory_text(const Plan& p, std::ostringstream& os) {
   char line[512];
   os << "memory:\n";
   bytes_line(os, "weights", p.weights_bytes);
-  bytes_line(os, "io (input + outputs)", p.io_bytes);
+  bytes_line(os, "io (input + outputs)", p.io_bytes, "; outputs: " + outputs_text(p.graph));
   bytes_line(os, "activations (planned)", p.activations_bytes,
              "; lower bound " + std::to_string(p.activations_lower_bound_bytes));
   bytes_line(os, "workspace", p.workspace_bytes);
@@ -286,6 +301,13 @@ std::string format_plan_json(const Plan& p) {
   j["attention_reason"] = p.attention_reason;
   j["attention_fallback"] = p.attention_fallback;
   j["class_token_tail"] = p.class_token_tail;
+  ordered_json outputs = ordered_json::array();
+  for (OutputKind k : g.outputs.kinds()) {
+    const TensorDesc& t = g.tensors[static_cast<size_t>(output_tensor(g, k))];
+    outputs.push_back(
+        {{"name", to_string(k)}, {"tensor", t.name}, {"shape", t.shape}, {"staged_bytes", t.numel() * 4}});
+  }
+  j["outputs"] = outputs;
   j["notes"] = p.notes;
   if (g.precision == Precision::kInt8) {
     const Int8Summary s = int8_summary(p);

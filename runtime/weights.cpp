@@ -48,6 +48,10 @@ std::vector<std::string> expected_names(const VitArch& a) {
       n.push_back(std::string("attn_pool.") + m + ".bias");
     }
   }
+  if (a.pooler) {
+    n.push_back("pooler.dense.weight");
+    n.push_back("pooler.dense.bias");
+  }
   if (a.num_classes > 0) {
     n.push_back("head.weight");
     if (a.head_bias) n.push_back("head.bias");
@@ -68,7 +72,7 @@ std::vector<int64_t> expected_shape(const VitArch& a, const std::string& name) {
   if (name == "cls_token" || name == "dist_token" || name == "attn_pool.latent") return {1, 1, e};
   if (name == "attn_pool.kv.weight") return {2 * e, e};
   if (name == "attn_pool.kv.bias") return {2 * e};
-  if (name == "attn_pool.q.weight" || name == "attn_pool.proj.weight") return {e, e};
+  if (name == "attn_pool.q.weight" || name == "attn_pool.proj.weight" || name == "pooler.dense.weight") return {e, e};
   if (name == "reg_token") return {1, a.reg_tokens, e};
   if (name == "pos_embed") return {1, a.pos_embed_len(), e};
   if (name == "head.weight" || name == "head_dist.weight" || name == "head_mean.weight") return {a.num_classes, e};

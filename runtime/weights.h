@@ -39,10 +39,10 @@
 //   embeddings.patch_embedding -> patch_embed.proj, pre_layrnorm (sic) -> norm_pre, post_layernorm -> norm,
 //   visual_projection -> head (no bias);  SigLIP's head.probe -> attn_pool.latent, head.attention.out_proj ->
 //   attn_pool.proj, head.layernorm -> attn_pool.norm, head.mlp.* -> attn_pool.mlp.*
-// HF's separate q/k/v tensors are packed into qkv at read time by concatenating along dim 0. No HF tensor
-// is ignored: vit.pooler.* (ViTModel's add_pooling_layer, a dense+tanh that classification never uses but
-// that timm has no counterpart for) and vit.embeddings.mask_token (masked image modeling) are reported as
-// extra tensors by check().
+// HF's separate q/k/v tensors are packed into qkv at read time by concatenating along dim 0. ViTModel's
+// pooler (add_pooling_layer: dense + tanh) keeps its name, pooler.dense.{weight (E,E), bias (E)} (arch.pooler;
+// timm has no counterpart). No HF tensor is ignored: vit.embeddings.mask_token (masked image modeling) is
+// reported as an extra tensor by check().
 //
 // Folds (derived tensors): the graph reads some weights the checkpoint does not hold as such; they are
 // computed at load from checkpoint tensors, in fp32, then stored in the graph's precision:

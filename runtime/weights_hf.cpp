@@ -86,17 +86,23 @@ struct HfFamily {
   std::vector<const char*> skipped_prefixes = {};
 };
 
+// ViT's whole-model names (ViTForImageClassification under "vit.", a saved ViTModel without a prefix).
+std::vector<HfName> vit_shared() {
+  return {{"embeddings.cls_token", "cls_token", false},
+          {"embeddings.position_embeddings", "pos_embed", false},
+          {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight", false},
+          {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
+          {"layernorm.weight", "norm.weight", false},
+          {"layernorm.bias", "norm.bias", false},
+          {"pooler.dense.weight", "pooler.dense.weight", false},  // ViTModel's pooler (arch.pooler)
+          {"pooler.dense.bias", "pooler.dense.bias", false},
+          {"classifier.weight", "head.weight", true},
+          {"classifier.bias", "head.bias", true}};
+}
+
 const std::vector<HfFamily>& hf_families() {
   static const std::vector<HfFamily> families = {
-      {"ViT", {"vit."}, true, kTransformers4Layer, std::size(kTransformers4Layer),
-       {{"embeddings.cls_token", "cls_token", false},
-        {"embeddings.position_embeddings", "pos_embed", false},
-        {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight", false},
-        {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias", false},
-        {"layernorm.weight", "norm.weight", false},
-        {"layernorm.bias", "norm.bias", false},
-        {"classifier.weight", "head.weight", true},
-        {"classifier.bias", "head.bias", true}}},
+      {"ViT", {"vit."}, true, kTransformers4Layer, std::size(kTransformers4Layer), vit_shared()},
       {"DeiT", {"deit."}, true, kTransformers4Layer, std::size(kTransformers4Layer),
        {{"embeddings.cls_token", "cls_token", false},
         {"embeddings.distillation_token", "dist_token", false},
@@ -143,6 +149,10 @@ const std::vector<HfFamily>& hf_families() {
        "encoder.layers.",
        nullptr,
        {"text_model.", "logit_scale", "logit_bias", "vision_model.embeddings.position_ids"}},
+      // A saved ViTModel (no prefix; its pooler, when it has one, is arch.pooler): told from a bare Dinov2Model,
+      // whose layers have the same prefix, by ViT's layer names.
+      {"ViT", {""}, false, kTransformers4Layer, std::size(kTransformers4Layer), vit_shared(), "encoder.layer.",
+       "encoder.layer.0.layernorm_before.weight"},
       {"DINOv2", {"dinov2.", ""}, false, kDinov2Layer, std::size(kDinov2Layer),
        {{"embeddings.cls_token", "cls_token", false},
         {"embeddings.mask_token", nullptr, false},

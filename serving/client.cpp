@@ -26,6 +26,7 @@ StatusCode status_for_daemon_error(uint32_t code) {
     case ErrorCode::kTimeout:
     case ErrorCode::kPermissionDenied: return StatusCode::kIoError;
     case ErrorCode::kNonFinite: return StatusCode::kNonFinite;
+    case ErrorCode::kNoSuchOutput: return StatusCode::kUnsupported;
     default: break;
   }
   return code == client::kTransportError ? StatusCode::kIoError : StatusCode::kInternal;
@@ -55,7 +56,48 @@ Status check_finite(const std::string& input, const client::InferAnswer& a) {
   for (size_t i = 0; i < a.logits.size(); ++i)
     if (!std::isfinite(a.logits[i]))
       return non_finite(input + ": the daemon's answer holds a non-finite logit at " + std::to_string(i));
+  for (const client::OutputSection& s : a.outputs)
+    for (size_t i = 0; i < s.values.size(); ++i)
+      if (!std::isfinite(s.values[i]))
+        return non_finite(input + ": the daemon's answer holds a non-finite " + s.name + " value at " +
+                          std::to_string(i));
   return Status::Ok();
+}
+
+size_t per_image(const client::OutputSection& s) {
+  size_t p = 1;
+  for (uint32_t d : s.dims) p *= d;
+  return p;
+}
+
+std::string dims_text(const client::OutputSection& s) {
+  std::string t;
+  for (uint32_t d : s.dims) t += (t.empty() ? "[" : ", ") + std::to_string(d);
+  return t + "]";
+}
+
+// "L2 norm 12.3456, first values [0.1234, -0.5678, ...]" of one image's values.
+std::string vector_summary(const float* v, size_t count) {
+  double sum = 0;
+  for (size_t i = 0; i < count; ++i) sum += static_cast<double>(v[i]) * v[i];
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "L2 norm %.4f, first values [", std::sqrt(sum));
+  std::string t = buf;
+  const size_t shown = std::min<size_t>(count, 6);
+  for (size_t i = 0; i < shown; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", v[i]);
+    t += buf;
+  }
+  return t + (count > shown ? ", ...]" : "]");
+}
+
+// The named output sections of image i, as text lines.
+void print_sections(const client::InferAnswer& a, int i, std::ostream& out) {
+  for (const client::OutputSection& s : a.outputs) {
+    const size_t per = per_image(s);
+    out << "  " << s.name << " " << dims_text(s) << ": "
+        << vector_summary(s.values.data() + per * static_cast<size_t>(i), per) << "\n";
+  }
 }
 
 Status print_answer(const std::string& input, const client::InferAnswer& a, const ClientOptions& o, std::ostream& out) {
@@ -76,6 +118,11 @@ Status print_answer(const std::string& input, const client::InferAnswer& a, cons
       j["images"] = imgs;
     }
     if (a.logits_per_image > 0) j["logits"] = a.logits;
+    for (const client::OutputSection& s : a.outputs) {  // name: {"dims": per image, "values": (n, dims...) flat}
+      double sum = 0;
+      for (size_t v = 0; v < per_image(s); ++v) sum += static_cast<double>(s.values[v]) * s.values[v];
+      j[s.name] = {{"dims", s.dims}, {"l2_norm_image0", std::sqrt(sum)}, {"values", s.values}};
+    }
     j["latency_us"] = a.latency_ns / 1e3;
     j["infer_us"] = a.infer_ns / 1e3;
     j["batch_images"] = a.batch_images;
@@ -99,6 +146,7 @@ Status print_answer(const std::string& input, const client::InferAnswer& a, cons
       for (int c = 0; c < a.logits_per_image; ++c) out << " " << a.logits[static_cast<size_t>(i) * a.logits_per_image + c];
       out << "\n";
     }
+    print_sections(a, i, out);
   }
   char buf[128];
   std::snprintf(buf, sizeof buf, "  latency %.1f us in the daemon (inference %.1f us, batch of %d)\n", a.latency_ns / 1e3,
@@ -126,6 +174,8 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
     if (parsed.is_discarded()) return internal_error(o.query + ": the daemon's answer is not JSON");
     out << dump_json(parsed, o.json ? -1 : 2) << "\n";
   }
+  const uint32_t want = (o.logits ? protocol::kFlagWantLogits : 0u) |
+                        (o.embedding ? protocol::kFlagWantEmbedding : 0u) | (o.tokens ? protocol::kFlagWantTokens : 0u);
   for (const std::string& input : o.inputs) {
     client::InferAnswer a;
     // A safetensors file with tensor `input` goes as a tensor; anything else as an encoded image.
@@ -152,7 +202,7 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
         uint32_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
         if (ndim == 4) d[0] = std::min(chunk, dims[0] - start);
         client::InferAnswer part;
-        if (!c.infer_tensor(data.data() + start * per, d, ndim, o.topk, o.logits, &part, &err))
+        if (!c.infer_tensor(data.data() + start * per, d, ndim, o.topk, want, &part, &err))
           return to_status(err, input);
         if (start == 0) {
           a = std::move(part);
@@ -160,13 +210,16 @@ Status run_client(const ClientOptions& o, std::ostream& out) {
           a.n += part.n;
           a.topk.insert(a.topk.end(), part.topk.begin(), part.topk.end());
           a.logits.insert(a.logits.end(), part.logits.begin(), part.logits.end());
+          for (size_t s = 0; s < a.outputs.size() && s < part.outputs.size(); ++s)
+            a.outputs[s].values.insert(a.outputs[s].values.end(), part.outputs[s].values.begin(),
+                                       part.outputs[s].values.end());
           a.latency_ns += part.latency_ns;
           a.infer_ns += part.infer_ns;
         }
       }
     } else {
       EV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(input));
-      if (!c.infer_image(bytes.data(), bytes.size(), o.topk, o.logits, &a, &err)) return to_status(err, input);
+      if (!c.infer_image(bytes.data(), bytes.size(), o.topk, want, &a, &err)) return to_status(err, input);
     }
     EV_RETURN_IF_ERROR(print_answer(input, a, o, out));
   }

@@ -18,12 +18,14 @@ struct ClientOptions {
   int topk = 5;
   bool json = false;                // one JSON object per line and request
   bool logits = false;              // ask for and print the logits
+  bool embedding = false;           // ask for the embedding; prints its L2 norm and first values per image
+  bool tokens = false;              // ask for the tokens (the model config must list them in runtime.outputs)
   int timeout_ms = 30000;
 };
 
 // Status code for a daemon error code (kInputError for bad_image/bad_shape/too_large, kIoError for
 // transport failures, busy, timeout, shutting_down and permission_denied, kNonFinite for
-// non_finite_output, kInternal otherwise).
+// non_finite_output, kUnsupported for no_such_output, kInternal otherwise).
 StatusCode status_for_daemon_error(uint32_t code);
 
 // Runs every request in order on one connection, printing each answer to `out`. Stops at the first

@@ -42,11 +42,19 @@ struct TopEntry {
   std::string label;
 };
 
+// A named output section of the answer (protocol.h): "embedding" or "tokens".
+struct OutputSection {
+  std::string name;
+  std::vector<uint32_t> dims;  // per image: embedding {dim}, tokens {tokens, embed}
+  std::vector<float> values;   // (n, dims...)
+};
+
 struct InferAnswer {
   int n = 0;                                // images
   std::vector<std::vector<TopEntry>> topk;  // [n][k], best first
   int logits_per_image = 0;                 // 0 unless asked for
   std::vector<float> logits;                // (n, logits_per_image)
+  std::vector<OutputSection> outputs;       // the sections asked for (kFlagWantEmbedding, kFlagWantTokens)
   uint64_t latency_ns = 0;                  // daemon side: frame received -> answer ready
   uint64_t infer_ns = 0;                    // the batch's Engine::infer
   int batch_images = 0;                     // images in the batch this request ran in
@@ -83,18 +91,19 @@ class Connection {
     fd_ = pending_fd_ = -1;
   }
 
-  // Encoded PNG/JPEG/PPM bytes; the daemon decodes and preprocesses them for its model.
-  bool infer_image(const void* bytes, size_t size, int topk, bool want_logits, InferAnswer* out, Error* err) {
+  // Encoded PNG/JPEG/PPM bytes; the daemon decodes and preprocesses them for its model. `want`: the request
+  // flags kFlagWantLogits | kFlagWantEmbedding | kFlagWantTokens (true = kFlagWantLogits, as before).
+  bool infer_image(const void* bytes, size_t size, int topk, uint32_t want, InferAnswer* out, Error* err) {
     const std::vector<uint8_t> payload = protocol::encode_infer_image_payload(bytes, size, topk);
-    return infer(protocol::Op::kInferImage, payload, want_logits, out, err);
+    return infer(protocol::Op::kInferImage, payload, want, out, err);
   }
 
   // Normalized float32 input: dims = {C, H, W} (ndim 3) or {N, C, H, W} (ndim 4).
-  bool infer_tensor(const float* data, const uint32_t* dims, int ndim, int topk, bool want_logits, InferAnswer* out,
+  bool infer_tensor(const float* data, const uint32_t* dims, int ndim, int topk, uint32_t want, InferAnswer* out,
                     Error* err) {
     if (ndim != 3 && ndim != 4) return fail(err, kTransportError, "infer_tensor: ndim must be 3 or 4");
     const std::vector<uint8_t> payload = protocol::encode_infer_tensor_payload(data, dims, ndim, topk);
-    return infer(protocol::Op::kInferTensor, payload, want_logits, out, err);
+    return infer(protocol::Op::kInferTensor, payload, want, out, err);
   }
 
   // kHealth, kStats or kVersion: the answer's JSON text.
@@ -213,16 +222,55 @@ class Connection {
       }
     }
     const size_t nlog = static_cast<size_t>(n) * lpi;
-    if (static_cast<size_t>(end - p) != nlog * 4) return fail(err, kTransportError, "infer answer size mismatch");
+    if (static_cast<size_t>(end - p) < nlog * 4) return fail(err, kTransportError, "infer answer size mismatch");
     out->logits.resize(nlog);
     if (nlog > 0) std::memcpy(out->logits.data(), p, nlog * 4);
+    p += nlog * 4;
+    out->outputs.clear();
+    const uint32_t sections = protocol::get_u32(a.data() + 12);
+    if (sections > 2)
+      return fail(err, kTransportError, "implausible infer answer (" + std::to_string(sections) + " sections)");
+    for (uint32_t i = 0; i < sections; ++i)
+      if (!decode_section(&p, end, n, out, err)) return false;
+    if (p != end) return fail(err, kTransportError, "infer answer size mismatch");
+    return true;
+  }
+
+  // One named output section at *p (protocol.h), appended to out->outputs; advances *p.
+  static bool decode_section(const uint8_t** p, const uint8_t* end, uint32_t n, InferAnswer* out, Error* err) {
+    const uint8_t* q = *p;
+    if (end - q < 4) return fail(err, kTransportError, "truncated output section");
+    const uint32_t len = protocol::get_u32(q);
+    const size_t padded = (len + 3u) & ~size_t{3};
+    q += 4;
+    if (len == 0 || len > protocol::kMaxSectionNameBytes || static_cast<size_t>(end - q) < padded + 4)
+      return fail(err, kTransportError, "truncated output section");
+    OutputSection s;
+    s.name.assign(reinterpret_cast<const char*>(q), len);
+    q += padded;
+    const uint32_t ndim = protocol::get_u32(q);
+    q += 4;
+    if (ndim == 0 || ndim > protocol::kMaxSectionDims || static_cast<size_t>(end - q) < 4u * ndim)
+      return fail(err, kTransportError, "output section '" + s.name + "': bad dims");
+    size_t numel = n;
+    for (uint32_t d = 0; d < ndim; ++d) {
+      s.dims.push_back(protocol::get_u32(q));
+      q += 4;
+      if (s.dims.back() == 0 || __builtin_mul_overflow(numel, static_cast<size_t>(s.dims.back()), &numel))
+        return fail(err, kTransportError, "output section '" + s.name + "': bad dims");
+    }
+    if (static_cast<size_t>(end - q) / 4 < numel) return fail(err, kTransportError, "truncated output section");
+    s.values.resize(numel);
+    std::memcpy(s.values.data(), q, numel * 4);
+    *p = q + numel * 4;
+    out->outputs.push_back(std::move(s));
     return true;
   }
 
  private:
-  bool infer(protocol::Op op, const std::vector<uint8_t>& payload, bool want_logits, InferAnswer* out, Error* err) {
+  bool infer(protocol::Op op, const std::vector<uint8_t>& payload, uint32_t want, InferAnswer* out, Error* err) {
     std::vector<uint8_t> answer;
-    if (!call(op, payload.data(), payload.size(), want_logits ? protocol::kFlagWantLogits : 0, &answer, err))
+    if (!call(op, payload.data(), payload.size(), want, &answer, err))
       return false;
     return decode_infer_answer(answer, out, err);
   }

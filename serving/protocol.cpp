@@ -45,9 +45,10 @@ bool parse_payload(const Header& header, const uint8_t* payload, size_t size, co
                     std::to_string(header.payload_bytes));
   if (!known_op(header.op)) return fail(err, ErrorCode::kUnknownOp, "unknown op " + std::to_string(header.op));
   // Reserved bits and fields must be zero, so that a later protocol can give them a meaning.
-  if ((header.flags & ~kFlagWantLogits) != 0)
+  if ((header.flags & ~kRequestFlags) != 0)
     return fail(err, ErrorCode::kBadFrame,
-                "request flags 0x" + hex32(header.flags) + " set reserved bits (a request may set only want_logits, 0x1)");
+                "request flags 0x" + hex32(header.flags) +
+                    " set reserved bits (a request may set only want_logits 0x1, want_embedding 0x2, want_tokens 0x4)");
   ParsedRequest r;
   r.header = header;
   r.op = static_cast<Op>(header.op);
@@ -64,6 +65,8 @@ bool parse_payload(const Header& header, const uint8_t* payload, size_t size, co
     return fail(err, ErrorCode::kBadFrame, "infer prefix: the reserved fields (bytes 2..7) must be 0");
   r.topk = get_u16(payload);
   r.want_logits = (header.flags & kFlagWantLogits) != 0;
+  r.want_embedding = (header.flags & kFlagWantEmbedding) != 0;
+  r.want_tokens = (header.flags & kFlagWantTokens) != 0;
   const uint8_t* body = payload + kInferPrefixBytes;
   const size_t body_size = size - kInferPrefixBytes;
   if (r.op == Op::kInferImage) {

@@ -8,7 +8,8 @@
 //   0      4    magic          0x54495645 ("EVIT" on the wire)
 //   4      2    version        kProtocolVersion
 //   6      2    op             Op
-//   8      4    flags          request: kFlagWantLogits; response: kFlagResponse (| kFlagError)
+//   8      4    flags          request: kFlagWantLogits | kFlagWantEmbedding | kFlagWantTokens;
+//                              response: kFlagResponse (| kFlagError)
 //   12     4    payload_bytes  <= the daemon's max_frame_bytes (requests)
 //   16     8    request_id     chosen by the client, echoed in the response
 //
@@ -44,7 +45,11 @@ enum class Op : uint16_t {
   kVersion = 5,      // payload: empty; answer: JSON text
 };
 
-constexpr uint32_t kFlagWantLogits = 1u << 0;  // request: include the raw logits in the answer
+constexpr uint32_t kFlagWantLogits = 1u << 0;     // request: include the raw logits in the answer
+constexpr uint32_t kFlagWantEmbedding = 1u << 1;  // request: include the `embedding` output section
+constexpr uint32_t kFlagWantTokens = 1u << 2;     // request: include the `tokens` output section (the model
+                                                  // config must list tokens in runtime.outputs)
+constexpr uint32_t kRequestFlags = kFlagWantLogits | kFlagWantEmbedding | kFlagWantTokens;
 constexpr uint32_t kFlagResponse = 1u << 16;   // set on every frame the daemon sends
 constexpr uint32_t kFlagError = 1u << 17;      // response carries ErrorCode + message
 
@@ -62,8 +67,9 @@ enum class ErrorCode : uint32_t {
   kTimeout = 10,          // frame not complete within the read deadline (closed after it)
   kInternal = 11,         // inference failed, or the daemon failed to answer (an exception in a handler)
   kNonFinite = 12,        // the model's output holds NaN or Inf for this input: no prediction is given
+  kNoSuchOutput = 13,     // the request wants an output (embedding, tokens) the served engine does not produce
 };
-constexpr ErrorCode kLastErrorCode = ErrorCode::kNonFinite;
+constexpr ErrorCode kLastErrorCode = ErrorCode::kNoSuchOutput;
 
 inline const char* error_code_name(ErrorCode c) {
   switch (c) {
@@ -79,6 +85,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kNonFinite: return "non_finite_output";
+    case ErrorCode::kNoSuchOutput: return "no_such_output";
   }
   return "unknown";
 }
@@ -101,14 +108,20 @@ constexpr size_t kTensorShapeBytes = 20;
 
 // Successful infer answer:
 //   0  u32 n (images), 4 u32 k (entries per image), 8 u32 logits_per_image (0 unless requested),
-//   12 u32 reserved, 16 u64 latency_ns (frame received -> answer ready), 24 u64 infer_ns (the batch's
+//   12 u32 sections (named output sections at the end: 0 unless embedding or tokens were requested),
+//   16 u64 latency_ns (frame received -> answer ready), 24 u64 infer_ns (the batch's
 //   Engine::infer), 32 u32 batch_images (images in the batch this request ran in), 36 u32 batch_row (the
 //   row of this request's first image in that batch; with both, Engine::infer reproduces the logits bit
 //   for bit: OpenBLAS picks sgemm kernels, and tail paths, by the batch's row count),
 //   40: n * k entries, each: u32 index, f32 score (softmax probability), u32 label_bytes (<= 64),
 //       label bytes, padded with zeros to a multiple of 4
-//   then n * logits_per_image float32.
+//   then n * logits_per_image float32,
+//   then `sections` named outputs, in the order embedding, tokens, each: u32 name_bytes (1..16), the name
+//       ("embedding", "tokens") padded with zeros to a multiple of 4, u32 ndim (1..3), u32 dims[ndim] (per
+//       image: embedding {dim}, tokens {tokens, embed}), then n * product(dims) float32.
 constexpr size_t kInferAnswerFixedBytes = 40;
+constexpr uint32_t kMaxSectionNameBytes = 16;
+constexpr uint32_t kMaxSectionDims = 3;
 constexpr size_t kMaxLabelBytes = 64;
 constexpr uint32_t kMaxTopk = 1000;
 
@@ -193,6 +206,8 @@ struct ParsedRequest {
   // Infer requests only:
   uint16_t topk = 0;           // 0: the daemon's default
   bool want_logits = false;    // header.flags & kFlagWantLogits
+  bool want_embedding = false; // header.flags & kFlagWantEmbedding
+  bool want_tokens = false;    // header.flags & kFlagWantTokens
   uint32_t n = 0;              // images: 1 for kInferImage, N for kInferTensor
   const uint8_t* image = nullptr;   // kInferImage: the encoded image, image_bytes long (may be 0)
   size_t image_bytes = 0;

@@ -114,6 +114,8 @@ struct Slot {
   int n = 0;
   int topk = 5;
   bool want_logits = false;
+  bool want_embedding = false;  // the embedding output section (protocol.h)
+  bool want_tokens = false;     // the tokens output section
   Clock::time_point received;
   std::vector<int> order;         // top-k scratch, out_dim
 

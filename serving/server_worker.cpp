@@ -40,6 +40,16 @@ bool Server::Impl::prepare(Slot* s, const std::shared_ptr<Model>& m, ErrorInfo* 
   }
   s->topk = std::min(r.topk == 0 ? config.default_topk : static_cast<int>(r.topk), m->out_dim);
   s->want_logits = r.want_logits;
+  s->want_embedding = r.want_embedding;
+  s->want_tokens = r.want_tokens;
+  for (const OutputKind k : {OutputKind::kEmbedding, OutputKind::kTokens}) {
+    if (!(k == OutputKind::kEmbedding ? r.want_embedding : r.want_tokens)) continue;
+    if (m->engine && m->engine->outputs().has(k)) continue;
+    err->code = ErrorCode::kNoSuchOutput;
+    err->message = "model " + m->spec.name + " does not produce the output '" + to_string(k) + "'" +
+                   (k == OutputKind::kTokens ? " (list tokens in the model config's runtime.outputs to serve it)" : "");
+    return false;
+  }
   s->model = m;
   const size_t need = static_cast<size_t>(m->per_image) * m->batch;
   if (s->input.size() < need) s->input.resize(need);
@@ -89,9 +99,15 @@ Status Server::Impl::decode_within_budget(const uint8_t* image, size_t size, con
 
 void Server::Impl::ensure_out_capacity(Slot* s, const Model& m, int n) {
   const size_t k = static_cast<size_t>(std::min(m.out_dim, static_cast<int>(protocol::kMaxTopk)));
+  // Room for every output section the engine can answer (their headers fit in the 1024 bytes below), whether
+  // or not this request wants them: sized once at start-up, a request never grows the buffer.
+  size_t sections = 0;
+  if (m.engine)
+    for (const OutputKind k : {OutputKind::kEmbedding, OutputKind::kTokens})
+      sections += static_cast<size_t>(m.engine->output_numel_per_image(k));
   const size_t need = protocol::kHeaderBytes + protocol::kInferAnswerFixedBytes +
                       static_cast<size_t>(n) * k * (12 + protocol::kMaxLabelBytes) +
-                      static_cast<size_t>(n) * m.out_dim * sizeof(float) + 8 + 1024;
+                      static_cast<size_t>(n) * (m.out_dim + sections) * sizeof(float) + 8 + 1024;
   if (s->out.size() < need) s->out.resize(need);
 }
 
@@ -266,6 +282,32 @@ void Server::Impl::run_batch(const std::shared_ptr<Model>& m, size_t count) {
   in_inference = false;
 }
 
+// One named output section (protocol.h) at w: output `k` of images [row, row + n) of the engine's last batch.
+// Returns the end of what it wrote.
+static uint8_t* write_section(uint8_t* w, const Engine& e, OutputKind k, int row, int n) {
+  const char* name = to_string(k);
+  const size_t len = std::strlen(name);
+  protocol::put_u32(w, static_cast<uint32_t>(len));
+  w += 4;
+  const size_t padded = (len + 3u) & ~size_t{3};
+  std::memset(w, 0, padded);
+  std::memcpy(w, name, len);
+  w += padded;
+  // The tensor's shape in the plan (batch first): read in place, so answering allocates nothing.
+  const Graph& g = e.plan().graph;
+  const std::vector<int64_t>& shape = g.tensors[static_cast<size_t>(output_tensor(g, k))].shape;
+  protocol::put_u32(w, static_cast<uint32_t>(shape.size() - 1));
+  w += 4;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    protocol::put_u32(w, static_cast<uint32_t>(shape[i]));
+    w += 4;
+  }
+  const int64_t per = e.output_numel_per_image(k);
+  const size_t bytes = static_cast<size_t>(per * n) * sizeof(float);
+  std::memcpy(w, e.output(k) + per * row, bytes);
+  return w + bytes;
+}
+
 // Writes the infer answer of slot `s` (its rows of logits, `rows`, at `row` of a batch of `images`).
 void Server::Impl::answer_slot(Slot* s, const Model& m, const float* rows, int row, int images, uint64_t infer_ns) {
   const int k = s->topk;
@@ -274,7 +316,7 @@ void Server::Impl::answer_slot(Slot* s, const Model& m, const float* rows, int r
   protocol::put_u32(o, static_cast<uint32_t>(s->n));
   protocol::put_u32(o + 4, static_cast<uint32_t>(k));
   protocol::put_u32(o + 8, s->want_logits ? static_cast<uint32_t>(od) : 0u);
-  protocol::put_u32(o + 12, 0);
+  protocol::put_u32(o + 12, static_cast<uint32_t>((s->want_embedding ? 1 : 0) + (s->want_tokens ? 1 : 0)));
   protocol::put_u64(o + 24, infer_ns);
   protocol::put_u32(o + 32, static_cast<uint32_t>(images));
   protocol::put_u32(o + 36, static_cast<uint32_t>(row));
@@ -306,6 +348,8 @@ void Server::Impl::answer_slot(Slot* s, const Model& m, const float* rows, int r
     std::memcpy(w, rows, bytes);
     w += bytes;
   }
+  if (s->want_embedding) w = write_section(w, *m.engine, OutputKind::kEmbedding, row, s->n);
+  if (s->want_tokens) w = write_section(w, *m.engine, OutputKind::kTokens, row, s->n);
   const uint64_t lat = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s->received).count();
   protocol::put_u64(o + 16, lat);
   latency.add(lat);

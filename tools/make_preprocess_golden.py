@@ -127,8 +127,9 @@ def hf_cfg(kind, size, resample, mean_std, crop=None):
     cfg = {"image_processor_type": kind, "do_resize": True, "size": size, "resample": resample,
            "do_rescale": True, "rescale_factor": 0.00392156862745098, "do_normalize": True,
            "image_mean": mean_std[0], "image_std": mean_std[1]}
-    if crop is not None:
-        cfg.update(do_center_crop=True, crop_size={"height": crop, "width": crop}, do_convert_rgb=True)
+    if crop is not None:  # a side, or {"height": h, "width": w}
+        crop_size = crop if isinstance(crop, dict) else {"height": crop, "width": crop}
+        cfg.update(do_center_crop=True, crop_size=crop_size, do_convert_rgb=True)
     return cfg
 
 
@@ -149,35 +150,44 @@ PIPELINES = {
     "hf_dinov2": ("preprocessor_config.json", hf_cfg("BitImageProcessor", {"shortest_edge": 37}, 3, IMAGENET, 32)),
 }
 
-os.makedirs(os.path.join(OUT, "images"), exist_ok=True)
-upright = {name: save(name, arr, o) for name, arr, o in images()}
-tensors = {}
-for pipe, (fname, cfg) in PIPELINES.items():
-    os.makedirs(os.path.join(OUT, pipe), exist_ok=True)
-    with open(os.path.join(OUT, pipe, fname), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    for name, img in upright.items():
-        if name.startswith("grey_exif") and pipe not in ("timm_bicubic_875", "hf_clip"):
-            continue  # orientation is the decoder's business: two pipelines suffice
-        if fname == "config.json":
-            t = timm_eval(img, cfg.get("pretrained_cfg", cfg))
-        else:
-            t = hf_process(img, cfg)
-        tensors[f"{pipe}/{name}"] = np.ascontiguousarray(t, np.float32)
+def write_goldens(tensors, path, generator):
+    """tensors (name -> float32 array) as one safetensors file, names sorted, with the generator's name."""
+    header, blobs, offset = {"__metadata__": {"generator": generator, "pillow": Image.__version__}}, [], 0
+    for key in sorted(tensors):
+        data = tensors[key].astype("<f4").tobytes()
+        header[key] = {"dtype": "F32", "shape": list(tensors[key].shape),
+                       "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    print(f"{len(tensors)} tensors, {offset} bytes")
 
-header, blobs, offset = {"__metadata__": {"generator": "tools/make_preprocess_golden.py",
-                                          "pillow": Image.__version__}}, [], 0
-for key in sorted(tensors):
-    data = tensors[key].astype("<f4").tobytes()
-    header[key] = {"dtype": "F32", "shape": list(tensors[key].shape), "data_offsets": [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-h = json.dumps(header, separators=(",", ":")).encode()
-h += b" " * (-len(h) % 8)
-with open(os.path.join(OUT, "goldens.safetensors"), "wb") as f:
-    f.write(struct.pack("<Q", len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
-print(f"{len(tensors)} tensors, {offset} bytes")
+
+def main():
+    os.makedirs(os.path.join(OUT, "images"), exist_ok=True)
+    upright = {name: save(name, arr, o) for name, arr, o in images()}
+    tensors = {}
+    for pipe, (fname, cfg) in PIPELINES.items():
+        os.makedirs(os.path.join(OUT, pipe), exist_ok=True)
+        with open(os.path.join(OUT, pipe, fname), "w") as f:
+            json.dump(cfg, f, indent=2)
+            f.write("\n")
+        for name, img in upright.items():
+            if name.startswith("grey_exif") and pipe not in ("timm_bicubic_875", "hf_clip"):
+                continue  # orientation is the decoder's business: two pipelines suffice
+            if fname == "config.json":
+                t = timm_eval(img, cfg.get("pretrained_cfg", cfg))
+            else:
+                t = hf_process(img, cfg)
+            tensors[f"{pipe}/{name}"] = np.ascontiguousarray(t, np.float32)
+    write_goldens(tensors, os.path.join(OUT, "goldens.safetensors"), "tools/make_preprocess_golden.py")
+
+
+if __name__ == "__main__":
+    main()

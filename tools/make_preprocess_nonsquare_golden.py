@@ -22,11 +22,13 @@ Usage: /tmp/pil12env/bin/python tools/make_preprocess_nonsquare_golden.py [PREPR
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 from PIL import Image, ImageOps
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_preprocess_golden import hf_cfg, hf_process, write_goldens  # noqa: E402
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "tests/data/preprocess"
 OUT = os.path.join(ROOT, "nonsquare")
@@ -76,36 +78,6 @@ def timm_eval(img, cfg):
     return x.transpose(2, 0, 1)
 
 
-def hf_process(img, cfg):
-    arr = np.asarray(img, np.uint8)
-    size = cfg["size"]
-    h, w = arr.shape[:2]
-    if "shortest_edge" in size:
-        short, long = (w, h) if w <= h else (h, w)
-        s = size["shortest_edge"]
-        new_short, new_long = s, int(s * long / short)
-        new_h, new_w = (new_long, new_short) if w <= h else (new_short, new_long)
-    else:
-        new_h, new_w = size["height"], size["width"]
-    arr = np.asarray(Image.fromarray(arr).resize((new_w, new_h), resample=cfg["resample"]))
-    if cfg.get("do_center_crop", False):
-        ch, cw = cfg["crop_size"]["height"], cfg["crop_size"]["width"]
-        top, left = (arr.shape[0] - ch) // 2, (arr.shape[1] - cw) // 2
-        arr = arr[top:top + ch, left:left + cw]
-    x = (arr.astype(np.float64) * cfg["rescale_factor"]).astype(np.float32)
-    x = (x - np.array(cfg["image_mean"], np.float32)) / np.array(cfg["image_std"], np.float32)
-    return x.transpose(2, 0, 1)
-
-
-def hf_cfg(kind, size, resample, mean_std, crop=None):
-    cfg = {"image_processor_type": kind, "do_resize": True, "size": size, "resample": resample,
-           "do_rescale": True, "rescale_factor": 0.00392156862745098, "do_normalize": True,
-           "image_mean": mean_std[0], "image_std": mean_std[1]}
-    if crop is not None:
-        cfg.update(do_center_crop=True, crop_size=crop, do_convert_rgb=True)
-    return cfg
-
-
 def timm_cfg(interp, mean_std, crop_pct, mode):
     return {"architecture": "vit_micro_patch8_48x32", "pretrained_cfg": {
         "input_size": [3, H, W], "interpolation": interp, "mean": mean_std[0], "std": mean_std[1],
@@ -133,18 +105,4 @@ for pipe, (fname, cfg) in PIPELINES.items():
         assert t.shape == (3, H, W), (pipe, name, t.shape)
         tensors[f"{pipe}/{name}"] = np.ascontiguousarray(t, np.float32)
 
-header, blobs, offset = {"__metadata__": {"generator": "tools/make_preprocess_nonsquare_golden.py",
-                                          "pillow": Image.__version__}}, [], 0
-for key in sorted(tensors):
-    data = tensors[key].astype("<f4").tobytes()
-    header[key] = {"dtype": "F32", "shape": list(tensors[key].shape), "data_offsets": [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-h = json.dumps(header, separators=(",", ":")).encode()
-h += b" " * (-len(h) % 8)
-with open(os.path.join(OUT, "goldens.safetensors"), "wb") as f:
-    f.write(struct.pack("<Q", len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
-print(f"{len(tensors)} tensors, {offset} bytes")
+write_goldens(tensors, os.path.join(OUT, "goldens.safetensors"), "tools/make_preprocess_nonsquare_golden.py")

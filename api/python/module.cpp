@@ -3,7 +3,8 @@
 //   import edgevit, numpy as np
 //   e = edgevit.Engine("config/models/vit-digits.yaml", device="auto")
 //   e.plan                        # dict: arena_bytes, total_bytes, max_batch, input_shape, plan_hash, ...
-//   out = e.run_image("digit-3.png")               # {"logits": (1, 10), "pre_logits": (1, 64)} float32
+//   out = e.run_image("digit-3.png")   # {"logits": (1, 10), "embedding": (1, 64), "pre_logits": (1, 64)} float32
+//   edgevit.Engine(cfg, tokens=True).infer(x)["tokens"]           # (N, tokens, embed): the final-normed tokens
 //   e.load_image("a.png", 0); e.load_image("b.png", 1); e.infer(e.input_buffer[:2])   # a batch
 //   out = e.infer(x)              # x: (N, C, H, W) float32, N <= max_batch
 //   e.input_buffer[:n] = ...; e.infer(e.input_buffer[:n])   # no copy at all
@@ -41,10 +42,11 @@ PyObject* g_error = nullptr;
 
 class PyEngine {
  public:
-  PyEngine(const std::string& config, const std::string& device, int max_batch, int threads) {
+  PyEngine(const std::string& config, const std::string& device, int max_batch, int threads, bool tokens) {
     ev::EngineOptions options;
     options.plan.batch = max_batch;
     options.threads = threads;
+    options.plan.tokens = tokens;
     ev::Result<std::unique_ptr<ev::Engine>> engine = [&] {
       py::gil_scoped_release release;
       return ev::open_engine(config, device, options);
@@ -72,9 +74,9 @@ class PyEngine {
     d["fits"] = p.fits;
     d["max_batch"] = engine_->max_batch();
     d["input_shape"] = py::make_tuple(engine_->max_batch(), a.in_chans, a.img_h, a.img_w);
-    py::dict outputs;
-    outputs["logits"] = engine_->output_dim();
-    outputs["pre_logits"] = engine_->embed_dim();
+    py::dict outputs;  // per-image dimensions of each output the engine produces
+    for (ev::OutputKind k : engine_->outputs().kinds())
+      outputs[ev::to_string(k)] = py::tuple(py::cast(engine_->output_dims(k)));
     d["output_dims"] = outputs;
     d["plan_hash"] = p.hash_hex();
     d["attention_kernel"] = p.attention_kernel;
@@ -139,10 +141,15 @@ class PyEngine {
   // Called with the GIL; `held` is the engine's lock when the caller already took it. The lock is taken
   // and released while the GIL is released, so a thread holding the lock never waits for the GIL.
   py::dict run(const float* input, int n, const std::string* image, std::unique_lock<std::mutex> held) {
-    py::array_t<float> logits({n, engine_->output_dim()});
-    py::array_t<float> pre_logits({n, engine_->embed_dim()});
-    float* logits_dst = logits.mutable_data();
-    float* pre_dst = pre_logits.mutable_data();
+    std::vector<ev::OutputKind> kinds = engine_->outputs().kinds();
+    std::vector<py::array_t<float>> arrays;
+    std::vector<float*> dsts;
+    for (ev::OutputKind k : kinds) {
+      std::vector<py::ssize_t> shape{n};
+      for (int64_t d : engine_->output_dims(k)) shape.push_back(static_cast<py::ssize_t>(d));
+      arrays.emplace_back(shape);
+      dsts.push_back(arrays.back().mutable_data());
+    }
     ev::Status status;
     {
       py::gil_scoped_release release;
@@ -153,14 +160,14 @@ class PyEngine {
       }
       if (status.ok()) status = engine_->infer(input, n);
       if (status.ok()) {
-        std::memcpy(logits_dst, engine_->logits(), sizeof(float) * n * engine_->output_dim());
-        std::memcpy(pre_dst, engine_->pre_logits(), sizeof(float) * n * engine_->embed_dim());
+        for (size_t i = 0; i < kinds.size(); ++i)
+          std::memcpy(dsts[i], engine_->output(kinds[i]),
+                      sizeof(float) * n * engine_->output_numel_per_image(kinds[i]));
       }
     }
     if (!status.ok()) raise(status);
     py::dict out;
-    out["logits"] = std::move(logits);
-    out["pre_logits"] = std::move(pre_logits);
+    for (size_t i = 0; i < kinds.size(); ++i) out[ev::to_string(kinds[i])] = std::move(arrays[i]);
     return out;
   }
 
@@ -177,17 +184,20 @@ PYBIND11_MODULE(edgevit, m) {
   g_error = PyErr_NewException("edgevit.Error", PyExc_RuntimeError, nullptr);
   m.attr("Error") = py::handle(g_error);
   py::class_<PyEngine>(m, "Engine")
-      .def(py::init<const std::string&, const std::string&, int, int>(), py::arg("config"),
-           py::arg("device") = "auto", py::arg("max_batch") = 0, py::arg("threads") = 0,
+      .def(py::init<const std::string&, const std::string&, int, int, bool>(), py::arg("config"),
+           py::arg("device") = "auto", py::arg("max_batch") = 0, py::arg("threads") = 0, py::arg("tokens") = false,
            "Loads a model config (YAML), plans it for `device` ('auto' or a profile name) and loads the weights. "
-           "max_batch=0: the config's runtime.max_batch; threads=0: every core.")
+           "max_batch=0: the config's runtime.max_batch; threads=0: every core; tokens=True: also the 'tokens' "
+           "output (N, tokens, embed), which is sized only then.")
       .def_property_readonly("plan", &PyEngine::plan, "the plan's numbers (dict)")
       .def_property_readonly("input_buffer",
                              [](py::object self) { return self.cast<PyEngine&>().input_buffer(self); },
                              "(max_batch, C, H, W) float32 view of the engine's input buffer")
       .def_property_readonly("labels", &PyEngine::labels, "class labels from the config's labels file (or [])")
       .def("infer", &PyEngine::infer, py::arg("x"),
-           "x: (N, C, H, W) array, normalized. Returns {'logits': (N, classes), 'pre_logits': (N, embed)}.")
+           "x: (N, C, H, W) array, normalized. Returns every output the engine produces by name (docs/models.md "
+           "'Outputs'): 'logits' (N, classes; models with a classifier head), 'embedding' (N, dim), 'pre_logits' "
+           "(N, embed), 'tokens' (N, tokens, embed; with tokens=True).")
       .def("run_image", &PyEngine::run_image, py::arg("path"),
            "Decodes and preprocesses an image file into slot 0 of the input buffer, runs it; same outputs as "
            "infer() with N = 1.")

@@ -2,6 +2,7 @@
 #include "kernels/cpu/gemm_i8_ref.h"
 
 #include <cmath>
+#include <initializer_list>
 
 namespace edgevit {
 
@@ -35,10 +36,15 @@ float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias) {
 }
 
 float gemm_i8_gelu_ref(float v) {
-  const float t = v * -0.70710678f;
-  const float e = std::erfc(t);  // 1 + erf(v / sqrt 2) without its cancellation for negative v
+  const float x = std::fmin(std::fmax(v * 0.70710678f, -4.f), 4.f);
+  const float x2 = x * x;
+  float p = std::fma(x2, kGemmI8ErfP0, kGemmI8ErfP1);
+  for (float c : {kGemmI8ErfP2, kGemmI8ErfP3, kGemmI8ErfP4, kGemmI8ErfP5, kGemmI8ErfP6}) p = std::fma(x2, p, c);
+  p = x * p;
+  float q = std::fma(x2, kGemmI8ErfQ0, kGemmI8ErfQ1);
+  for (float c : {kGemmI8ErfQ2, kGemmI8ErfQ3, kGemmI8ErfQ4}) q = std::fma(x2, q, c);
   const float h = 0.5f * v;
-  return h * e;
+  return h * (1.f + p / q);
 }
 
 int8_t gemm_i8_quantize_ref(float q) {
@@ -52,6 +58,7 @@ int8_t gemm_i8_quantize_ref(float q) {
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
                           int8_t* y_i8) {
   const GemmI8Epilogue e = a.epilogue;
+  const float inv_out_scale = 1.f / a.out_scale;
   for (int64_t i = 0; i < a.m; ++i) {
     const float sx = a.sx[a.sx_per_token ? i : 0];
     for (int64_t j = 0; j < a.n; ++j) {
@@ -60,7 +67,7 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
       if (gemm_i8_epilogue_has_gelu(e)) v = gemm_i8_gelu_ref(v);
       if (e == GemmI8Epilogue::kF16BiasResidual) v = residual[o] + v;
       if (gemm_i8_epilogue_is_i8(e)) {
-        const float q = v / a.out_scale;
+        const float q = v * inv_out_scale;
         if (y_f32) y_f32[o] = q;
         y_i8[o] = gemm_i8_quantize_ref(q);
       } else {

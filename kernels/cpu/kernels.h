@@ -44,6 +44,7 @@ enum class Epilogue {
   kResidualAdd,  // y = y + x W^T + b          (y holds the residual stream on entry; in place)
   kGeluTanh,     // y = gelu_tanh(x W^T + b)   (PyTorch's approximate='tanh'; SigLIP, timm gelu_tanh)
   kQuickGelu,    // y = quick_gelu(x W^T + b)  (x * sigmoid(1.702 x): OpenAI CLIP, timm/HF quick_gelu)
+  kTanh,         // y = tanh(x W^T + b)        (HF ViTModel's pooler; linear_f32 and linear_ref only, not packed)
 };
 
 // y (M, N) = epilogue(x (M, K) @ w (N, K)^T + bias (N)). w is torch Linear layout. bias may be nullptr.

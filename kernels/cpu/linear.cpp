@@ -1,5 +1,5 @@
 // linear_f32: y = epilogue(x W^T + b) with OpenBLAS sgemm and one fused pass over y for the epilogue.
-// kGeluTanh is kGelu's pass with cpu_math.h's gelu_tanh.
+// kGeluTanh is kGelu's pass with cpu_math.h's gelu_tanh; kTanh (HF ViTModel's pooler) the same pass with std::tanh.
 // kResidualAdd lets sgemm accumulate into the residual stream (beta = 1) and then adds the bias.
 // The epilogue pass runs on OpenMP's default team (set by cpu_init_threads) when y is large.
 // Measured (ViT-Ti/16 shapes, M = 197, BM_Linear, 1 thread; the only variant):
@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/cpu_math.h"
 #include "kernels/cpu/kernels.h"
@@ -34,7 +35,8 @@ void linear_tile(const float* x, const float* w, const float* bias, float* y, in
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < cols; ++j) yt[static_cast<int64_t>(i) * n + j] = 0.f;
   }
-  const bool gelu = ep == Epilogue::kGelu || ep == Epilogue::kGeluTanh || ep == Epilogue::kQuickGelu;
+  const bool gelu =
+      ep == Epilogue::kGelu || ep == Epilogue::kGeluTanh || ep == Epilogue::kQuickGelu || ep == Epilogue::kTanh;
   if (!gelu && bias == nullptr) return;
   for (int i = 0; i < m; ++i) {
     float* row = yt + static_cast<int64_t>(i) * n;  // (cols)
@@ -44,6 +46,8 @@ void linear_tile(const float* x, const float* w, const float* bias, float* y, in
       cpu_detail::bias_gelu_tanh(row, bias ? bias + c0 : nullptr, cols);
     } else if (ep == Epilogue::kQuickGelu) {
       cpu_detail::bias_quick_gelu(row, bias ? bias + c0 : nullptr, cols);
+    } else if (ep == Epilogue::kTanh) {  // the pooler's (B, E): one libm tanh per value
+      for (int j = 0; j < cols; ++j) row[j] = std::tanh(row[j] + (bias ? bias[c0 + j] : 0.f));
     } else {
       for (int j = 0; j < cols; ++j) row[j] += bias[c0 + j];
     }

@@ -27,6 +27,7 @@ void linear_ref(const float* x,     // (M, K)
           break;
         }
         case Epilogue::kQuickGelu: out = static_cast<float>(acc / (1.0 + std::exp(-1.702 * acc))); break;
+        case Epilogue::kTanh: out = static_cast<float>(std::tanh(acc)); break;
       }
     }
   }

@@ -1,21 +1,25 @@
 // W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
-// XOR-swizzled shared memory, a multi-stage cp.async pipeline, and the dequantization (fp32) with bias,
-// GELU (erf), residual add or INT8 requantization fused into the store (kernels/cuda/gemm_i8.h).
-//
-// Each block computes a tile_m x tile_n output tile; K streams through shared memory tile_k bytes per stage
-// (64 or 128: two or four k32 MMA steps), zero-filled past M, N and K so no input needs padding. Warps tile
-// the block as warps_m x warps_n; a warp holds (tile_m / warps_m) x (tile_n / warps_n) int32 accumulators
-// and reads its A and B fragments with ldmatrix.x4 (an int8 16 x 32 fragment is a b16 16 x 16 one), the
-// next k32 step's during this one's MMAs. The epilogue stages the int32 tile through shared memory, then
-// dequantizes eight consecutive outputs per thread and writes them with one 16-byte (int8: 8-byte) store.
-// Variants (gemm_i8_variants(): tile M x N x K bytes, warps, stages), one figure each: ViT-B/16 fc2 at batch
-// 64 (12608 x 768 x 3072, bias + residual into fp16), TOP/s on an H200 (mma.sync s8 ceiling 1292 TOP/s;
-// cuBLASLt fp16 650 TFLOP/s); every shape and batch: tools/gpu/bench_gemm_i8.cu.
-//   i8_128x128x64_w8_s4    443        i8_128x128x128_w8_s3   480
-//   i8_128x64x64_w4_s4     453        i8_128x128x128_w4_s3   409
-//   i8_64x128x64_w4_s4     456        i8_128x256x128_w8_s3   388
-//   i8_64x64x64_w4_s4      426        i8_128x64x128_w4_s3    485
-//                                     i8_64x64x128_w4_s3     454   (batch 1: fastest on all four GEMMs)
+// XOR-swizzled shared memory, a multi-stage cp.async pipeline with one barrier per k-tile, optional split-K,
+// and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization fused
+// into the store (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
+// Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
+// [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
+// TOP/s on an H200 (mma.sync s8 ceiling 1294 TOP/s; cuBLASLt fp16 638 TFLOP/s). Every shape and batch:
+// docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
+//    0 i8_128x128x64_w8_s4       601      14 i8_64x256x64_w4_s4        458
+//    1 i8_128x64x64_w4_s4        588      15 i8_32x64x128_w4_s3        391  (batch 1: best on qkv, fc2)
+//    2 i8_64x128x64_w4_s4        588      16 i8_64x32x128_w4_s3        384
+//    3 i8_64x64x64_w4_s4         506      17 i8_32x32x128_w4_s4        292
+//    4 i8_128x128x128_w8_s3      577      18 i8_64x64x128_w4_s3_k2     433
+//    5 i8_128x128x128_w4_s3      519      19 i8_64x64x128_w4_s3_k4     337
+//    6 i8_128x256x128_w8_s3      459      20 i8_32x64x128_w4_s3_k2     345
+//    7 i8_128x64x128_w4_s3       583      21 i8_64x32x128_w4_s3_k3     285
+//    8 i8_64x64x128_w4_s3        529      22 i8_64x64x64_w4_s4_k2      410
+//    9 i8_128x256x64_w8_s4       483      23 i8_128x64x128_w4_s3_k2    460
+//   10 i8_256x128x64_w8_s4       492      24 i8_128x128x64_w4_s4_k2    412
+//   11 i8_256x128x128_w8_s3      472      25 i8_64x128x64_w4_s4_b4     584  (batch 64: best on fc1)
+//   12 i8_128x128x64_w4_s4       488      26 i8_128x64x128_w4_s2_b4    525
+//   13 i8_128x128x128_w4_s3_b2   516      27 i8_128x64x64_w4_s4_b4     586
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
@@ -23,30 +27,30 @@
 namespace edgevit::gpu {
 namespace {
 
-using LaunchFn = cudaError_t (*)(const GemmI8Args&, cudaStream_t);
+using LaunchFn = cudaError_t (*)(const GemmI8Args&, int, cudaStream_t);
 
 template <class T, int kEpilogue>
-cudaError_t launch_epilogue(const GemmI8Args& a, cudaStream_t stream) {
+cudaError_t launch_epilogue(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   const auto kernel = gemm_i8_kernel<T, kEpilogue>;
   // Once per kernel: above 48 KB of dynamic shared memory needs the opt-in (not a stream operation).
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>((a.n + T::kTileN - 1) / T::kTileN),
-                  static_cast<unsigned>((a.m + T::kTileM - 1) / T::kTileM));
+                  static_cast<unsigned>((a.m + T::kTileM - 1) / T::kTileM), static_cast<unsigned>(split_k));
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <class T>
-cudaError_t launch(const GemmI8Args& a, cudaStream_t stream) {
+cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   switch (a.epilogue) {
-    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, stream);
-    case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, stream);
-    case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, stream);
-    case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, stream);
-    case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, stream);
-    case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, stream);
+    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, split_k, stream);
+    case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, split_k, stream);
+    case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, split_k, stream);
+    case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, split_k, stream);
+    case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, split_k, stream);
+    case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, split_k, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -62,10 +66,22 @@ using T128x128x128w4 = GemmI8Traits<128, 128, 128, 2, 2, 3, 1>;
 using T128x256x128 = GemmI8Traits<128, 256, 128, 2, 4, 3, 1>;
 using T128x64x128 = GemmI8Traits<128, 64, 128, 2, 2, 3, 3>;
 using T64x64x128 = GemmI8Traits<64, 64, 128, 2, 2, 3, 4>;
+using T128x256x64 = GemmI8Traits<128, 256, 64, 2, 4, 4, 1>;
+using T256x128x64 = GemmI8Traits<256, 128, 64, 4, 2, 4, 1>;
+using T256x128x128 = GemmI8Traits<256, 128, 128, 4, 2, 3, 1>;
+using T128x128x64w4 = GemmI8Traits<128, 128, 64, 2, 2, 4, 2>;
+using T128x128x128w4b2 = GemmI8Traits<128, 128, 128, 2, 2, 3, 2>;
+using T64x256x64 = GemmI8Traits<64, 256, 64, 1, 4, 4, 2>;
+using T32x64x128 = GemmI8Traits<32, 64, 128, 2, 2, 3, 4>;
+using T64x32x128 = GemmI8Traits<64, 32, 128, 2, 2, 3, 4>;
+using T32x32x128 = GemmI8Traits<32, 32, 128, 2, 2, 4, 4>;
+using T64x128x64b4 = GemmI8Traits<64, 128, 64, 2, 2, 4, 4>;
+using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
+using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
 
 template <class T>
-constexpr GemmI8Variant row(const char* name) {
-  return GemmI8Variant{name, T::kTileM, T::kTileN, T::kTileK, T::kWarps, T::kStages, 80, T::kSmemBytes};
+constexpr GemmI8Variant row(const char* name, int split_k = 1) {
+  return GemmI8Variant{name, T::kTileM, T::kTileN, T::kTileK, T::kWarps, T::kStages, 80, T::kSmemBytes, split_k};
 }
 
 constexpr GemmI8Variant kVariants[] = {
@@ -73,11 +89,27 @@ constexpr GemmI8Variant kVariants[] = {
     row<T64x128x64>("i8_64x128x64_w4_s4"),      row<T64x64x64>("i8_64x64x64_w4_s4"),
     row<T128x128x128>("i8_128x128x128_w8_s3"),  row<T128x128x128w4>("i8_128x128x128_w4_s3"),
     row<T128x256x128>("i8_128x256x128_w8_s3"),  row<T128x64x128>("i8_128x64x128_w4_s3"),
-    row<T64x64x128>("i8_64x64x128_w4_s3"),
+    row<T64x64x128>("i8_64x64x128_w4_s3"),      row<T128x256x64>("i8_128x256x64_w8_s4"),
+    row<T256x128x64>("i8_256x128x64_w8_s4"),    row<T256x128x128>("i8_256x128x128_w8_s3"),
+    row<T128x128x64w4>("i8_128x128x64_w4_s4"),  row<T128x128x128w4b2>("i8_128x128x128_w4_s3_b2"),
+    row<T64x256x64>("i8_64x256x64_w4_s4"),      row<T32x64x128>("i8_32x64x128_w4_s3"),
+    row<T64x32x128>("i8_64x32x128_w4_s3"),      row<T32x32x128>("i8_32x32x128_w4_s4"),
+    row<T64x64x128>("i8_64x64x128_w4_s3_k2", 2),  row<T64x64x128>("i8_64x64x128_w4_s3_k4", 4),
+    row<T32x64x128>("i8_32x64x128_w4_s3_k2", 2),  row<T64x32x128>("i8_64x32x128_w4_s3_k3", 3),
+    row<T64x64x64>("i8_64x64x64_w4_s4_k2", 2),    row<T128x64x128>("i8_128x64x128_w4_s3_k2", 2),
+    row<T128x128x64w4>("i8_128x128x64_w4_s4_k2", 2), row<T64x128x64b4>("i8_64x128x64_w4_s4_b4"),
+    row<T128x64x128s2>("i8_128x64x128_w4_s2_b4"),   row<T128x64x64b4>("i8_128x64x64_w4_s4_b4"),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
-                                   launch<T128x256x128>,  launch<T128x64x128>,    launch<T64x64x128>};
+                                   launch<T128x256x128>,  launch<T128x64x128>,    launch<T64x64x128>,
+                                   launch<T128x256x64>,   launch<T256x128x64>,    launch<T256x128x128>,
+                                   launch<T128x128x64w4>, launch<T128x128x128w4b2>, launch<T64x256x64>,
+                                   launch<T32x64x128>,    launch<T64x32x128>,     launch<T32x32x128>,
+                                   launch<T64x64x128>,    launch<T64x64x128>,     launch<T32x64x128>,
+                                   launch<T64x32x128>,    launch<T64x64x64>,      launch<T128x64x128>,
+                                   launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
+                                   launch<T128x64x64b4>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 
@@ -87,17 +119,30 @@ bool valid_args(const GemmI8Args& a) {
   const int count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
   if (a.variant < 0 || a.variant >= count) return false;
   if (a.m < 1 || a.n < 8 || a.k < 32 || a.n % 8 != 0 || a.k % 32 != 0) return false;
-  if (a.m > int64_t{65535} * 64 || a.n > int64_t{1} << 30) return false;  // grid limits, conservatively
+  const GemmI8Variant& v = kVariants[a.variant];
+  if ((a.m + v.tile_m - 1) / v.tile_m > 65535 || a.n > int64_t{1} << 30) return false;  // grid limits
   if (!a.x || !a.w || !a.sx || !a.sw || !a.y) return false;
   if (!aligned(a.x, 16) || !aligned(a.w, 16)) return false;
   const uintptr_t y_align = gemm_i8_epilogue_is_i8(a.epilogue) ? 8 : 16;  // one store per 8 outputs
   if (!aligned(a.y, y_align)) return false;
   if (gemm_i8_epilogue_is_i8(a.epilogue) && !(a.out_scale > 0.f)) return false;
+  if (v.split_k > 1) {
+    if (!a.workspace || !aligned(a.workspace, 16)) return false;
+    if ((a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n) > kGemmI8MaxSplitTiles) return false;
+  }
   const int e = static_cast<int>(a.epilogue);
   return e >= 0 && e < kGemmI8EpilogueCount;
 }
 
 }  // namespace
+
+size_t gemm_i8_workspace_bytes(const GemmI8Args& a) {
+  const int count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+  if (a.variant < 0 || a.variant >= count || kVariants[a.variant].split_k <= 1 || a.m < 1 || a.n < 1) return 0;
+  const GemmI8Variant& v = kVariants[a.variant];
+  const int64_t tiles = (a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n);
+  return static_cast<size_t>(kGemmI8CounterBytes + tiles * v.split_k * v.tile_m * v.tile_n * 4);
+}
 
 const GemmI8Variant* gemm_i8_variants(int* count) {
   *count = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
@@ -106,7 +151,7 @@ const GemmI8Variant* gemm_i8_variants(int* count) {
 
 cudaError_t gemm_i8(const GemmI8Args& args, cudaStream_t stream) {
   if (!valid_args(args)) return cudaErrorInvalidValue;
-  return kLaunchers[args.variant](args, stream);
+  return kLaunchers[args.variant](args, kVariants[args.variant].split_k, stream);
 }
 
 }  // namespace edgevit::gpu

@@ -1,20 +1,26 @@
 // W8A8 GEMM on SM80-class tensor cores (mma.sync m16n8k32 s8 x s8 -> s32), for ViT's block GEMMs:
 //   y (M, N) = epilogue( sx[m or 0] * sw[n] * (x_q (M, K) @ w_q (N, K)^T) + bias[n] )
-// with the dequantization, bias, GELU (erf), residual add or INT8 requantization fused (GemmI8Epilogue,
+// with the dequantization, bias, GELU (rational erf), residual add or INT8 requantization fused (GemmI8Epilogue,
 // kernels/cpu/gemm_i8_ref.h, which also states the exact arithmetic; gemm_i8_ref is the reference).
 // Host-compilable: includers need the CUDA runtime header only.
 //
-// Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory); the caller names
-// the row, there is no hidden choice. Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w
-// 16-byte aligned; y 16-byte aligned (kI8*: 8); out_scale > 0 for kI8*.
+// Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory, K split); the caller
+// names the row, there is no hidden choice. A row with split_k > 1 splits K over that many blocks per output
+// tile and needs args.workspace: gemm_i8_workspace_bytes(args) bytes, zeroed once (cudaMemset) before its
+// first use; every launch leaves it zeroed again, and launches sharing one must be ordered on one stream;
+// such a row is refused above kGemmI8MaxSplitTiles output tiles.
+// Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w 16-byte aligned; y 16-byte aligned
+// (kI8*: 8); out_scale > 0 for kI8*.
 // Pointers are device pointers; the caller keeps ownership. gemm_i8 only enqueues work on `stream` (it
 // can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
 // (the first call sets the kernel's shared-memory attribute).
-// Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu.
+// Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu; which row to name for
+// which shape (H200 and 8 SMs): docs/kernels-gemm-i8.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/gemm_i8_ref.h"
@@ -29,6 +35,7 @@ struct GemmI8Variant {
   int stages;
   int min_sm;         // compute capability x 10
   int smem_bytes;     // dynamic shared memory per block (the pipeline's, or the epilogue's int32 tile)
+  int split_k;        // blocks per output tile along K (1: none, no workspace)
 };
 
 // The rows, in a fixed order (an index into this table is a variant's id).
@@ -46,7 +53,17 @@ struct GemmI8Args {
   void* y = nullptr;            // (M, N): float (kF32), half (kF16*; kF16BiasResidual: in place), int8 (kI8*)
   float out_scale = 1.f;        // kI8*: y = sat(rne(v / out_scale))
   int variant = -1;             // row of gemm_i8_variants()
+  void* workspace = nullptr;    // split_k > 1: gemm_i8_workspace_bytes(*this) bytes, 16-byte aligned, see above
 };
+
+// Bytes of args.workspace the row args.variant needs at args' shape (0: none; also 0 for a bad row).
+size_t gemm_i8_workspace_bytes(const GemmI8Args& args);
+
+// The workspace starts with one counter per output tile, kGemmI8MaxSplitTiles of them whatever the shape
+// (so one workspace serves every row and shape: the counters never overlap another launch's partial
+// tiles), then the partial tiles. A split row is refused above kGemmI8MaxSplitTiles output tiles.
+constexpr int64_t kGemmI8MaxSplitTiles = 16384;
+constexpr int64_t kGemmI8CounterBytes = kGemmI8MaxSplitTiles * 4;
 
 // cudaErrorInvalidValue for a bad variant, shape, alignment or missing pointer; else the launch's status.
 cudaError_t gemm_i8(const GemmI8Args& args, cudaStream_t stream);

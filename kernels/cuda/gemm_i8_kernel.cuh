@@ -1,7 +1,7 @@
 // Private to kernels/cuda/gemm_i8.cu (internal linkage; include it from that file only): the W8A8 GEMM
 // kernel's traits, its tile copies (cp.async into swizzled shared memory, zero-filled past M, N and K), the
-// warp's mma.sync m16n8k32 loop over one pipeline stage, and the fused epilogues (through shared memory). The design is described at
-// the top of gemm_i8.cu; the arithmetic at the top of kernels/cpu/gemm_i8_ref.h.
+// main loop (mma.sync m16n8k32, one barrier per k-tile), the split-K fan-in and the fused epilogues (through
+// shared memory). The design: docs/kernels-gemm-i8.md; the arithmetic: kernels/cpu/gemm_i8_ref.h.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -16,6 +16,7 @@ namespace edgevit {
 namespace {
 
 using cuda::cp_async_16_at;
+using cuda::cp_async_16_full_at;
 using cuda::ldmatrix_x4_at;
 using cuda::mma_16832_s8;
 using cuda::smem_addr;
@@ -43,16 +44,18 @@ struct GemmI8Traits {
   static constexpr int kBSmem = kTileN * kTileK;
   static constexpr int kStageBytes = kASmem + kBSmem;
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  // The epilogue stages the int32 tile through the (then idle) pipeline buffers: rows padded by 8 words.
+  // The epilogue stages the int32 tile through the (then idle) pipeline buffers: in each row, columns
+  // 8g .. 8g+3 at words 4g .. 4g+3 and columns 8g+4 .. 8g+7 at kOutHalf + 4g .. (the two halves of a group
+  // of eight, so eight lanes reading one half each read 128 contiguous bytes); rows padded by 8 words.
+  static constexpr int kOutHalf = kTileN / 2 + 4;
   static constexpr int kOutRow = kTileN + 8;
   static constexpr int kOutBytes = kTileM * kOutRow * 4;
   static constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
   static_assert(kTileK == 64 || kTileK == 128, "64- or 128-byte shared-memory rows (swizzle)");
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tile: m16 tiles, pairs of n8 tiles (ldmatrix.x4)");
-  static_assert((kTileM * kChunks) % kThreads == 0 && (kTileN * kChunks) % kThreads == 0,
-                "whole 16-byte chunks per thread");
   static_assert(kStages >= 2 && kThreads <= 256, "2+ stages, at most 8 warps");
   static_assert(kSmemBytes <= 163 * 1024, "above SM87's 163 KB per-block opt-in");
+  static_assert(kThreads % (kTileN / 8) == 0, "the epilogue keeps one column group per thread");
 };
 
 // Shared-memory byte offset of 16-byte chunk c of row r (kTileK bytes a row). The XOR spreads the 8 rows
@@ -64,54 +67,87 @@ __device__ __forceinline__ uint32_t swizzle(int r, int c) {
   return static_cast<uint32_t>(r * kTileK + ((c ^ x) << 4));
 }
 
-// kRows x kTileK bytes of src (rows_total x k, row-major) from (row0, k0) into smem_base; rows past
-// rows_total and chunks past k are zero-filled.
+// This thread's share of one operand's k-tile copies: kPerThread 16-byte chunks, all in chunk column c,
+// rows r0 + i kRowStep (kRowStep is a multiple of 8, so every row has the same swizzle term and chunk i's
+// shared-memory offset is a constant). The addresses and the rows' bounds are worked out once per block;
+// a k-tile's copy is then a pointer step, a predicate and a cp.async per chunk. Chunks past the matrix's
+// rows or past K are zero-filled.
 template <class T, int kRows>
-__device__ __forceinline__ void load_rows(uint32_t smem_base, const int8_t* __restrict__ src, int64_t rows_total,
-                                          int64_t row0, int64_t k, int64_t k0, int tid) {
-  constexpr int kPerThread = kRows * T::kChunks / T::kThreads;
+struct TileLoader {
+  static constexpr int kRowStep = T::kThreads / T::kChunks;
+  static constexpr int kPerThread = kRows / kRowStep;
+  static_assert(kRows % kRowStep == 0 && kRowStep % 8 == 0 && kPerThread <= 32, "whole rows, one swizzle term");
+  const int8_t* src;    // chunk 0 at k-tile 0
+  uint32_t smem;        // chunk 0's offset in the operand's shared-memory tile
+  uint32_t row_valid;   // bit i: chunk i's row is inside the matrix
+
+  __device__ __forceinline__ TileLoader(const int8_t* matrix, int64_t rows_total, int64_t row0, int64_t k, int tid) {
+    const int r = tid / T::kChunks, c = tid % T::kChunks;
+    src = matrix + (row0 + r) * k + c * 16;
+    smem = swizzle<T::kTileK>(r, c);
+    row_valid = 0;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int idx = tid + i * T::kThreads;
-    const int r = idx / T::kChunks, c = idx % T::kChunks;
-    const int64_t gr = row0 + r, gk = k0 + c * 16;
-    const bool valid = gr < rows_total && gk < k;
-    cp_async_16_at(smem_base + swizzle<T::kTileK>(r, c), valid ? src + gr * k + gk : src, valid);
+    for (int i = 0; i < kPerThread; ++i) row_valid |= (row0 + r + i * kRowStep < rows_total ? 1u : 0u) << i;
   }
-}
 
-template <class T>
-__device__ __forceinline__ void load_stage(uint32_t stage_base, const GemmI8Args& a, int64_t m0, int64_t n0,
-                                           int64_t k0, int tid) {
-  load_rows<T, T::kTileM>(stage_base, a.x, a.m, m0, a.k, k0, tid);
-  load_rows<T, T::kTileN>(stage_base + T::kASmem, a.w, a.n, n0, a.k, k0, tid);
-}
-
-// Per-lane ldmatrix addresses, relative to a stage's base: A rows (matrix lane/8: rows +8 for odd, k+16
-// for the upper two), B rows (matrix lane/8: k+16 for odd, rows +8 for the upper two), and the swizzled
-// chunk offset of each k32 step (the XOR term depends on lane % 8 only, as warp and tile rows are
-// multiples of 16).
-template <int kKSteps>
-struct LaneOffsets {
-  uint32_t a_row;
-  uint32_t b_row;
-  uint32_t a_col[kKSteps];
-  uint32_t b_col[kKSteps];
+  // k-tile kt of matrix (k bytes a row) into the operand's tile at smem_tile (a shared-memory byte address).
+  // full: every chunk is inside the matrix (all rows valid, K a multiple of kTileK), so no predicate. A
+  // zero-filled chunk reads nothing (src-size 0), so its address needs no clamping.
+  __device__ __forceinline__ void load(uint32_t smem_tile, int64_t k, int kt, int tid, bool full) const {
+    const int64_t k0 = static_cast<int64_t>(kt) * T::kTileK;
+    const int8_t* p = src + k0;
+    const int64_t stride = kRowStep * k;
+    if (full) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        cp_async_16_full_at(smem_tile + smem + i * kRowStep * T::kTileK, p);
+        p += stride;
+      }
+      return;
+    }
+    const uint32_t valid = k0 + (tid % T::kChunks) * 16 < k ? row_valid : 0u;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      cp_async_16_at(smem_tile + smem + i * kRowStep * T::kTileK, p, (valid >> i) & 1u);
+      p += stride;
+    }
+  }
 };
 
 template <class T>
-__device__ __forceinline__ LaneOffsets<T::kKSteps> lane_offsets(int lane, int warp_m, int warp_n) {
-  LaneOffsets<T::kKSteps> o;
+struct StageLoader {
+  TileLoader<T, T::kTileM> x;
+  TileLoader<T, T::kTileN> w;
+  bool x_full, w_full;  // the block's A / B tiles lie wholly inside x / w
+  __device__ __forceinline__ StageLoader(const GemmI8Args& a, int64_t m0, int64_t n0, int tid)
+      : x(a.x, a.m, m0, a.k, tid), w(a.w, a.n, n0, a.k, tid) {
+    const bool k_whole = a.k % T::kTileK == 0;
+    x_full = k_whole && m0 + T::kTileM <= a.m;
+    w_full = k_whole && n0 + T::kTileN <= a.n;
+  }
+  __device__ __forceinline__ void load(const GemmI8Args& a, uint32_t stage_base, int kt, int tid) const {
+    x.load(stage_base, a.k, kt, tid, x_full);
+    w.load(stage_base + T::kASmem, a.k, kt, tid, w_full);
+  }
+};
+
+// Per-lane ldmatrix addresses relative to a stage's base, at k32 step 0: A rows (matrix lane/8: rows +8
+// for odd, k+16 for the upper two), B rows (matrix lane/8: k+16 for odd, rows +8 for the upper two), with
+// the swizzled chunk. Step ks reads chunk 2 ks + h (h = 0, 1) of the same rows; as 2 ks + h = 2 ks ^ h and
+// the rows start at multiples of kTileK, its address is the step-0 address XOR 32 ks (one LOP3).
+struct LaneOffsets {
+  uint32_t a;
+  uint32_t b;
+};
+
+template <class T>
+__device__ __forceinline__ LaneOffsets lane_offsets(int lane, int warp_m, int warp_n) {
   const int x = T::kTileK == 64 ? (lane >> 1) & 3 : lane & 7;
   const int a_r = warp_m * T::kWarpM + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int b_r = warp_n * T::kWarpN + (lane & 7) + (lane >> 4) * 8;
-  o.a_row = static_cast<uint32_t>(a_r * T::kTileK);
-  o.b_row = static_cast<uint32_t>(T::kASmem + b_r * T::kTileK);
-#pragma unroll
-  for (int ks = 0; ks < T::kKSteps; ++ks) {
-    o.a_col[ks] = static_cast<uint32_t>(((ks * 2 + (lane >> 4)) ^ x) << 4);
-    o.b_col[ks] = static_cast<uint32_t>(((ks * 2 + ((lane >> 3) & 1)) ^ x) << 4);
-  }
+  LaneOffsets o;
+  o.a = static_cast<uint32_t>(a_r * T::kTileK + (((lane >> 4) ^ x) << 4));
+  o.b = static_cast<uint32_t>(T::kASmem + b_r * T::kTileK + ((((lane >> 3) & 1) ^ x) << 4));
   return o;
 }
 
@@ -122,45 +158,48 @@ struct Fragments {
 };
 
 template <class T>
-__device__ __forceinline__ void load_fragments(Fragments<T>& f, uint32_t stage_base, const LaneOffsets<T::kKSteps>& o,
-                                               int ks) {
+__device__ __forceinline__ void load_fragments(Fragments<T>& f, uint32_t stage_base, const LaneOffsets& o, int ks) {
+  const uint32_t a = stage_base + (o.a ^ static_cast<uint32_t>(ks * 32));
+  const uint32_t b = stage_base + (o.b ^ static_cast<uint32_t>(ks * 32));
 #pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
-    ldmatrix_x4_at(f.a[mt], stage_base + o.a_row + mt * 16 * T::kTileK + o.a_col[ks]);
+  for (int mt = 0; mt < T::kMTiles; ++mt) ldmatrix_x4_at(f.a[mt], a + mt * 16 * T::kTileK);
 #pragma unroll
-  for (int np = 0; np < T::kNTiles / 2; ++np)
-    ldmatrix_x4_at(f.b[np], stage_base + o.b_row + np * 16 * T::kTileK + o.b_col[ks]);
+  for (int np = 0; np < T::kNTiles / 2; ++np) ldmatrix_x4_at(f.b[np], b + np * 16 * T::kTileK);
 }
 
-// The warp's MMAs over one stage (kKSteps k32 steps); the next step's fragments load during this one's MMAs.
+// One MMA k32 step of the warp on fragments already in registers.
 template <class T>
-__device__ __forceinline__ void mma_stage(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t stage_base,
-                                          const LaneOffsets<T::kKSteps>& o) {
-  Fragments<T> f[2];
-  load_fragments<T>(f[0], stage_base, o, 0);
+__device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], const Fragments<T>& g) {
 #pragma unroll
-  for (int ks = 0; ks < T::kKSteps; ++ks) {
-    if (ks + 1 < T::kKSteps) load_fragments<T>(f[(ks + 1) & 1], stage_base, o, ks + 1);
-    const Fragments<T>& g = f[ks & 1];
+  for (int mt = 0; mt < T::kMTiles; ++mt) {
 #pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < T::kNTiles; ++nt) {
-        mma_16832_s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
-      }
+    for (int nt = 0; nt < T::kNTiles; ++nt) {
+      mma_16832_s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
     }
   }
 }
 
-// The epilogue's steps, in the order of gemm_i8_ref.h; __fmul_rn / __fadd_rn keep nvcc from contracting
-// steps into FMAs the reference does not make.
-__device__ __forceinline__ float gelu_erf(float v) {
-  const float e = erfcf(__fmul_rn(v, -0.70710678f));
-  return __fmul_rn(__fmul_rn(0.5f, v), e);
+// The epilogue's steps, in the order of gemm_i8_ref.h; __fmul_rn / __fadd_rn / __fmaf_rn keep nvcc from
+// contracting or reordering steps, so every output equals the reference's bit for bit.
+__device__ __forceinline__ float gelu_rational(float v) {
+  const float x = fminf(fmaxf(__fmul_rn(v, 0.70710678f), -4.f), 4.f);
+  const float x2 = __fmul_rn(x, x);
+  float p = __fmaf_rn(x2, kGemmI8ErfP0, kGemmI8ErfP1);
+  p = __fmaf_rn(x2, p, kGemmI8ErfP2);
+  p = __fmaf_rn(x2, p, kGemmI8ErfP3);
+  p = __fmaf_rn(x2, p, kGemmI8ErfP4);
+  p = __fmaf_rn(x2, p, kGemmI8ErfP5);
+  p = __fmaf_rn(x2, p, kGemmI8ErfP6);
+  p = __fmul_rn(x, p);
+  float q = __fmaf_rn(x2, kGemmI8ErfQ0, kGemmI8ErfQ1);
+  q = __fmaf_rn(x2, q, kGemmI8ErfQ2);
+  q = __fmaf_rn(x2, q, kGemmI8ErfQ3);
+  q = __fmaf_rn(x2, q, kGemmI8ErfQ4);
+  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.f, __fdiv_rn(p, q)));
 }
 
-__device__ __forceinline__ uint32_t quantize(float v, float out_scale) {
-  const float q = __fdiv_rn(v, out_scale);
+__device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
+  const float q = __fmul_rn(v, inv_out_scale);
   if (q != q) return 0;
   return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, -127.f), 127.f))) & 0xffu;
 }
@@ -173,11 +212,11 @@ __device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
 // Eight consecutive outputs (columns col .. col + 7 of one row: y + o) through the epilogue, one 16-byte
 // store (8 bytes for int8, two for fp32).
 template <int kEpilogue>
-__device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float (&v)[8]) {
+__device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv_out_scale, float (&v)[8]) {
   constexpr auto e = static_cast<GemmI8Epilogue>(kEpilogue);
   if constexpr (e == GemmI8Epilogue::kF16BiasGelu || e == GemmI8Epilogue::kI8BiasGelu) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = gelu_erf(v[j]);
+    for (int j = 0; j < 8; ++j) v[j] = gelu_rational(v[j]);
   }
   if constexpr (e == GemmI8Epilogue::kF32) {
     float4* p = reinterpret_cast<float4*>(static_cast<float*>(a.y) + o);
@@ -187,8 +226,8 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float (&v
     uint32_t w[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      w[h] = quantize(v[4 * h], a.out_scale) | quantize(v[4 * h + 1], a.out_scale) << 8 |
-             quantize(v[4 * h + 2], a.out_scale) << 16 | quantize(v[4 * h + 3], a.out_scale) << 24;
+      w[h] = quantize(v[4 * h], inv_out_scale) | quantize(v[4 * h + 1], inv_out_scale) << 8 |
+             quantize(v[4 * h + 2], inv_out_scale) << 16 | quantize(v[4 * h + 3], inv_out_scale) << 24;
     }
     *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + o) = make_uint2(w[0], w[1]);
   } else {
@@ -209,9 +248,11 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float (&v
 }
 
 // The block's int32 tile goes through shared memory (fragment layout of m16n8: c0, c1 at row lane/4,
-// columns 2 (lane % 4) + {0, 1}; c2, c3 eight rows below), then each thread dequantizes eight consecutive
-// outputs of a row at a time and stores them with one coalesced store. The loop is not unrolled, so the
-// GELU's erfc and the requantization are not copied once per accumulator.
+// columns 2 (lane % 4) + {0, 1}; c2, c3 eight rows below; the staged layout is GemmI8Traits::kOutHalf's, so
+// neither the fragment stores nor the row reads conflict), then each thread dequantizes eight consecutive
+// outputs of a row at a time and stores them with one coalesced store. A thread keeps one group of eight
+// columns for the whole tile (kThreads is a multiple of kTileN / 8), so it reads that group's weight scales
+// and bias once. The row loop is not unrolled, so the GELU is not copied once per row.
 template <class T, int kEpilogue>
 __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)[T::kMTiles][T::kNTiles][4],
                                            int32_t* tile, int64_t m0, int64_t n0, int warp_m, int warp_n, int tid) {
@@ -225,30 +266,121 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * T::kWarpM + mt * 16 + (lane >> 2) + h * 8;
         const int c = warp_n * T::kWarpN + nt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<int2*>(tile + r * T::kOutRow + c) = make_int2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        const int pos = (c & 4 ? T::kOutHalf : 0) + (c >> 3) * 4 + (c & 3);
+        *reinterpret_cast<int2*>(tile + r * T::kOutRow + pos) = make_int2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
       }
   __syncthreads();
   constexpr int kGroups = T::kTileN / 8;
+  constexpr int kRowStep = T::kThreads / kGroups;
+  const int g = tid % kGroups;
+  const int64_t col = n0 + g * 8;
+  if (col >= a.n) return;  // N is a multiple of 8: a group is all in or all out
+  float sw[8], bias[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    sw[j] = a.sw[col + j];
+    bias[j] = a.bias ? a.bias[col + j] : 0.f;
+  }
+  const float inv_out_scale = __fdiv_rn(1.f, a.out_scale);
+  const int rows = static_cast<int>(a.m - m0 < T::kTileM ? a.m - m0 : T::kTileM);
 #pragma unroll 1
-  for (int idx = tid; idx < T::kTileM * kGroups; idx += T::kThreads) {
-    const int r = idx / kGroups, g = idx % kGroups;
-    const int64_t row = m0 + r, col = n0 + g * 8;
-    if (row >= a.m || col >= a.n) continue;  // N is a multiple of 8: a group is all in or all out
-    const int4 q0 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + g * 8);
-    const int4 q1 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + g * 8 + 4);
+  for (int r = tid / kGroups; r < rows; r += kRowStep) {
+    const int64_t row = m0 + r;
+    const int4 q0 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + g * 4);
+    const int4 q1 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + T::kOutHalf + g * 4);
     const int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     const float sx = a.sx[a.sx_per_token ? row : 0];
     float v[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float b = a.bias ? a.bias[col + j] : 0.f;
-      v[j] = __fmaf_rn(__int2float_rn(q[j]), __fmul_rn(sx, a.sw[col + j]), b);
-    }
-    store8<kEpilogue>(a, row * a.n + col, v);
+    for (int j = 0; j < 8; ++j) v[j] = __fmaf_rn(__int2float_rn(q[j]), __fmul_rn(sx, sw[j]), bias[j]);
+    store8<kEpilogue>(a, row * a.n + col, inv_out_scale, v);
   }
 }
 
-// One block: a kTileM x kTileN output tile, K in kTileK-byte stages through a kStages-deep cp.async pipeline.
+// The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
+// One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
+// first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
+template <class T>
+__device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
+                                          const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
+                                          int kt_begin, int kt_end, int tid) {
+  const int k_tiles = kt_end - kt_begin;
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < k_tiles) loader.load(a, base + s * T::kStageBytes, kt_begin + s, tid);
+    cuda::cp_async_commit();
+  }
+  cuda::cp_async_wait<T::kStages - 2>();
+  __syncthreads();
+  Fragments<T> f[2];
+  load_fragments<T>(f[0], base, lo, 0);
+  int read_stage = 0, write_stage = T::kStages - 1;
+  for (int t = 0; t < k_tiles; ++t) {
+    const uint32_t read_base = base + read_stage * T::kStageBytes;
+    if (t + T::kStages - 1 < k_tiles)
+      loader.load(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
+    cuda::cp_async_commit();
+    read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;
+#pragma unroll
+    for (int ks = 0; ks < T::kKSteps; ++ks) {
+      if (ks + 1 < T::kKSteps) {
+        load_fragments<T>(f[(ks + 1) & 1], read_base, lo, ks + 1);
+      } else {
+        cuda::cp_async_wait<T::kStages - 2>();
+        __syncthreads();
+        if (t + 1 < k_tiles) load_fragments<T>(f[(ks + 1) & 1], base + read_stage * T::kStageBytes, lo, 0);
+      }
+      mma_step<T>(acc, f[ks & 1]);
+    }
+  }
+  cuda::cp_async_wait<0>();
+}
+
+// Split-K: the block's int32 partial tile goes to the workspace (one int4 per accumulator quad and thread,
+// coalesced); the last of the tile's gridDim.z blocks to arrive (a counter per tile) adds the others'
+// partials to its own and runs the epilogue. Integer sums are exact in any order, so the result does not
+// depend on which block is last. That block sets the counter back to 0 for the next launch. Returns
+// whether this block is the last.
+template <class T>
+__device__ __forceinline__ bool reduce_split(int (&acc)[T::kMTiles][T::kNTiles][4], void* workspace, int tid) {
+  const int splits = static_cast<int>(gridDim.z), z = static_cast<int>(blockIdx.z);
+  const int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+  int* counters = static_cast<int*>(workspace);
+  int4* partials = reinterpret_cast<int4*>(static_cast<uint8_t*>(workspace) + gpu::kGemmI8CounterBytes);
+  constexpr int kQuads = T::kMTiles * T::kNTiles;
+  int4* mine = partials + (static_cast<int64_t>(tile) * splits + z) * kQuads * T::kThreads;
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::kNTiles; ++nt)
+      __stcg(mine + (mt * T::kNTiles + nt) * T::kThreads + tid,
+             make_int4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+  __threadfence();
+  __syncthreads();
+  int arrived = 0;
+  if (tid == 0) arrived = atomicAdd(counters + tile, 1);
+  if (!__syncthreads_or(tid == 0 && arrived == splits - 1)) return false;
+  __threadfence();
+  for (int other = 0; other < splits; ++other) {
+    if (other == z) continue;
+    const int4* theirs = partials + (static_cast<int64_t>(tile) * splits + other) * kQuads * T::kThreads;
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < T::kNTiles; ++nt) {
+        const int4 q = __ldcg(theirs + (mt * T::kNTiles + nt) * T::kThreads + tid);
+        acc[mt][nt][0] += q.x;
+        acc[mt][nt][1] += q.y;
+        acc[mt][nt][2] += q.z;
+        acc[mt][nt][3] += q.w;
+      }
+  }
+  if (tid == 0) counters[tile] = 0;
+  return true;
+}
+
+// One block: a kTileM x kTileN output tile over its share of K (all of it when gridDim.z is 1).
 template <class T, int kEpilogue>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(const GemmI8Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -257,8 +389,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(con
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::kTileM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::kTileN;
   const int k_tiles = static_cast<int>((a.k + T::kTileK - 1) / T::kTileK);
+  const int kt_begin = static_cast<int>(static_cast<int64_t>(k_tiles) * blockIdx.z / gridDim.z);
+  const int kt_end = static_cast<int>(static_cast<int64_t>(k_tiles) * (blockIdx.z + 1) / gridDim.z);
   const uint32_t base = smem_addr(smem);
-  const LaneOffsets<T::kKSteps> lo = lane_offsets<T>(lane, warp_m, warp_n);
+  const LaneOffsets lo = lane_offsets<T>(lane, warp_m, warp_n);
 
   int acc[T::kMTiles][T::kNTiles][4];
 #pragma unroll
@@ -267,23 +401,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(con
     for (int nt = 0; nt < T::kNTiles; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0;
-
-#pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < k_tiles) load_stage<T>(base + s * T::kStageBytes, a, m0, n0, static_cast<int64_t>(s) * T::kTileK, tid);
-    cuda::cp_async_commit();
+  if (kt_end > kt_begin) {
+    const StageLoader<T> loader(a, m0, n0, tid);
+    main_loop<T>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
   }
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cuda::cp_async_wait<T::kStages - 2>();
-    __syncthreads();  // tile kt landed for every thread; every warp is done with the stage refilled below
-    const int next = kt + T::kStages - 1;
-    if (next < k_tiles)
-      load_stage<T>(base + (next % T::kStages) * T::kStageBytes, a, m0, n0, static_cast<int64_t>(next) * T::kTileK,
-                    tid);
-    cuda::cp_async_commit();
-    mma_stage<T>(acc, base + (kt % T::kStages) * T::kStageBytes, lo);
-  }
-  cuda::cp_async_wait<0>();
+  if (gridDim.z > 1 && !reduce_split<T>(acc, a.workspace, tid)) return;
   store_tile<T, kEpilogue>(a, acc, reinterpret_cast<int32_t*>(smem), m0, n0, warp_m, warp_n, tid);
 }
 

@@ -1,6 +1,6 @@
 // The int8 SM80-class tensor-core instruction as inline PTX (valid from CUDA 11.0), beside the fp16 ones of
-// mma_sm80.cuh: mma.sync m16n8k32 s8 x s8 -> s32. Used by kernels/cuda/gemm_i8.cu and the ceiling
-// measurement in tools/gpu/bench_gemm_i8.cu.
+// mma_sm80.cuh: mma.sync m16n8k32 s8 x s8 -> s32; and an unpredicated cp.async. Used by kernels/cuda/gemm_i8.cu
+// and the ceiling measurement in tools/gpu/bench_gemm_i8.cu.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,11 @@ __device__ __forceinline__ void mma_16832_s8(int (&c)[4], const uint32_t (&a)[4]
       "{%0, %1, %2, %3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16-byte global -> shared copy that always reads (no zero-fill operand): for tiles wholly inside the matrix.
+__device__ __forceinline__ void cp_async_16_full_at(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src));
 }
 
 }  // namespace edgevit::cuda

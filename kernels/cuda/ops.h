@@ -79,6 +79,11 @@ cudaError_t gelu_tanh_f16(__half* x, int64_t n, cudaStream_t stream);
 cudaError_t quick_gelu_f32(float* x, int64_t n, cudaStream_t stream);
 cudaError_t quick_gelu_f16(__half* x, int64_t n, cudaStream_t stream);
 
+// tanh in place over n elements, fp32 math (kernels/cuda/ops_tanh.cu; meaning of linear_ref's Epilogue::kTanh):
+// HF ViTModel's pooler, after a bias-only GEMM epilogue.
+cudaError_t tanh_f32(float* x, int64_t n, cudaStream_t stream);
+cudaError_t tanh_f16(__half* x, int64_t n, cudaStream_t stream);
+
 // Pooling (meaning of pool_ref): out (B, E) = x[:, 0, :] (avg == false) or the mean of tokens [prefix, T)
 // (accumulated in fp32).
 cudaError_t pool_f32(const float* x, float* out, int batch, int tokens, int embed, bool avg, int prefix,

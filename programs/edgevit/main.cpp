@@ -31,6 +31,7 @@
 #include "runtime/labels.h"
 #include "runtime/safetensors.h"
 #include "runtime/topk.h"
+#include "programs/edgevit/run_outputs.h"
 #include "serving/client.h"
 
 namespace ev = edgevit;
@@ -85,6 +86,7 @@ struct CommonOpts {
   bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
   bool no_attention_tuning = false;  // run, bench: EngineOptions::tune_attention = false
   bool all_tokens = false;  // PlanOptions::all_tokens
+  bool tokens = false;      // PlanOptions::tokens: the tokens output too
 };
 
 
@@ -92,6 +94,7 @@ ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
   ev::PlanOptions p;
   p.batch = o.batch;
   p.all_tokens = o.all_tokens;
+  p.tokens = o.tokens;
   if (!o.precision.empty()) { EV_ASSIGN_OR_RETURN(ev::Precision pr, parse_precision(o.precision)); p.precision = pr; }
   if (!o.attention.empty()) { EV_ASSIGN_OR_RETURN(ev::AttentionImpl a, parse_attention(o.attention)); p.attention = a; }
   return p;
@@ -381,9 +384,9 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
     labels = std::move(*l);
   }
 
-  const int n = batch->count, out_dim = e.output_dim(), embed = e.embed_dim();
+  const int n = batch->count;
   const int64_t per = e.input_numel_per_image();
-  std::vector<float> logits(static_cast<size_t>(n) * out_dim), pre(static_cast<size_t>(n) * embed);
+  edgevit_cli::RunOutputs outputs(e, n);
   // One untimed warm-up pass (thread pools, first-touch page faults) so the latency printed is the
   // steady-state one a long-running process sees.
   {
@@ -397,26 +400,22 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
     const ev::Status s = e.infer(batch->data.data() + per * start, count);
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!s.ok()) return fail(s);
-    std::copy(e.logits(), e.logits() + static_cast<size_t>(count) * out_dim, logits.begin() + static_cast<size_t>(start) * out_dim);
-    std::copy(e.pre_logits(), e.pre_logits() + static_cast<size_t>(count) * embed, pre.begin() + static_cast<size_t>(start) * embed);
+    outputs.take(e, start, count);
   }
 
   std::printf("device: %s (%s)\n", dev->profile.name.c_str(), dev->how.c_str());
   std::printf("model %s on %s: %d image%s, %s, attention %s\n", spec->name.c_str(), dev->profile.name.c_str(), n,
               n == 1 ? "" : "s", ev::to_string(e.plan().graph.precision), e.plan().attention_kernel.c_str());
-  if (spec->arch.num_classes > 0) {
-    print_predictions(logits.data(), n, out_dim, labels, r);
-  } else {
-    std::printf("features only (num_classes 0): %d x %d pooled features\n", n, embed);
-  }
+  const bool predictions = e.outputs().has(ev::OutputKind::kLogits);
+  if (predictions) print_predictions(outputs.values(ev::OutputKind::kLogits).data(), n, e.output_dim(), labels, r);
+  outputs.print_summary(predictions);
   std::printf("latency: %.3f ms for %d image%s (%.3f ms/image, %d thread%s, after one warm-up run)\n", seconds * 1e3, n, n == 1 ? "" : "s",
               seconds * 1e3 / n, e.threads(), e.threads() == 1 ? "" : "s");
 
   if (!r.output.empty()) {
-    std::vector<ev::NamedTensorView> out{{"logits", {n, out_dim}, logits.data()}, {"pre_logits", {n, embed}, pre.data()}};
-    const ev::Status s = ev::write_safetensors(r.output, out, {{"model", spec->name}, {"plan_hash", e.plan().hash_hex()}});
+    const ev::Status s = outputs.write(r.output, {{"model", spec->name}, {"plan_hash", e.plan().hash_hex()}});
     if (!s.ok()) return fail(s);
-    std::printf("wrote %s (logits [%d,%d], pre_logits [%d,%d])\n", r.output.c_str(), n, out_dim, n, embed);
+    std::printf("wrote %s (%s)\n", r.output.c_str(), outputs.describe().c_str());
   }
   return 0;
 }
@@ -583,6 +582,9 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   sub->add_flag("--all-tokens", o.all_tokens,
                 "keep every token through the last block (default for token-pooled models: the class-token tail, "
                 "same outputs with the last block's proj and MLP on one row per image)");
+  sub->add_flag("--tokens", o.tokens,
+                "also produce the final-normed tokens [N, tokens, embed] (the planner sizes them only then; run "
+                "--output writes them)");
   sub->add_flag("--verbose,-v", o.verbose, "say more (plan summary, device, fallbacks)");
 }
 
@@ -619,7 +621,10 @@ int main(int argc, char** argv) {
   run->add_option("--input,-i", run_r.input,
                   "image (PNG, JPEG, PPM/PGM, BMP, TGA; also GIF, PSD, HDR, PIC) or safetensors with tensor 'input' "
                   "[N,C,H,W]");
-  run->add_option("--output,-o", run_r.output, "write logits and pre_logits (float32) to this safetensors file");
+  run->add_option("--output,-o", run_r.output,
+                  "write the outputs (float32 safetensors tensors by name: logits, embedding, pre_logits, tokens, as "
+                  "the model has them and they were asked for) to this file");
+
   run->add_option("--topk,-k", run_r.topk, "classes to print")->check(CLI::Range(1, 100000));
   run->add_option("--threads,-t", run_o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
   run->add_flag("--show", run_r.show, "draw the input image as text art beside the answer");
@@ -675,6 +680,10 @@ int main(int argc, char** argv) {
   client->add_option("--query", client_o.query, "health | stats | version")->check(CLI::IsMember({"health", "stats", "version"}));
   client->add_option("--topk,-k", client_o.topk, "classes per image")->check(CLI::Range(1, 1000));
   client->add_flag("--logits", client_o.logits, "ask for the logits too");
+  client->add_flag("--embedding", client_o.embedding,
+                   "ask for the embedding too (prints its L2 norm and first values)");
+  client->add_flag("--tokens", client_o.tokens,
+                   "ask for the final-normed tokens too (the served model config must list tokens in runtime.outputs)");
   client->add_flag("--json", client_o.json, "one JSON object per request (topk: [{index, label, score}])");
   client->add_option("--timeout-ms", client_o.timeout_ms, "per send/receive")->check(CLI::Range(1, 3600000));
 

@@ -55,8 +55,7 @@ class CpuBackend final : public Backend, public ExecHooks {
     return executor_->walk(n, profile_);
   }
 
-  const float* logits() const override { return arena_->as<float>(plan_.graph.logits); }
-  const float* pre_logits() const override { return arena_->as<float>(plan_.graph.pre_logits); }
+  const float* output(int tensor) const override { return arena_->as<float>(tensor); }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
   std::vector<std::string> executed_kernels() const override { return executor_->executed(); }
   std::vector<TuningRecord> tuning() const override { return executor_->tuning(); }

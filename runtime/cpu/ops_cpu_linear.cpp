@@ -13,13 +13,14 @@ namespace edgevit {
 
 namespace {
 
-// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU, 4 QuickGELU.
+// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU, 4 QuickGELU, 5 tanh.
 Epilogue epilogue_of(const Op& o) {
   switch (o.epilogue) {
     case 1: return Epilogue::kGelu;
     case 2: return Epilogue::kResidualAdd;
     case 3: return Epilogue::kGeluTanh;
     case 4: return Epilogue::kQuickGelu;
+    case 5: return Epilogue::kTanh;
     default: return Epilogue::kNone;
   }
 }
@@ -29,6 +30,7 @@ const char* epilogue_suffix(const Op& o) {
     case 2: return "+bias_residual";
     case 3: return "+bias_gelu_tanh";
     case 4: return "+bias_quick_gelu";
+    case 5: return "+bias_tanh";
     default: return "+bias";
   }
 }
@@ -38,6 +40,7 @@ const char* epilogue_reason(const Op& o) {
     case 2: return "residual add fused as GEMM accumulate (in place)";
     case 3: return "tanh-approximation GELU fused into the GEMM epilogue";
     case 4: return "QuickGELU (x sigmoid(1.702 x)) fused into the GEMM epilogue";
+    case 5: return "tanh fused into the GEMM epilogue (HF ViTModel's pooler)";
     default: return "bias fused into the GEMM epilogue";
   }
 }
@@ -102,6 +105,8 @@ class PackedGemm final : public CpuKernel {
 };
 
 Support packed_supports(const Op& o, const Graph&, const DeviceProfile&) {
+  if (o.epilogue == 5)
+    return Support{false, "the packed tiles have no tanh epilogue (one (B, E) GEMM: OpenBLAS)", "", false};
   return Support{true, std::string(epilogue_reason(o)) + "; libxsmm JIT kernels on x86-64 with AVX2 (OpenBLAS elsewhere)",
                  std::string("cpu.gemm_libxsmm_packed") + epilogue_suffix(o), false};
 }

@@ -6,10 +6,10 @@
 //          plan.offsets[id], the cuBLASLt workspace is the last kCudaLtWorkspaceBytes; weights converted from
 //          the mmap'd checkpoint into one reusable pinned staging buffer and copied in, so no second full
 //          host copy of the weights exists: Jetson's DRAM is shared); pinned host buffers, mapped into the
-//          device's address space, for the fp32 input and the fp32 outputs; the kernels bound to the rows
-//          the plan names (resolve_rows) and prepared for every captured batch size n = 1, 2, 4, ... and
-//          max_batch (GEMM descriptors and algorithms: runtime/cuda/gemm_tuning.h; attention rows:
-//          runtime/cuda/attention_cuda.h); then per size one warm-up walk (lazy module loading, the
+//          device's address space, for the fp32 input and one per output tensor of the plan (fp32); the
+//          kernels bound to the rows the plan names (resolve_rows) and prepared for every captured batch
+//          size n = 1, 2, 4, ... and max_batch (GEMM descriptors and algorithms: runtime/cuda/gemm_tuning.h;
+//          attention rows: runtime/cuda/attention_cuda.h); then per size one warm-up walk (lazy module loading, the
 //          attention kernels' shared-memory opt-in, a check that each launch is valid, and finite
 //          activations for attention tuning, which follows), and two captures: with the input cast from
 //          the mapped host buffer first (infer) and without it (infer_device).
@@ -23,7 +23,8 @@
 // Graph contents: input cast (mapped fp32 -> arena input, fp16 or fp32) | im2col | patch GEMM | assemble |
 // per block: LN, qkv GEMM (+bias), attention, proj GEMM (+bias, += residual: beta = 1, C == D in place),
 // LN, fc1 GEMM (+bias, GELU), fc2 GEMM (+bias, += residual) | head LN, pool (or pool, LN) | head GEMM |
-// pre_logits and logits cast into the mapped fp32 output buffers, counting non-finite values.
+// every output tensor (pre_logits, logits; tokens and the pooler's embedding when the plan has them) cast into
+// its mapped fp32 output buffer, counting non-finite values.
 // EngineOptions::profile_ops walks the ops without a graph and times each with CUDA events.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -65,8 +66,11 @@ class CudaBackend final : public Backend, private ExecHooks {
     return run_forward(n, false);
   }
   void* device_input() override { return arena_->at(plan_.graph.input); }
-  const float* logits() const override { return host_logits_ != nullptr ? host_logits_ : host_pre_; }
-  const float* pre_logits() const override { return host_pre_; }
+  const float* output(int tensor) const override {
+    for (const Staged& o : outputs_)
+      if (o.tensor == tensor) return o.host;
+    return nullptr;
+  }
   int64_t device_nonfinite_count() const override { return *host_nonfinite_; }
   std::vector<std::string> executed_kernels() const override { return executor_->executed(); }
   const std::vector<OpTiming>& op_timings() const override { return timings_; }
@@ -107,13 +111,16 @@ class CudaBackend final : public Backend, private ExecHooks {
   std::unique_ptr<Executor> executor_;   // the kernels, one per op (reads ctx_)
   std::vector<std::string> notes_;       // resolve_rows: rows substituted on this build and machine
   int64_t in_per_image_ = 0;             // C * H * W
-  int out_dim_ = 0;
   float* host_in_ = nullptr;      // owned, pinned + mapped: (max_batch, C, H, W) fp32
   float* dev_in_ = nullptr;       // device alias of host_in_
-  float* host_pre_ = nullptr;     // owned, pinned + mapped: (max_batch, E) fp32
-  float* dev_pre_ = nullptr;
-  float* host_logits_ = nullptr;  // owned, pinned + mapped: (max_batch, classes) fp32; null when classes == 0
-  float* dev_logits_ = nullptr;
+  // One per kOutput tensor of the graph, in tensor order: the fp32 copy the forward's last kernels write.
+  struct Staged {
+    int tensor = -1;
+    int64_t per_image = 0;  // elements per image
+    float* host = nullptr;  // owned, pinned + mapped: (max_batch, per_image) fp32
+    float* dev = nullptr;   // its device alias
+  };
+  std::vector<Staged> outputs_;
   volatile unsigned* host_nonfinite_ = nullptr;  // owned, pinned + mapped: non-finite outputs of the last forward
   unsigned* dev_nonfinite_ = nullptr;             // its device address (the output casts add to it)
   bool from_host_ = true;   // the walk being run or captured starts with the input cast from host_in_
@@ -136,8 +143,8 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t ev : events_)
     if (ev != nullptr) cudaEventDestroy(ev);
   if (host_in_ != nullptr) cudaFreeHost(host_in_);
-  if (host_pre_ != nullptr) cudaFreeHost(host_pre_);
-  if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
+  for (const Staged& o : outputs_)
+    if (o.host != nullptr) cudaFreeHost(o.host);
   if (host_nonfinite_ != nullptr) cudaFreeHost(const_cast<unsigned*>(host_nonfinite_));
 }
 
@@ -173,12 +180,16 @@ Status CudaBackend::open_staging() {
   const Graph& g = plan_.graph;
   const VitArch& a = g.arch;
   in_per_image_ = int64_t{a.in_chans} * a.img_h * a.img_w;
-  out_dim_ = a.num_classes > 0 ? a.num_classes : a.embed_dim;
   EV_RETURN_IF_ERROR(host_alloc(&host_in_, &dev_in_, static_cast<size_t>(in_per_image_ * g.batch)));
   std::memset(host_in_, 0, sizeof(float) * static_cast<size_t>(in_per_image_ * g.batch));
-  EV_RETURN_IF_ERROR(host_alloc(&host_pre_, &dev_pre_, static_cast<size_t>(int64_t{a.embed_dim} * g.batch)));
-  if (g.logits != g.pre_logits)
-    EV_RETURN_IF_ERROR(host_alloc(&host_logits_, &dev_logits_, static_cast<size_t>(int64_t{out_dim_} * g.batch)));
+  for (const TensorDesc& t : g.tensors) {
+    if (t.kind != TensorKind::kOutput) continue;
+    Staged o;
+    o.tensor = t.id;
+    o.per_image = t.numel() / g.batch;
+    outputs_.push_back(o);  // owned from here: the destructor frees what host_alloc made
+    EV_RETURN_IF_ERROR(host_alloc(&outputs_.back().host, &outputs_.back().dev, static_cast<size_t>(t.numel())));
+  }
   unsigned* counter = nullptr;
   EV_CUDA_CHECK("init", cudaHostAlloc(reinterpret_cast<void**>(&counter), sizeof(unsigned), cudaHostAllocMapped));
   host_nonfinite_ = counter;
@@ -271,22 +282,17 @@ Status CudaBackend::before_ops(int n) {
   return Status::Ok();
 }
 
-// pre_logits and logits into the mapped fp32 output buffers, counting non-finite values.
+// Every output tensor into its mapped fp32 buffer, counting non-finite values.
 Status CudaBackend::after_ops(int n) {
   const Graph& g = plan_.graph;
   const Arena& m = *arena_;
   const cudaStream_t s = ctx_->stream;
-  const int64_t pre = int64_t{g.arch.embed_dim} * n;
-  EV_CUDA_CHECK("output pre_logits",
-                ctx_->fp16
-                    ? gpu::cast_f16_to_f32_count_nonfinite(m.as<__half>(g.pre_logits), dev_pre_, pre, dev_nonfinite_, s)
-                    : gpu::copy_f32_count_nonfinite(m.as<float>(g.pre_logits), dev_pre_, pre, dev_nonfinite_, s));
-  if (host_logits_ != nullptr) {
-    const int64_t lg = int64_t{out_dim_} * n;
-    EV_CUDA_CHECK("output logits",
+  for (const Staged& o : outputs_) {
+    const int64_t elems = o.per_image * n;
+    EV_CUDA_CHECK("output " + g.tensors[static_cast<size_t>(o.tensor)].name,
                   ctx_->fp16
-                      ? gpu::cast_f16_to_f32_count_nonfinite(m.as<__half>(g.logits), dev_logits_, lg, dev_nonfinite_, s)
-                      : gpu::copy_f32_count_nonfinite(m.as<float>(g.logits), dev_logits_, lg, dev_nonfinite_, s));
+                      ? gpu::cast_f16_to_f32_count_nonfinite(m.as<__half>(o.tensor), o.dev, elems, dev_nonfinite_, s)
+                      : gpu::copy_f32_count_nonfinite(m.as<float>(o.tensor), o.dev, elems, dev_nonfinite_, s));
   }
   return Status::Ok();
 }

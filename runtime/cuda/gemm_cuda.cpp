@@ -17,7 +17,7 @@ namespace edgevit {
 namespace {
 
 // Linear op `o` at batch n: shape, epilogue (bias when the op has one; erf GELU for epilogue 1, tanh GELU
-// for 3; y += for 2; QuickGELU (4) runs after the GEMM: LinearKernel::run).
+// for 3; y += for 2; QuickGELU (4) and tanh (5) run after the GEMM: LinearKernel::run).
 gpu::LtGemmShape shape_of(const Op& o, const Graph& g, int n, bool fp16) {
   gpu::LtGemmShape s;
   s.m = o.m / g.batch * n;
@@ -68,6 +68,12 @@ class LinearKernel final : public OpKernel {
       const cudaError_t e = c.fp16 ? gpu::quick_gelu_f16(static_cast<__half*>(y_), n_elems, c.stream)
                                    : gpu::quick_gelu_f32(static_cast<float*>(y_), n_elems, c.stream);
       if (e != cudaSuccess) return cuda_error("op '" + op_.name + "'", "QuickGELU after the GEMM", e);
+    }
+    if (op_.epilogue == 5) {  // the pooler's tanh: bias in the GEMM, then one pass over y (B, E)
+      const int64_t n_elems = op_.m / c.plan.graph.batch * n * op_.n;
+      const cudaError_t e = c.fp16 ? gpu::tanh_f16(static_cast<__half*>(y_), n_elems, c.stream)
+                                   : gpu::tanh_f32(static_cast<float*>(y_), n_elems, c.stream);
+      if (e != cudaSuccess) return cuda_error("op '" + op_.name + "'", "tanh after the GEMM", e);
     }
     return Status::Ok();
   }

@@ -144,7 +144,7 @@ static void test_classify(void) {
   CHECK(s == EDGEVIT_BUFFER_TOO_SMALL && rows * cols == 640, "size query gave %s", edgevit_status_name(s));
   free(pre);
   s = edgevit_engine_output(e, "embedding_of_nothing", logits, 100, NULL, NULL);
-  CHECK(s == EDGEVIT_INVALID_ARGUMENT && strstr(edgevit_last_error(), "logits") != NULL,
+  CHECK(s == EDGEVIT_INVALID_ARGUMENT && strstr(edgevit_last_error(), "logits, embedding, pre_logits") != NULL,
         "unknown output gave %s: %s", edgevit_status_name(s), edgevit_last_error());
 
   /* A caller-owned input (a copy of image 3): same logits as from the input buffer. */
@@ -157,6 +157,61 @@ static void test_classify(void) {
   s = edgevit_engine_output(e, "logits", logits, 100, &rows, &cols);
   CHECK(s == EDGEVIT_OK && rows == 1, "logits after n=1: rows %lld", (long long)rows);
   CHECK(memcmp(logits, expected, sizeof expected) == 0, "batch-1 logits differ from the batch-10 row");
+  edgevit_engine_destroy(e);
+}
+
+/* The named outputs (docs/models.md "Outputs"): embedding and pre_logits by default, tokens only when
+ * edgevit_options.tokens asks for them; a token-pooled model's pre_logits is the class token's row of its
+ * tokens, and its embedding is pre_logits. */
+static void test_named_outputs(void) {
+  edgevit_engine* e = NULL;
+  edgevit_status s = edgevit_engine_create(kConfig, "host-cpu", NULL, &e);
+  CHECK(s == EDGEVIT_OK, "create: %s", edgevit_last_error());
+  if (s != EDGEVIT_OK) return;
+  int64_t dims[4] = {0, 0, 0, 0};
+  int32_t ndim = 0;
+  s = edgevit_engine_output_dims(e, "embedding", dims, 4, &ndim);
+  CHECK(s == EDGEVIT_OK && ndim == 1 && dims[0] == 64, "embedding dims: %s (%d: %lld)", edgevit_last_error(), ndim,
+        (long long)dims[0]);
+  s = edgevit_engine_output_dims(e, "tokens", dims, 4, &ndim);
+  CHECK(s == EDGEVIT_INVALID_ARGUMENT && strstr(edgevit_last_error(), "edgevit_options.tokens") != NULL,
+        "tokens without asking gave %s: %s", edgevit_status_name(s), edgevit_last_error());
+  edgevit_engine_destroy(e);
+
+  edgevit_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.max_batch = 2;
+  o.threads = 1;
+  o.tokens = 1;
+  s = edgevit_engine_create(kConfig, "host-cpu", &o, &e);
+  CHECK(s == EDGEVIT_OK, "create with tokens: %s", edgevit_last_error());
+  if (s != EDGEVIT_OK) return;
+  s = edgevit_engine_output_dims(e, "tokens", dims, 1, &ndim);
+  CHECK(s == EDGEVIT_BUFFER_TOO_SMALL && ndim == 2, "tokens dims into 1 slot gave %s", edgevit_status_name(s));
+  s = edgevit_engine_output_dims(e, "tokens", dims, 4, &ndim);
+  CHECK(s == EDGEVIT_OK && ndim == 2 && dims[1] == 64, "tokens dims: %s", edgevit_last_error());
+  const int64_t tokens = dims[0];
+  CHECK(tokens > 1, "%lld tokens", (long long)tokens);
+  CHECK(edgevit_engine_load_image(e, "tests/data/digits/digit-3.png", 0) == EDGEVIT_OK, "load: %s", edgevit_last_error());
+  CHECK(edgevit_engine_load_image(e, "tests/data/digits/digit-7.png", 1) == EDGEVIT_OK, "load: %s", edgevit_last_error());
+  s = edgevit_engine_infer(e, edgevit_engine_input_buffer(e, NULL), 2);
+  CHECK(s == EDGEVIT_OK, "infer: %s", edgevit_last_error());
+  float* tok = (float*)malloc(sizeof(float) * (size_t)(2 * tokens * 64));
+  float pre[2 * 64], emb[2 * 64];
+  int64_t rows = 0, cols = 0;
+  s = edgevit_engine_output(e, "tokens", tok, (size_t)(2 * tokens * 64), &rows, &cols);
+  CHECK(s == EDGEVIT_OK && rows == 2 && cols == tokens * 64, "tokens: %s", edgevit_last_error());
+  s = edgevit_engine_output(e, "pre_logits", pre, 2 * 64, &rows, &cols);
+  CHECK(s == EDGEVIT_OK, "pre_logits: %s", edgevit_last_error());
+  s = edgevit_engine_output(e, "embedding", emb, 2 * 64, &rows, &cols);
+  CHECK(s == EDGEVIT_OK && rows == 2 && cols == 64, "embedding: %s", edgevit_last_error());
+  for (int i = 0; i < 2; ++i) {
+    CHECK(memcmp(pre + i * 64, tok + i * tokens * 64, 64 * sizeof(float)) == 0,
+          "image %d: pre_logits is not the class token's row of tokens", i);
+    CHECK(memcmp(emb + i * 64, pre + i * 64, 64 * sizeof(float)) == 0, "image %d: embedding != pre_logits", i);
+  }
+  free(tok);
   edgevit_engine_destroy(e);
 }
 
@@ -189,6 +244,7 @@ int main(void) {
   CHECK(strlen(edgevit_version()) > 0, "empty version");
   test_errors();
   test_classify();
+  test_named_outputs();
   test_non_square();
   if (g_failures != 0) {
     fprintf(stderr, "c_api_test: %d check(s) failed\n", g_failures);

@@ -145,11 +145,11 @@ TEST(ProtocolParse, RejectsEachMalformedFrameWithTheDaemonsCodeAndMessage) {
        "tensor data is 516 bytes, the shape needs 512"},
       // Reserved fields (issue #22): refused, so that a later protocol can give them a meaning.
       {"response flag on a request", tensor_frame({1, 8, 8}, 64, 3, kFlagResponse), L, ErrorCode::kBadFrame,
-       "request flags 0x00010000 set reserved bits (a request may set only want_logits, 0x1)"},
+       "request flags 0x00010000 set reserved bits (a request may set only want_logits 0x1, want_embedding 0x2, want_tokens 0x4)"},
       {"error and response flags on health", frame(3, {}, kFlagResponse | kFlagError), L, ErrorCode::kBadFrame,
-       "request flags 0x00030000 set reserved bits (a request may set only want_logits, 0x1)"},
+       "request flags 0x00030000 set reserved bits (a request may set only want_logits 0x1, want_embedding 0x2, want_tokens 0x4)"},
       {"unknown flag bit", frame(kImage, std::vector<uint8_t>(kInferPrefixBytes + 4), 0x80000000u), L,
-       ErrorCode::kBadFrame, "request flags 0x80000000 set reserved bits (a request may set only want_logits, 0x1)"},
+       ErrorCode::kBadFrame, "request flags 0x80000000 set reserved bits (a request may set only want_logits 0x1, want_embedding 0x2, want_tokens 0x4)"},
       {"payload on health", frame(3, {9, 9}), L, ErrorCode::kBadFrame, "op 3 takes no payload, got 2 bytes"},
       {"payload on stats", frame(4, {0}), L, ErrorCode::kBadFrame, "op 4 takes no payload, got 1 bytes"},
       {"payload on version", frame(5, std::vector<uint8_t>(100)), L, ErrorCode::kBadFrame,
@@ -198,10 +198,22 @@ TEST(ProtocolParse, AcceptsEachRequestKind) {
     EXPECT_EQ(r.op, Op::kInferImage);
     EXPECT_EQ(r.topk, 7);
     EXPECT_FALSE(r.want_logits);
+    EXPECT_FALSE(r.want_embedding);
+    EXPECT_FALSE(r.want_tokens);
     EXPECT_EQ(r.n, 1u);
     ASSERT_EQ(r.image_bytes, sizeof png_magic);
     EXPECT_EQ(r.image, f.payload.data() + kInferPrefixBytes);
     EXPECT_EQ(std::memcmp(r.image, png_magic, sizeof png_magic), 0);
+  }
+  for (const uint32_t flags : {kFlagWantEmbedding, kFlagWantTokens, kRequestFlags}) {  // the output sections
+    const Frame f = frame(kImage, encode_infer_image_payload(png_magic, sizeof png_magic, 1), flags);
+    ParsedRequest r;
+    ParseError err;
+    ASSERT_TRUE(parse_request(f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), L, &r, &err))
+        << err.message;
+    EXPECT_EQ(r.want_logits, (flags & kFlagWantLogits) != 0);
+    EXPECT_EQ(r.want_embedding, (flags & kFlagWantEmbedding) != 0);
+    EXPECT_EQ(r.want_tokens, (flags & kFlagWantTokens) != 0);
   }
   {  // an empty image is the decoder's to refuse, not the parser's
     const Frame f = frame(kImage, encode_infer_image_payload(nullptr, 0, 0));

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -92,6 +93,25 @@ TEST(GemmI8Ref, EpiloguesMatchFloat64) {
           }
         }
     }
+}
+
+// The rational-erf GELU (gemm_i8_ref.h) against the exact erf GELU in float64, over |v| <= 12 (past 5.66
+// the clamped erf is +-1 in fp32): within 1.5e-6 absolute plus 2^-23 relative; NaN stays NaN; odd inputs
+// keep their sign of the product.
+TEST(GemmI8Ref, RationalGeluWithinBoundOfExactErfGelu) {
+  constexpr double kGeluAbs = 1.5e-6;            // the rational erf's |error| <= 4e-7, times |v| / 2 up to 5.66
+  constexpr double kGeluRel = 1.0 / (1 << 23);   // the last multiply's rounding, for large v
+  double worst = 0.0;
+  for (int i = -1200000; i <= 1200000; ++i) {
+    const float v = static_cast<float>(i) * 1e-5f;
+    const double err = std::fabs(gemm_i8_gelu_ref(v) - gelu64(v));
+    worst = std::max(worst, err - kGeluRel * std::fabs(gelu64(v)));
+    ASSERT_LE(err, kGeluAbs + kGeluRel * std::fabs(gelu64(v))) << "v " << v;
+  }
+  EXPECT_GT(worst, 1e-8);  // the bound is near the error, not loose by orders of magnitude
+  EXPECT_TRUE(std::isnan(gemm_i8_gelu_ref(NAN)));
+  EXPECT_EQ(gemm_i8_gelu_ref(INFINITY), INFINITY);
+  EXPECT_EQ(gemm_i8_gelu_ref(-30.f), -0.f);
 }
 
 TEST(GemmI8Ref, QuantizeRoundsToNearestEvenAndSaturates) {

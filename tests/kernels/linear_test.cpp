@@ -38,14 +38,14 @@ TEST(Linear, AllEpiloguesOddSizes) {
   const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 197}, {197, 576, 192}, {197, 192, 768},
                            {197, 768, 192}, {1, 1000, 192}, {5, 7, 1}};
   for (const auto& s : shapes)
-    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
+    for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh, Epilogue::kTanh})
       for (bool bias : {true, false}) check(s[0], s[1], s[2], ep, bias, seed += 10);
 }
 
 TEST(Linear, TwoThreads) {
   cpu_init_threads(2);
   uint32_t seed = 1000;
-  for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh})
+  for (Epilogue ep : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidualAdd, Epilogue::kGeluTanh, Epilogue::kTanh})
     check(197, 768, 192, ep, true, seed += 10);
   cpu_init_threads(1);
 }

@@ -14,6 +14,7 @@
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "base/yaml_guard.h"
+#include "tests/runtime/checkpoint_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -161,6 +162,65 @@ TEST(ModelConfig, DefaultsAreApplied) {
   EXPECT_EQ(spec->preprocess.mean, (std::vector<double>{0.485, 0.456, 0.406}));
   EXPECT_EQ(spec->preprocess.std, (std::vector<double>{0.229, 0.224, 0.225}));
   EXPECT_TRUE(spec->labels_path.empty());
+}
+
+// runtime.outputs (docs/config.md): names the outputs, refuses an unknown or repeated name, an empty list and
+// logits without a classifier head, each naming the key; the pooler and projection_head keys check their
+// requirements; a spec with outputs round-trips through save/load.
+TEST(ModelConfig, RuntimeOutputsAreParsedAndChecked) {
+  const std::string minimal = read_text(testutil::source_path("tests/data/configs/valid/minimal.yaml"));
+  auto with = [&](const std::string& extra) { return parse_model_spec(minimal + extra, "m.yaml", "/tmp"); };
+  auto ok = with("runtime:\n  outputs: [embedding, tokens]\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->outputs, OutputSet().add(OutputKind::kEmbedding).add(OutputKind::kTokens));
+  EXPECT_TRUE(with("")->outputs.empty());
+  struct Bad {
+    const char* yaml;
+    const char* key;
+    const char* reason;
+  };
+  const Bad bad[] = {
+      {"runtime:\n  outputs: [logits, probs]\n", "runtime.outputs[1]", "unknown value 'probs'; expected one of: logits"},
+      {"runtime:\n  outputs: [tokens, tokens]\n", "runtime.outputs[1]", "'tokens' is listed twice"},
+      {"runtime:\n  outputs: []\n", "runtime.outputs", "must name at least one output"},
+      {"runtime:\n  outputs: logits\n", "runtime.outputs", "expected a list of: logits, embedding, pre_logits, tokens"},
+  };
+  for (const Bad& b : bad) {
+    auto r = with(b.yaml);
+    ASSERT_FALSE(r.ok()) << b.yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kConfigError);
+    EXPECT_NE(r.status().message().find(b.key), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(b.reason), std::string::npos) << r.status().message();
+  }
+  std::string headless = minimal;
+  headless.replace(headless.find("num_classes: 10"), 15, "num_classes: 0");
+  auto no_head = parse_model_spec(headless + "runtime:\n  outputs: [logits]\n", "m.yaml", "/tmp");
+  ASSERT_FALSE(no_head.ok());
+  EXPECT_NE(no_head.status().message().find("'logits' needs a classifier head"), std::string::npos)
+      << no_head.status().message();
+  auto projection = parse_model_spec(headless.substr(0, headless.find("weights:")) + "  projection_head: true\n" +
+                                         headless.substr(headless.find("weights:")),
+                                     "m.yaml", "/tmp");
+  ASSERT_FALSE(projection.ok());
+  EXPECT_NE(projection.status().message().find("architecture.projection_head"), std::string::npos)
+      << projection.status().message();
+  auto pooler = parse_model_spec(minimal.substr(0, minimal.find("weights:")) + "  pooler: true\n  class_token: false\n" +
+                                     minimal.substr(minimal.find("weights:")),
+                                 "m.yaml", "/tmp");
+  ASSERT_FALSE(pooler.ok());
+  EXPECT_NE(pooler.status().message().find("pooler"), std::string::npos) << pooler.status().message();
+
+  const std::string dir = testutil::make_temp_dir("outputs_yaml");
+  ModelSpec spec = *ok;
+  spec.weights_path = dir + "/w.safetensors";
+  spec.name = "m";
+  ASSERT_TRUE(save_model_spec(spec, dir + "/m.yaml").ok());
+  auto back = load_model_spec(dir + "/m.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  back->source_path.clear();
+  EXPECT_TRUE(same_model_spec(spec, *back));
+  EXPECT_EQ(back->outputs, spec.outputs);
+  fs::remove_all(dir);
 }
 
 TEST(ModelConfig, PoolingDefaultsFollowTimm) {

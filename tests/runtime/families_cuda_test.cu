@@ -2,9 +2,12 @@
 // tests/data/families, imported as a user would, on a DeviceProfile queried from GPU 0: fp16 within 5e-3
 // normwise of the float64 outputs (issue #24's bound: tol::kFp16Kernel's value, tighter than
 // tol::kFp16EndToEnd) and the same top-1, fp32 within tol::kFp32EndToEnd; the class-token tail (the default)
-// and every token (all_tokens), fused and explicit attention. CudaFamiliesResized: five of them imported at
-// 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load) against timm's and
-// transformers' outputs at that size (tests/data/families/resize, as families_resize_test on the CPU).
+// and every token (all_tokens, which also asks for every output: tokens included), fused and explicit
+// attention. Every output the golden holds is compared (testutil::golden_outputs: logits, embedding,
+// pre_logits, and tokens when asked for), as families_test does on the CPU. CudaFamiliesResized: five of
+// them imported at 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load)
+// against timm's and transformers' outputs at that size (tests/data/families/resize, as
+// families_resize_test on the CPU).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,6 +20,7 @@
 #include "runtime/engine.h"
 #include "runtime/importer.h"
 #include "runtime/safetensors.h"
+#include "tests/runtime/family_goldens.h"
 #include "tests/testutil/cuda_main.h"
 #include "tests/testutil/testutil.h"
 
@@ -49,6 +53,8 @@ struct FamilyCase {
 };
 
 constexpr FamilyCase kCases[] = {
+    {"timm_vit_nohead", true, 1e-6, Activation::kGelu},
+    {"timm_gelu_tanh", true, 1e-6, Activation::kGeluTanh},
     {"timm_deit_distilled", true, 1e-6, Activation::kGelu},
     {"timm_dinov2", true, 1e-6, Activation::kGelu},
     {"timm_dinov2_reg4", true, 1e-6, Activation::kGelu},
@@ -56,6 +62,7 @@ constexpr FamilyCase kCases[] = {
     {"timm_clip_quickgelu", true, 1e-5, Activation::kQuickGelu},
     {"timm_qknorm", true, 1e-6, Activation::kGelu},
     {"timm_siglip", true, 1e-6, Activation::kGeluTanh},
+    {"hf_vit_model", false, 0, Activation::kGelu},
     {"hf_deit_distilled", false, 0, Activation::kGelu},
     {"hf_dinov2", false, 0, Activation::kGelu},
     {"hf_dinov2_reg4", false, 0, Activation::kGelu},
@@ -92,25 +99,28 @@ TEST_P(CudaFamilies, MatchesReference) {
   o.plan.attention = attention;
   o.plan.batch = n;
   o.plan.all_tokens = all_tokens;
+  if (all_tokens) o.plan.outputs = available_outputs(spec->arch);
   auto engine = Engine::create(*spec, gpu_profile(), o);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   Engine& e = **engine;
   ASSERT_TRUE(e.infer(input.data(), n).ok());
   const double bound = precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32EndToEnd;
-  const int classes = spec->arch.num_classes;
-  for (const char* name : {"pre_logits", "embedding", "logits"}) {
-    if (golden->find(name) == nullptr) continue;
-    const std::vector<float> want = read_tensor(*golden, name);
-    const bool is_logits = std::string(name) == "logits" ||
-                           (std::string(name) == "embedding" && classes > 0 &&
-                            want.size() == static_cast<size_t>(n) * static_cast<size_t>(classes));
-    const float* got = is_logits ? e.logits() : e.pre_logits();
+  EXPECT_EQ(e.tokens() != nullptr, all_tokens);
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(e, *golden);
+  EXPECT_FALSE(checks.empty()) << c.name;
+  for (const testutil::GoldenOutput& g : checks) {
+    const std::vector<float> want = read_tensor(*golden, g.golden);
+    const float* got = e.output(g.kind);
+    ASSERT_NE(got, nullptr) << c.name << " " << to_string(g.kind);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * e.output_numel_per_image(g.kind))) << c.name << " " << g.golden;
     const double err = testutil::rel_error(got, want.data(), want.size());
-    EXPECT_LE(err, bound) << c.name << " " << name;
+    EXPECT_LE(err, bound) << c.name << " " << to_string(g.kind) << " against the golden's " << g.golden;
     std::printf("%s %s %s%s %s: rel err %.3g\n", c.name, to_string(precision), to_string(e.plan().graph.attention),
-                all_tokens ? " all_tokens" : "", name, err);
-    if (std::string(name) == "logits")
+                all_tokens ? " all_tokens" : "", to_string(g.kind), err);
+    if (g.kind == OutputKind::kLogits) {
+      const int classes = static_cast<int>(want.size()) / n;
       EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes)) << c.name;
+    }
   }
 }
 

@@ -243,6 +243,37 @@ TEST(ImportImageSize, SameLengthOtherGridFollowsTheLibrary) {
   }
 }
 
+// HF DINOv2 with registers: Dinov2WithRegistersEmbeddings.interpolate_pos_encoding passes antialias=True
+// (plain DINOv2 does not), read from transformers' source; no golden covers it, so this pins the choice:
+// the loader's table at 48 x 32 is the antialiased resize of the table at the checkpoint's 4 x 4 grid.
+TEST(ResamplePosEmbed, HfDinov2WithRegistersAntialiases) {
+  auto spec = import_case(ResizeCase{"hf_dinov2_reg4", 1e-6});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  ASSERT_GT(spec->arch.reg_tokens, 0);
+  auto w = WeightSource::open(spec->weights_path, spec->weights_naming);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const int e = spec->arch.embed_dim, prefix = spec->arch.no_embed_class ? 0 : spec->arch.num_prefix_tokens();
+  std::vector<float> native(static_cast<size_t>(spec->arch.pos_embed_len() * e));
+  ASSERT_TRUE(w->read_f32("pos_embed", native.data(), native.size()).ok());
+  ASSERT_EQ(native.size(), static_cast<size_t>((prefix + 16) * e));
+  spec->arch.img_h = 48;
+  spec->arch.img_w = 32;
+  ASSERT_TRUE(w->fit_pos_embed(spec->arch).ok());
+  std::vector<float> got(static_cast<size_t>(spec->arch.pos_embed_len() * e));
+  ASSERT_TRUE(w->read_f32("pos_embed", got.data(), got.size()).ok());
+  for (bool antialias : {true, false}) {
+    std::vector<float> want(got.size());
+    std::copy(native.begin(), native.begin() + static_cast<size_t>(prefix) * e, want.begin());
+    resample_pos_embed_bicubic(native.data() + static_cast<size_t>(prefix) * e, 4, 4, e,
+                               want.data() + static_cast<size_t>(prefix) * e, 6, 4, antialias);
+    const double err = testutil::rel_error(got.data(), want.data(), want.size());
+    if (antialias)
+      EXPECT_EQ(err, 0.0);
+    else
+      EXPECT_GT(err, 1e-4);  // the two resizes differ here: the check can tell them apart
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyResize,
                          ::testing::Combine(::testing::Values(ResizeCase{"timm_vit_nohead", 1e-6},
                                                               ResizeCase{"timm_dinov2", 1e-6},

@@ -19,6 +19,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/runtime/family_goldens.h"
 #include "tests/testutil/testutil.h"
 #include "tests/testutil/vit_ref.h"
 
@@ -138,8 +139,10 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyRefTest,
 
 // ---- against timm / transformers -------------------------------------------------------------------------
 
-// The engine's outputs for a golden case's input, compared with every output the golden has that the engine
-// produces: logits (and top-1), pre_logits (timm), embedding (HF pooler: the pre_logits of a headless model).
+// The engine's outputs for a golden case's input, compared with every output the golden has
+// (testutil::golden_outputs: logits and its top-1, embedding, pre_logits, tokens), twice: with the model's
+// default outputs (no tokens buffer: tokens() is nullptr, the class-token tail where the model has one) and
+// with every output asked for (PlanOptions::outputs, as `run --tokens` asks).
 void expect_matches_golden(const ModelSpec& imported, const std::string& golden_path) {
   auto golden = SafetensorsFile::open(golden_path);
   ASSERT_TRUE(golden.ok()) << golden.status().to_string();
@@ -147,32 +150,39 @@ void expect_matches_golden(const ModelSpec& imported, const std::string& golden_
   const int n = static_cast<int>(golden->find("input")->shape[0]);
   ModelSpec spec = imported;
   spec.max_batch = n;
-  EngineOptions o;
-  o.plan.batch = n;
-  o.threads = 2;
-  auto engine = Engine::create(spec, host_cpu(), o);
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
-  int checked = 0;
-  const int classes = spec.arch.num_classes;
-  for (const char* name : {"pre_logits", "embedding"}) {
-    if (golden->find(name) == nullptr) continue;
-    const std::vector<float> want = read_tensor(*golden, name);
-    // HF's embedding is the pooler (a headless model's pre_logits) or CLIP's projected one (our logits).
-    const bool projected = std::string(name) == "embedding" && classes > 0 &&
-                           want.size() == static_cast<size_t>(n) * static_cast<size_t>(classes);
-    const float* got = projected ? (*engine)->logits() : (*engine)->pre_logits();
-    EXPECT_LE(testutil::rel_error(got, want.data(), want.size()), tol::kFp32EndToEnd) << name;
-    ++checked;
+  for (bool every : {false, true}) {
+    SCOPED_TRACE(every ? "every output" : "default outputs");
+    EngineOptions o;
+    o.plan.batch = n;
+    if (every) o.plan.outputs = available_outputs(spec.arch);
+    o.threads = 2;
+    auto engine = Engine::create(spec, host_cpu(), o);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    const Engine& e = **engine;
+    EXPECT_EQ(e.tokens() != nullptr, every);
+    EXPECT_EQ(e.outputs().has(OutputKind::kLogits), spec.arch.num_classes > 0 && !spec.arch.projection_head);
+    ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+    const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(e, *golden);
+    for (const testutil::GoldenOutput& c : checks) {
+      const std::vector<float> want = read_tensor(*golden, c.golden);
+      const float* got = e.output(c.kind);
+      ASSERT_NE(got, nullptr) << to_string(c.kind);
+      ASSERT_EQ(want.size(), static_cast<size_t>(n * e.output_numel_per_image(c.kind))) << to_string(c.kind);
+      EXPECT_LE(testutil::rel_error(got, want.data(), want.size()), tol::kFp32EndToEnd)
+          << to_string(c.kind) << " against the golden's " << c.golden;
+      if (c.kind == OutputKind::kLogits) {
+        const int classes = static_cast<int>(want.size()) / n;
+        EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes));
+      }
+    }
+    // Every golden tensor but the input is checked by some output (tokens only when asked for).
+    for (const TensorInfo& t : golden->tensors()) {
+      if (t.name == "input" || (t.name == "tokens" && !every)) continue;
+      bool checked = false;
+      for (const testutil::GoldenOutput& c : checks) checked = checked || c.golden == t.name;
+      EXPECT_TRUE(checked) << golden_path << ": " << t.name << " is not checked";
+    }
   }
-  if (golden->find("logits") != nullptr) {
-    const std::vector<float> want = read_tensor(*golden, "logits");
-    const int classes = static_cast<int>(want.size()) / n;
-    EXPECT_LE(testutil::rel_error((*engine)->logits(), want.data(), want.size()), tol::kFp32EndToEnd);
-    EXPECT_EQ(testutil::argmax_rows((*engine)->logits(), n, classes), testutil::argmax_rows(want.data(), n, classes));
-    ++checked;
-  }
-  EXPECT_GT(checked, 0) << golden_path << " has no output the engine produces";
 }
 
 std::string family_path(const std::string& name) { return testutil::source_path("tests/data/families/" + name); }
@@ -200,7 +210,9 @@ TEST_P(TimmFamilyGolden, ImportedMatchesTimm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TimmFamilyGolden,
-                         ::testing::Values(TimmCase{"timm_deit_distilled", 1e-6, Activation::kGelu},
+                         ::testing::Values(TimmCase{"timm_vit_nohead", 1e-6, Activation::kGelu},
+                                           TimmCase{"timm_gelu_tanh", 1e-6, Activation::kGeluTanh},
+                                           TimmCase{"timm_deit_distilled", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_dinov2", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_dinov2_reg4", 1e-6, Activation::kGelu},
                                            TimmCase{"timm_clip", 1e-5, Activation::kGelu},
@@ -219,8 +231,8 @@ TEST_P(HfFamilyGolden, ImportedMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
-                         ::testing::Values("hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4", "hf_clip_vision",
-                                           "hf_siglip_vision", "hf_dinov2_cls"),
+                         ::testing::Values("hf_vit_model", "hf_deit_distilled", "hf_dinov2", "hf_dinov2_reg4",
+                                           "hf_clip_vision", "hf_siglip_vision", "hf_dinov2_cls"),
                          [](const auto& info) { return std::string(info.param); });
 
 // ---- config round trip and full two-tower checkpoints ------------------------------------------------------
@@ -230,7 +242,8 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyGolden,
 TEST(FamilyConfig, ImportedSpecsRoundTripThroughYaml) {
   const std::string dir = testutil::make_temp_dir("family_yaml");
   for (const char* name : {"timm_deit_distilled", "timm_dinov2_reg4", "timm_clip_quickgelu", "timm_qknorm",
-                           "timm_siglip", "hf_clip_vision", "hf_dinov2_cls", "hf_dinov2_reg4", "hf_siglip_vision"}) {
+                           "timm_siglip", "hf_clip_vision", "hf_dinov2_cls", "hf_dinov2_reg4", "hf_siglip_vision",
+                           "hf_vit_model"}) {
     SCOPED_TRACE(name);
     const std::string base = family_path(name);
     Result<ModelSpec> spec = not_found("");

@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "platform/device_registry.h"
 #include "runtime/config.h"
+#include "runtime/engine.h"
+#include "runtime/importer.h"
 #include "runtime/inputs.h"
 #include "runtime/preprocess_config.h"
 #include "runtime/safetensors.h"
@@ -253,6 +256,50 @@ TEST(Preprocess, PngExifAsPil) {
       EXPECT_LE(max_levels, kRoundingLevels) << png << " vs " << jpg;
     }
   }
+}
+
+// The acceptance's "same top-1 on every test image": a classifier (the DeiT-distilled family checkpoint,
+// 32 x 32, 10 classes) run on what edgevit's pipeline makes of each test image and on what the reference
+// pipeline made of it (the goldens) gives the same class, and logits within the fp32 end-to-end tolerance.
+TEST(Preprocess, SameTop1AsTheReferencePipelinesOnEveryTestImage) {
+  ImportOptions io;
+  io.heads = 2;
+  auto spec = infer_model_spec_timm(testutil::source_path("tests/data/families/timm_deit_distilled.safetensors"), io);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto f = SafetensorsFile::open(testutil::source_path("tests/data/preprocess/goldens.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  int images = 0;
+  for (const TensorInfo& t : f->tensors()) {
+    const size_t slash = t.name.find('/');
+    ASSERT_NE(slash, std::string::npos) << t.name;
+    auto pre = read_pipeline(t.name.substr(0, slash));
+    ASSERT_TRUE(pre.ok()) << pre.status().to_string();
+    ModelSpec s = *spec;
+    s.preprocess = *pre;
+    s.max_batch = 2;
+    EngineOptions o;
+    o.plan.batch = 2;
+    o.threads = 2;
+    auto engine = Engine::create(s, *dev, o);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    const size_t elems = 3 * kImgSize * kImgSize;
+    std::vector<float> input(2 * elems);
+    convert_to_f32(t, f->data(t), input.data() + elems);  // image 1: the reference pipeline's tensor
+    const Status ls = load_image_file(
+        testutil::source_path("tests/data/preprocess/images/" + t.name.substr(slash + 1)), s, input.data());
+    ASSERT_TRUE(ls.ok()) << t.name << ": " << ls.to_string();
+    ASSERT_TRUE((*engine)->infer(input.data(), 2).ok()) << t.name;
+    const int classes = (*engine)->output_dim();
+    const float* logits = (*engine)->logits();
+    const auto top = testutil::argmax_rows(logits, 2, classes);
+    EXPECT_EQ(top[0], top[1]) << t.name;
+    EXPECT_LE(testutil::rel_error(logits, logits + classes, static_cast<size_t>(classes)), tol::kFp32EndToEnd)
+        << t.name;
+    ++images;
+  }
+  EXPECT_EQ(images, 30);
 }
 
 // Every pipeline survives the YAML: written, read back, the same spec.

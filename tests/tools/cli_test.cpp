@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/safetensors.h"
 #include "base/status.h"
 #include "tests/testutil/testutil.h"
@@ -149,6 +151,50 @@ TEST(Cli, ImportHuggingFaceThenRunMatchesTransformers) {
       EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd) << t;
     }
   }
+}
+
+// The named outputs through the CLI (docs/models.md "Outputs"): HF ViTModel (pooler, no classifier) imported as
+// a user would, `run --tokens --output` writes embedding (the pooler's dense + tanh), pre_logits and tokens,
+// and no logits, matching transformers' float64 outputs; the embedding's L2 norm is printed; `plan --tokens
+// --json` lists the tokens output and sizes its buffer (arena and io grow), `plan` without it does not.
+TEST(Cli, RunOutputWritesTheNamedOutputs) {
+  const std::string yaml = tmp("hf_vit_model.yaml");
+  const std::string src = testutil::source_path("tests/data/families/hf_vit_model");
+  Ran imp = run("import --from hf " + src + " -o " + yaml);
+  ASSERT_EQ(imp.code, 0) << imp.out;
+  const std::string golden = src + ".golden.safetensors";
+  const std::string out = tmp("hf_vit_model.out.safetensors");
+  Ran r = run("run " + yaml + " --device host-cpu --threads 2 --tokens --input " + golden + " --output " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("embedding [2,64]:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("image 0: L2 norm "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens [2,17,64]"), std::string::npos) << r.out;
+  for (const char* t : {"embedding", "tokens"}) {
+    const auto got = tensor(out, t), want = tensor(golden, t);
+    ASSERT_EQ(got.size(), want.size()) << t;
+    EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd) << t;
+  }
+  auto f = SafetensorsFile::open(out);
+  ASSERT_TRUE(f.ok());
+  EXPECT_NE(f->find("pre_logits"), nullptr);
+  EXPECT_EQ(f->find("logits"), nullptr) << "a model without a classifier head has no logits";
+
+  Ran plain = run("plan " + yaml + " --device host-cpu --batch 2 --json");
+  Ran with = run("plan " + yaml + " --device host-cpu --batch 2 --tokens --json");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(with.code, 0) << with.out;
+  const auto pj = nlohmann::json::parse(plain.out), wj = nlohmann::json::parse(with.out);
+  std::vector<std::string> plain_names, with_names;
+  for (const auto& o : pj["outputs"]) plain_names.push_back(o["name"]);
+  for (const auto& o : wj["outputs"]) with_names.push_back(o["name"]);
+  EXPECT_EQ(plain_names, (std::vector<std::string>{"embedding", "pre_logits"}));
+  EXPECT_EQ(with_names, (std::vector<std::string>{"embedding", "pre_logits", "tokens"}));
+  EXPECT_EQ(wj["outputs"][2]["shape"], (std::vector<int>{2, 17, 64}));
+  EXPECT_EQ(wj["io_bytes"].get<int64_t>() - pj["io_bytes"].get<int64_t>(), 2 * 17 * 64 * 4);
+  EXPECT_NE(plain.out, with.out);
+  Ran text = run("plan " + yaml + " --device host-cpu --batch 2 --tokens");
+  EXPECT_NE(text.out.find("outputs: embedding [2, 64], pre_logits [2, 64], tokens [2, 17, 64]"), std::string::npos)
+      << text.out;
 }
 
 // import --image-size HxW: a non-square model end to end (issue #24): the YAML's img_size, the plan's token

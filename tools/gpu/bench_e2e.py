@@ -168,6 +168,20 @@ def edgevit_profile(edgevit, yaml_path, batch, iters, out_txt):
     return total
 
 
+def capture_graph(model, static_x):
+    """model(static_x) captured in a CUDA graph after 3 warm-up calls on a side stream: (graph, output)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = model(static_x)
+    return graph, static_y
+
+
 def timm_benches(name, batch, iters, warmup, do_compile):
     model = timm.create_model(name, pretrained=False, num_classes=1000).eval().half().cuda()
     x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16)
@@ -175,15 +189,7 @@ def timm_benches(name, batch, iters, warmup, do_compile):
     with torch.inference_mode():
         out["timm-eager"] = cuda_time_ms(lambda: model(x), iters, warmup)
         static_x = x.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(static_x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = model(static_x)
+        graph, static_y = capture_graph(model, static_x)
         out["timm-graph"] = cuda_time_ms(graph.replay, iters, warmup)
         host = torch.randn(batch, 3, 224, 224)  # pageable fp32, like edgevit's caller
 

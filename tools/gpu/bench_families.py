@@ -2,7 +2,7 @@
 """The ViT families people deploy, at their real sizes, on the GPU machine: edgevit vs timm (issue #24).
 
 For each model below: timm builds it with seeded random weights (timm's init under a fixed seed, every bias
-and norm parameter then perturbed, as tools/gpu/make_timm_checkpoints.py does; nothing is downloaded), saves
+and norm parameter then perturbed by tools/gpu/make_timm_checkpoints.py's perturb(); nothing is downloaded), saves
 the state_dict; `edgevit import --from timm` writes the model YAML (max_batch raised to 64, mean 0 / std 1:
 the inputs are given normalized); then
   1. correctness: `edgevit run --precision fp16|fp32 --input x.safetensors --output` (CUDA fp16 and fp32,
@@ -35,7 +35,8 @@ import timm
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_e2e import cuda_time_ms, edgevit_bench, rel_err  # noqa: E402
+from bench_e2e import capture_graph, cuda_time_ms, edgevit_bench, rel_err  # noqa: E402
+from make_timm_checkpoints import perturb  # noqa: E402
 
 # name: (timm model, create kwargs, import flags)
 MODELS = {
@@ -53,15 +54,7 @@ SEED = 1234
 def build(timm_name, kwargs):
     torch.manual_seed(SEED)
     model = timm.create_model(timm_name, pretrained=False, **kwargs).eval()
-    g = torch.Generator().manual_seed(SEED + 1)
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if pname.endswith(".bias"):
-                p.add_(0.02 * torch.randn(p.shape, generator=g))
-            elif "norm" in pname and pname.endswith(".weight"):
-                p.add_(0.05 * torch.randn(p.shape, generator=g))
-            elif pname.endswith("gamma"):  # LayerScale: init 1e-5 would make every block a no-op
-                p.copy_(0.1 + 0.05 * torch.randn(p.shape, generator=g))
+    perturb(model, torch.Generator().manual_seed(SEED + 1))
     return model
 
 
@@ -149,15 +142,7 @@ def profile(args, key, model, size, yaml_path):
 def timm_graph_ms(model, batch, size, iters, warmup):
     x = torch.randn(batch, 3, size[0], size[1], device="cuda", dtype=torch.float16)
     with torch.inference_mode():
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(x)
+        graph, _ = capture_graph(model, x)
         return cuda_time_ms(graph.replay, iters, warmup)
 
 

@@ -4,17 +4,24 @@
 // first 4 algorithms), each with the epilogue the block uses (qkv: bias -> fp16; proj, fc2: bias + residual
 // into fp16; fc1: bias + GELU, INT8 out for fc2 (cuBLASLt: fp16 out)). Also measures the SM80-class
 // instruction ceilings (mma.sync m16n8k32 s8 and m16n8k16 f16) on the same GPU.
-// CUDA events around each launch, 10 warm-up launches, the median of 60.
-//   build: tools/gpu/make_i8_bundle.sh          usage: bench_gemm_i8     prints a table (TOP/s = 2MNK / t)
+// CUDA events around each launch, 10 warm-up launches, the median of 60 (20 with --sms).
+// --sms N: the GEMMs run on N multiprocessors only (Orin NX has 8): a spinning block holding all of a
+// multiprocessor's shared memory parks on every other one for the duration (no ceilings or cuBLASLt then:
+// its Hopper kernels use thread-block clusters).
+// --profile ROW GEMM BATCH: three launches of one row at one shape, nothing timed (for ncu).
+//   build: tools/gpu/make_i8_bundle.sh
+//   usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH]   prints a table (TOP/s = 2MNK / t)
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
@@ -36,7 +43,7 @@ using namespace edgevit;
   } while (0)
 
 constexpr int kWarmup = 10;
-constexpr int kRuns = 60;
+int g_runs = 60;
 constexpr int kCeilIters = 4096;
 
 float median_ms(const std::function<void()>& launch) {
@@ -45,7 +52,7 @@ float median_ms(const std::function<void()>& launch) {
   CHECK(cudaEventCreate(&b));
   for (int i = 0; i < kWarmup; ++i) launch();
   std::vector<float> t;
-  for (int i = 0; i < kRuns; ++i) {
+  for (int i = 0; i < g_runs; ++i) {
     CHECK(cudaEventRecord(a));
     launch();
     CHECK(cudaEventRecord(b));
@@ -102,6 +109,67 @@ void ceilings(double* i8_tops, double* f16_tflops) {
   CHECK(cudaFree(sink));
 }
 
+// Parks one block on each of the multiprocessors it lands on (all their shared memory: nothing else fits
+// beside it) until *release is set; counts itself into *started.
+// Gives up after 100 s (globaltimer) so that a lost release cannot hang the machine.
+__global__ void park_kernel(volatile int* release, int* started) {
+  extern __shared__ int park_smem[];
+  park_smem[threadIdx.x] = 0;
+  if (threadIdx.x == 0) atomicAdd(started, 1);
+  uint64_t t0 = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  uint64_t t = t0;
+  while (*release == 0 && t - t0 < 100000000000ull) {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  }
+}
+
+struct Parking {
+  int* flags = nullptr;  // [0] release, [1] started
+  cudaStream_t stream = nullptr;
+};
+
+// Leaves `keep` multiprocessors free for the timed kernels; returns once every parking block runs.
+Parking park_all_but(int keep) {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  Parking p;
+  const int blocks = prop.multiProcessorCount - keep;
+  CHECK(cudaMalloc(&p.flags, 2 * sizeof(int)));
+  CHECK(cudaMemset(p.flags, 0, 2 * sizeof(int)));
+  CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+  const int smem = static_cast<int>(prop.sharedMemPerBlockOptin);
+  CHECK(cudaFuncSetAttribute(park_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  park_kernel<<<blocks, 32, smem, p.stream>>>(p.flags, p.flags + 1);
+  CHECK(cudaGetLastError());
+  for (int started = 0; started < blocks;)
+    CHECK(cudaMemcpy(&started, p.flags + 1, sizeof(int), cudaMemcpyDeviceToHost));
+  std::printf("parked %d blocks: the kernels below run on %d multiprocessors\n", blocks, keep);
+  return p;
+}
+
+void release(Parking* p) {
+  const int one = 1;
+  CHECK(cudaMemcpy(p->flags, &one, sizeof(int), cudaMemcpyHostToDevice));
+  CHECK(cudaStreamSynchronize(p->stream));
+  CHECK(cudaStreamDestroy(p->stream));
+  CHECK(cudaFree(p->flags));
+}
+
+// A zeroed split-K workspace of at least `bytes` (grown on demand; split rows leave it zeroed).
+void* workspace(size_t bytes) {
+  static void* p = nullptr;
+  static size_t have = 0;
+  if (bytes > have) {
+    if (p) CHECK(cudaFree(p));
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, 0, bytes));
+    have = bytes;
+  }
+  return p;
+}
+
 struct Gemm {
   const char* name;
   int64_t n, k;
@@ -143,13 +211,32 @@ float time_lt(cublasLtHandle_t lt, int64_t m, const Gemm& g, const void* w, cons
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int sms = 0, profile_row = -1, profile_batch = 0;
+  std::string profile_gemm;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--sms" && i + 1 < argc) {
+      sms = std::atoi(argv[++i]);
+    } else if (arg == "--profile" && i + 3 < argc) {
+      profile_row = std::atoi(argv[++i]);
+      profile_gemm = argv[++i];
+      profile_batch = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH]\n");
+      return 2;
+    }
+  }
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  double i8_ceil = 0, f16_ceil = 0;
-  ceilings(&i8_ceil, &f16_ceil);
-  std::printf("device: %s, %d SMs\nceilings: mma.sync m16n8k32 s8 %.0f TOP/s, m16n8k16 f16 %.0f TFLOP/s (%.2fx)\n",
-              prop.name, prop.multiProcessorCount, i8_ceil, f16_ceil, i8_ceil / f16_ceil);
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (sms == 0 && profile_row < 0) {
+    double i8_ceil = 0, f16_ceil = 0;
+    ceilings(&i8_ceil, &f16_ceil);
+    std::printf("ceilings: mma.sync m16n8k32 s8 %.0f TOP/s, m16n8k16 f16 %.0f TFLOP/s (%.2fx)\n", i8_ceil, f16_ceil,
+                i8_ceil / f16_ceil);
+  }
   const int64_t max_m = 197 * 64, max_n = 3072, max_k = 3072;
   std::vector<int8_t> hq(std::max(max_m, max_n) * max_k);
   std::mt19937 rng(3);
@@ -186,9 +273,40 @@ int main() {
 
   int count = 0;
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
-  std::printf("%-5s %-5s %6s %5s %5s | %-20s %8s %8s | %8s %8s | %6s |", "batch", "gemm", "M", "N", "K",
+  if (profile_row >= 0) {
+    for (const Gemm& g : kGemms) {
+      if (profile_gemm != g.name || profile_row >= count) continue;
+      gpu::GemmI8Args a;
+      a.m = 197 * profile_batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true;
+      a.sw = sw, a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = profile_row;
+      a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
+      for (int i = 0; i < 3; ++i) CHECK(gpu::gemm_i8(a, nullptr));
+      CHECK(cudaDeviceSynchronize());
+      std::printf("profiled %s at %s batch %d\n", rows[profile_row].name, g.name, profile_batch);
+    }
+    return 0;
+  }
+  for (int v = 0; v < count; ++v)
+    std::printf("row %2d %-26s %2d warps, %6d B shared memory\n", v, rows[v].name, rows[v].warps, rows[v].smem_bytes);
+  Parking parking;
+  if (sms > 0) {  // load every kernel and size the workspace first: nothing may wait on the parked blocks
+    g_runs = 20;
+    for (int batch : {1, 8, 64})
+      for (const Gemm& g : kGemms)
+        for (int v = 0; v < count; ++v) {
+          gpu::GemmI8Args a;
+          a.m = 197 * batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sw = sw, a.bias = bias;
+          a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;
+          a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
+          const cudaError_t e = gpu::gemm_i8(a, nullptr);
+          if (e != cudaErrorInvalidValue) CHECK(e);  // a split row past its tile limit is refused
+        }
+    CHECK(cudaDeviceSynchronize());
+    parking = park_all_but(sms);
+  }
+  std::printf("%-5s %-5s %6s %5s %5s | %-24s %8s %8s | %8s %8s | %6s |", "batch", "gemm", "M", "N", "K",
               "best int8 variant", "us", "TOP/s", "lt us", "TFLOP/s", "ratio");
-  for (int v = 0; v < count; ++v) std::printf(" %s", rows[v].name + 3);
+  for (int v = 0; v < count; ++v) std::printf(" r%d", v);
   std::printf("  (TOP/s)\n");
   for (int batch : {1, 8, 64}) {
     const int64_t m = 197 * batch;
@@ -201,26 +319,49 @@ int main() {
         gpu::GemmI8Args a;
         a.m = m, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true, a.sw = sw;
         a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;
-        CHECK(gpu::gemm_i8(a, nullptr));
+        a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
+        const cudaError_t e = gpu::gemm_i8(a, nullptr);
+        if (e == cudaErrorInvalidValue) {  // a split row past its tile limit: not timed
+          t[v] = INFINITY;
+          continue;
+        }
+        CHECK(e);
         t[v] = median_ms([&] { gpu::gemm_i8(a, nullptr); });
         if (t[v] < t[best]) best = v;
       }
       CHECK(cudaGetLastError());
-      const float lt_ms = time_lt(lt, m, g, wh, xh, bh, y, ws, ws_bytes);
+      // cuBLASLt's Hopper kernels use thread-block clusters, which need free neighbours: not with --sms.
+      const float lt_ms = sms > 0 ? -1.f : time_lt(lt, m, g, wh, xh, bh, y, ws, ws_bytes);
       ops_all += ops;
       i8_all += t[best];
       lt_all += lt_ms;
-      std::printf("%-5d %-5s %6lld %5lld %5lld | %-20s %8.1f %8.0f | %8.1f %8.0f | %6.2f |", batch, g.name,
-                  static_cast<long long>(m), static_cast<long long>(g.n), static_cast<long long>(g.k), rows[best].name,
-                  t[best] * 1e3, ops / (t[best] * 1e-3) / 1e12, lt_ms * 1e3, ops / (lt_ms * 1e-3) / 1e12,
-                  lt_ms / t[best]);
-      for (int v = 0; v < count; ++v) std::printf(" %.0f", ops / (t[v] * 1e-3) / 1e12);
+      std::printf("%-5d %-5s %6lld %5lld %5lld | %-24s %8.1f %8.0f |", batch, g.name, static_cast<long long>(m),
+                  static_cast<long long>(g.n), static_cast<long long>(g.k), rows[best].name, t[best] * 1e3,
+                  ops / (t[best] * 1e-3) / 1e12);
+      if (lt_ms > 0.f) {
+        std::printf(" %8.1f %8.0f | %6.2f |", lt_ms * 1e3, ops / (lt_ms * 1e-3) / 1e12, lt_ms / t[best]);
+      } else {
+        std::printf(" %8s %8s | %6s |", "n/a", "n/a", "n/a");
+      }
+      for (int v = 0; v < count; ++v) {
+        if (std::isinf(t[v])) {
+          std::printf(" -");
+        } else {
+          std::printf(" %.0f", ops / (t[v] * 1e-3) / 1e12);
+        }
+      }
       std::printf("\n");
+      std::fflush(stdout);
     }
-    std::printf("%-5d %-5s four GEMMs: int8 %.1f us (%.0f TOP/s), cuBLASLt fp16 %.1f us (%.0f TFLOP/s), ratio %.2fx\n",
-                batch, "all", i8_all * 1e3, ops_all / (i8_all * 1e-3) / 1e12, lt_all * 1e3,
-                ops_all / (lt_all * 1e-3) / 1e12, lt_all / i8_all);
+    std::printf("%-5d %-5s four GEMMs: int8 %.1f us (%.0f TOP/s)", batch, "all", i8_all * 1e3,
+                ops_all / (i8_all * 1e-3) / 1e12);
+    if (sms == 0) {
+      std::printf(", cuBLASLt fp16 %.1f us (%.0f TFLOP/s), ratio %.2fx", lt_all * 1e3, ops_all / (lt_all * 1e-3) / 1e12,
+                  lt_all / i8_all);
+    }
+    std::printf("\n");
   }
+  if (sms > 0) release(&parking);
   cublasLtDestroy(lt);
   return 0;
 }

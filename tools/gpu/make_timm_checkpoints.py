@@ -58,17 +58,25 @@ preprocess:
 """
 
 
-def make(name, out_dir, seed):
-    embed, depth, heads = MODELS[name]
-    torch.manual_seed(seed)
-    model = timm.create_model(name, pretrained=False, num_classes=1000).eval()
-    g = torch.Generator().manual_seed(seed + 1)
+def perturb(model, g):
+    """Every bias and norm weight moved off timm's init (0 and 1), and LayerScale gammas (init 1e-5, which
+    would make each block a no-op) set near 0.1, from generator g."""
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if pname.endswith(".bias"):
                 p.add_(0.02 * torch.randn(p.shape, generator=g))
             elif "norm" in pname and pname.endswith(".weight"):
                 p.mul_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif pname.endswith("gamma"):
+                p.copy_(0.1 + 0.05 * torch.randn(p.shape, generator=g))
+
+
+def make(name, out_dir, seed):
+    embed, depth, heads = MODELS[name]
+    torch.manual_seed(seed)
+    model = timm.create_model(name, pretrained=False, num_classes=1000).eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    perturb(model, g)
     state = {k: v.detach().contiguous().float() for k, v in model.state_dict().items()}
     save_file(state, os.path.join(out_dir, f"{name}.safetensors"))
     with open(os.path.join(out_dir, f"{name}.yaml"), "w") as f:

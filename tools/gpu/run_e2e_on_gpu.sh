@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine, from the repository root, with build-e2e-bundle/ carried
 # (tools/gpu/make_e2e_bundle.sh):
-#   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test, gemm_lt_cuda_test, op_cases_cuda_test, families_cuda_test
+#   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test, gemm_lt_cuda_test, op_cases_cuda_test,
+#      families_cuda_test, gemm_i8_cuda_test, mha_i8_cuda_test
 #   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap, GEMM tuning off), then on
 #      its tuned-engine test alone (300 s cap)
 #   3. edgevit-selftest on the GPU: --quick, full, --json, and both injected faults (must exit 1)
@@ -12,7 +13,8 @@
 #   6. (families only) tools/gpu/bench_families.py: DINOv2, CLIP and SigLIP at real sizes vs timm's CUDA graph
 #      and torch.compile (issue #24's targets); FAMILY_MODELS=a,b picks models; FAMILY_PROFILE=1 adds the
 #      per-op/kernel tables (profiles.tar.gz)
-#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|bench|quick|selftest|footprint|families|all]   (default all;
+#   usage: tools/gpu/run_e2e_on_gpu.sh [tests|check|bench|quick|selftest|footprint|families|all]   (default all;
+#          check: steps 1, 3 and 5, no sanitizer, no benchmark;
 #          quick: ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
 #          selftest: step 3 only; footprint: step 5 only; families: step 6 only)
 set -uo pipefail
@@ -73,7 +75,7 @@ if [ "$what" = selftest ]; then
 fi
 if [ "$what" != bench ]; then
   selftest_on_gpu
-  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test"
+  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test"
   [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
   for t in $tests; do
     "$B/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
@@ -82,6 +84,9 @@ if [ "$what" != bench ]; then
   done
   grep -A17 '^allocation [0-9]' "$out/cuda_engine_test.log" 2>/dev/null | head -40
   footprint_on_gpu
+fi
+if [ "$what" = check ]; then
+  echo "==== summary"; printf '%s\n' "${summary[@]}"; exit 0
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   # GEMM tuning off in these engines (each timed run costs milliseconds under the sanitizer); one tuned

@@ -25,7 +25,7 @@ def test_plan(engine):
     assert p["device"] == "host-cpu"
     assert p["max_batch"] == 10
     assert p["input_shape"] == (10, 1, 8, 8)
-    assert p["output_dims"] == {"logits": 10, "pre_logits": 64}
+    assert p["output_dims"] == {"logits": (10,), "embedding": (64,), "pre_logits": (64,)}
     assert p["arena_bytes"] > 0 and p["total_bytes"] >= p["arena_bytes"]
     assert len(p["plan_hash"]) == 16 and p["fits"]
 
@@ -94,6 +94,23 @@ def test_threads_share_one_engine(engine):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_named_outputs_and_tokens():
+    # tokens only when asked for (and then every output the model has): a token-pooled model's pre_logits is
+    # the class token's row of its final-normed tokens, and its embedding is pre_logits (docs/models.md).
+    plain = edgevit.Engine(CONFIG, device="host-cpu", max_batch=2, threads=1).run_image(digit(3))
+    assert sorted(plain) == ["embedding", "logits", "pre_logits"]
+    e = edgevit.Engine(CONFIG, device="host-cpu", max_batch=2, threads=1, tokens=True)
+    assert "tokens" in e.plan["output_dims"]
+    out = e.run_image(digit(3))
+    assert sorted(out) == ["embedding", "logits", "pre_logits", "tokens"]
+    tokens = out["tokens"]
+    assert tokens.ndim == 3 and tokens.shape[0] == 1 and tokens.shape[2] == 64
+    assert tokens.shape[1:] == e.plan["output_dims"]["tokens"]
+    assert np.array_equal(out["pre_logits"][0], tokens[0, 0])
+    assert np.array_equal(out["embedding"], out["pre_logits"])
+    assert int(out["logits"].argmax()) == 3
 
 
 def test_non_square_input():
