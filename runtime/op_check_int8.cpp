@@ -73,7 +73,13 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
   if (op.epilogue != 1) return out;
   std::vector<int8_t> q(out.size());
   std::vector<float> s(static_cast<size_t>(m));
-  quantize_rows_i8_ref(out.data(), m, n, scale ? (*scale)[0] : 0.f, q.data(), s.data());
+  if (scale != nullptr) {  // gemm_i8_ref's kI8BiasGelu: q = rne(g * (1 / out_scale))
+    const float inv = 1.f / (*scale)[0];
+    for (size_t i = 0; i < out.size(); ++i) q[i] = gemm_i8_quantize_ref(out[i] * inv);
+    for (float& x : s) x = (*scale)[0];
+  } else {
+    quantize_rows_i8_ref(out.data(), m, n, 0.f, q.data(), s.data());
+  }
   return dequantize(q, s, n);
 }
 

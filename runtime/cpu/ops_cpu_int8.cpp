@@ -115,10 +115,16 @@ class GemmI8 final : public CpuKernel {
     for (int64_t r = 0; r < rows; ++r) {
       gemm_i8_accumulate_ref(1, n, k, x + r * k, w, acc);
       for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_dequant_ref(acc[j], sx[r], sw[j], bias ? bias[j] : 0.f);
-      if (op_.epilogue == 1) {  // fc1: GELU, then int8 for fc2 with the row's scale
+      if (op_.epilogue == 1) {  // fc1: GELU, then int8 for fc2
         for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_gelu_ref(v[j]);
-        quantize_rows_i8_ref(v, 1, n, out_scale, ctx.arena.as<int8_t>(op_.outputs[0]) + r * n,
-                             ctx.f32(op_.outputs[1]) + r);
+        int8_t* q = ctx.arena.as<int8_t>(op_.outputs[0]) + r * n;
+        if (out_scale > 0) {  // per tensor: gemm_i8_ref's kI8BiasGelu, q = rne(g * (1 / out_scale))
+          const float inv = 1.f / out_scale;
+          for (int64_t j = 0; j < n; ++j) q[j] = gemm_i8_quantize_ref(v[j] * inv);
+          ctx.f32(op_.outputs[1])[r] = out_scale;
+        } else {  // per token: the row's own scale (quantize_i8_ref.h)
+          quantize_rows_i8_ref(v, 1, n, 0.f, q, ctx.f32(op_.outputs[1]) + r);
+        }
       } else if (op_.epilogue == 2) {
         float* y = ctx.f32(op_.outputs[0]) + r * n;
         for (int64_t j = 0; j < n; ++j) y[j] += v[j];
