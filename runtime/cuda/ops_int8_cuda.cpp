@@ -100,10 +100,12 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   } else if (op_.inputs.size() == 3) {  // fc2: reads fc1's int8 output with its own calibrated scale
     in_scale_ = tensor_named(g, op_.name + ".input_scale");
   }
+  // The table's first row this device runs without a split-K workspace (per-shape choice and split-K rows:
+  // docs/kernels-gemm-i8.md; not done here yet).
   int count = 0;
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
   for (int i = 0; i < count && variant_ < 0; ++i)
-    if (rows[i].min_sm <= c.sm && rows[i].smem_bytes <= c.smem_optin) variant_ = i;
+    if (rows[i].split_k <= 1 && rows[i].min_sm <= c.sm && rows[i].smem_bytes <= c.smem_optin) variant_ = i;
   if (variant_ < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
   variant_name_ = rows[variant_].name;
   // The first launch of a variant and epilogue sets its shared-memory attribute: outside any capture.
