@@ -1,5 +1,5 @@
 // The CUDA side of the op-case checks (runtime/op_check.h): a device arena, a CudaContext with tuning off
-// (the table's rows and cuBLASLt's first heuristic algorithm), fp16 or fp32 tensors moved with cudaMemcpy.
+// (the table's rows and cuBLASLt's first heuristic algorithm), fp16, fp32 or int8 tensors moved with cudaMemcpy.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -27,6 +27,12 @@ class CudaOpCaseDevice final : public OpCaseDevice {
       EV_CUDA_CHECK("op case", cudaMemcpy(arena.at(t.id), values.data(), values.size() * 4, cudaMemcpyHostToDevice));
       return Status::Ok();
     }
+    if (t.elem_bytes == 1) {  // int8 (INT8 ops): the values are integers in [-127, 127]
+      std::vector<int8_t> q(values.size());
+      for (size_t i = 0; i < values.size(); ++i) q[i] = static_cast<int8_t>(values[i]);
+      EV_CUDA_CHECK("op case", cudaMemcpy(arena.at(t.id), q.data(), q.size(), cudaMemcpyHostToDevice));
+      return Status::Ok();
+    }
     std::vector<__half> h(values.size());
     for (size_t i = 0; i < values.size(); ++i) h[i] = __float2half(values[i]);
     EV_CUDA_CHECK("op case", cudaMemcpy(arena.at(t.id), h.data(), h.size() * 2, cudaMemcpyHostToDevice));
@@ -37,6 +43,12 @@ class CudaOpCaseDevice final : public OpCaseDevice {
     values->resize(n);
     if (t.elem_bytes == 4) {
       EV_CUDA_CHECK("op case", cudaMemcpy(values->data(), arena.at(t.id), n * 4, cudaMemcpyDeviceToHost));
+      return Status::Ok();
+    }
+    if (t.elem_bytes == 1) {
+      std::vector<int8_t> q(n);
+      EV_CUDA_CHECK("op case", cudaMemcpy(q.data(), arena.at(t.id), n, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < n; ++i) (*values)[i] = q[i];
       return Status::Ok();
     }
     std::vector<__half> h(n);

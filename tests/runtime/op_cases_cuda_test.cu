@@ -1,4 +1,4 @@
-// The shared op-case list (runtime/op_check.h) on every CUDA row of this build, fp16 and fp32, against the
+// The shared op-case list (runtime/op_check.h) on every CUDA row of this build, fp16, fp32 and INT8, against the
 // double-precision references, on the GPU this runs on (its profile from the CUDA properties).
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ TEST(OpCasesCuda, EveryCaseOnEveryCudaRowMatchesItsReference) {
   ASSERT_TRUE(profile.ok()) << profile.status().to_string();
   std::set<std::string> rows_run;
   uint32_t seed = 5000;
-  for (Precision p : {Precision::kFp16, Precision::kFp32}) {
+  for (Precision p : {Precision::kFp16, Precision::kFp32, Precision::kInt8}) {
     for (const OpCase& c : standard_op_cases(p)) {
       SCOPED_TRACE(c.name + " " + to_string(p));
       auto results = run_op_case(c, *profile, *device, seed++);

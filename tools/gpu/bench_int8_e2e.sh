@@ -4,12 +4,15 @@
 #   - accuracy: `edgevit compare` (CPU, fp32 vs int8, per-layer SQNR) on 4 other images, and the GPU INT8
 #     logits against the CPU INT8 path and against timm's float64 logits;
 #   - speed: `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8, same engine build.
-# Run from the repository root with build-e2e-bundle carried, after tools/gpu/run_e2e_on_gpu.sh unpacked it
-# (or with B=bundle dir).   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
+# Run from the repository root with build-e2e-bundle carried (tools/gpu/make_e2e_bundle.sh; B=another dir).   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
 set -uo pipefail
 out=${1:-${OUT:-/tmp/edgevit-out}}
 B=${B:-$(pwd -P)/build-e2e-bundle}
 bin=$B/bin/edgevit
+[ -x "$bin" ] || tar xJf "$B/payload.tar.xz" -C "$B" || { echo "cannot unpack $B/payload.tar.xz"; exit 1; }
+libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
+            python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
+export LD_LIBRARY_PATH="$B/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 work=/tmp/edgevit-int8-e2e
 mkdir -p "$work" "$out"
 python3 tools/gpu/make_timm_checkpoints.py "$work" --models vit_base_patch16_224 >"$out/int8_make.log" 2>&1 || { cat "$out/int8_make.log"; exit 1; }
