@@ -157,6 +157,12 @@ Result<OpCaseResult> run_row(const Plan& plan, const Op& op, const OpRow& row, O
   std::unique_ptr<OpKernel> kernel = row.bind(op);
   if (kernel == nullptr) return unsupported(std::string("row ") + row.name + " does not bind in this build");
   EV_RETURN_IF_ERROR(kernel->prepare(*ctx));
+  // prepare() may have launched the kernel (op_check.h): a residual epilogue then added into its
+  // input once already, so the activations get their values again before the run that counts.
+  for (int id : op.inputs) {
+    const TensorDesc& t = plan.graph.tensors[static_cast<size_t>(id)];
+    if (t.kind != TensorKind::kWeight) EV_RETURN_IF_ERROR(device.write(*arena, t, v[static_cast<size_t>(id)]));
+  }
   EV_RETURN_IF_ERROR(kernel->run(*ctx, plan.graph.batch));
   EV_RETURN_IF_ERROR(device.sync(*ctx));
   r.kernel = kernel->resolved(plan.graph.batch);

@@ -4,6 +4,8 @@
 //   case    an op of a small ViT graph (its shapes, epilogue, attention launch), at a precision
 //   rows    every row of the device kind's table that supports the op and is available here
 //   run     a plan of the case's model, an arena, the row's kernel bound to the op: prepare, run, sync
+//           (prepare may launch the kernel once, e.g. the CUDA INT8 GEMM's first launch that sets its
+//           attributes: the op's activations are written again after it, so a residual adds once)
 //   check   the op's outputs against its reference on the same (precision-rounded) inputs, normwise,
 //           within base/tolerances.h's bound for the precision
 //

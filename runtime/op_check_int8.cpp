@@ -50,7 +50,11 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
   std::vector<float> sx(static_cast<size_t>(m));
   if (g.tensors[static_cast<size_t>(op.inputs[0])].elem_bytes == 1) {
     xq = to_i8(v[static_cast<size_t>(op.inputs[0])]);
-    sx = v[static_cast<size_t>(op.inputs[1])];
+    if (scale != nullptr && op.epilogue != 1) {  // fc2, per tensor: its input is at its own calibrated scale
+      for (float& x : sx) x = (*scale)[0];
+    } else {
+      sx = v[static_cast<size_t>(op.inputs[1])];
+    }
   } else {  // proj: quantizes its fp32 input itself
     xq.resize(static_cast<size_t>(m * k));
     quantize_rows_i8_ref(v[static_cast<size_t>(op.inputs[0])].data(), m, k, scale ? (*scale)[0] : 0.f, xq.data(),
@@ -126,10 +130,18 @@ Status int8_case_dequantize(const Plan& plan, const Op& op, Arena& arena, OpCase
                             std::vector<float>* got) {
   const TensorDesc& t = plan.graph.tensors[static_cast<size_t>(op.outputs[0])];
   if (t.elem_bytes != 1) return Status::Ok();
+  // fc1 per tensor (it carries fc2's calibrated scale): its output is at that scale and its row-scale output
+  // is not part of the contract (docs/int8.md; the CUDA fc1 does not write it). The LayerNorm's row scales
+  // are (qkv and fc1 read them), so they dequantize its output.
+  int scale_id = -1;
+  if (op.kind == OpKind::kLinear)
+    for (int id : op.weights)
+      if (ends_with(plan.graph.tensors[static_cast<size_t>(id)].name, ".input_scale")) scale_id = id;
+  const int scales = scale_id >= 0 ? scale_id : op.outputs[1];
   std::vector<float> s;
-  EV_RETURN_IF_ERROR(device.read(arena, plan.graph.tensors[static_cast<size_t>(op.outputs[1])], &s));
+  EV_RETURN_IF_ERROR(device.read(arena, plan.graph.tensors[static_cast<size_t>(scales)], &s));
   const size_t k = static_cast<size_t>(t.shape.back());
-  for (size_t i = 0; i < got->size(); ++i) (*got)[i] *= s[i / k];
+  for (size_t i = 0; i < got->size(); ++i) (*got)[i] *= scale_id >= 0 ? s[0] : s[i / k];
   return Status::Ok();
 }
 

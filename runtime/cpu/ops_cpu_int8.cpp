@@ -7,7 +7,8 @@
 //                                          GELU (fc1), or += into the fp32 residual (fc2); proj quantizes the
 //                                          attention's fp32 output itself into its scratch first
 // Scales: each weight row's (per output channel, made at load: runtime/int8_scales.h) and each activation
-// row's: the calibrated `<gemm>.input_scale` (per tensor) or the row's amax / 127 (per token).
+// row's: the calibrated `<gemm>.input_scale` (per tensor) or the row's amax / 127 (per token). Per tensor,
+// fc2 reads its input at its own `.input_scale` (the scale fc1 wrote with), not fc1's row scales.
 #include <algorithm>
 #include <vector>
 
@@ -73,8 +74,9 @@ class GemmI8 final : public CpuKernel {
     const Graph& g = ctx.plan.graph;
     sw_ = weight_named(op_, g, ".weight_scale");
     bias_ = weight_named(op_, g, ".bias");
-    scale_ = weight_named(op_, g, ".input_scale");  // proj: its input's; fc1: its output's (fc2's input)
+    scale_ = weight_named(op_, g, ".input_scale");  // proj, fc2: its input's; fc1: its output's (fc2's input)
     quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+    if (!quantize_input_ && op_.epilogue != 1 && scale_ >= 0) sx_rows_.assign(static_cast<size_t>(op_.m), 0.f);
     acc_.assign(static_cast<size_t>(op_.n), 0);
     row_.assign(static_cast<size_t>(op_.n), 0.f);
     return Status::Ok();
@@ -90,7 +92,10 @@ class GemmI8 final : public CpuKernel {
       quantize_rows_i8_ref(ctx.f32(op_.inputs[0]), rows, op_.k, scale_ >= 0 ? *ctx.f32(scale_) : 0.f, q, s);
       x = q;
       sx = s;
-    } else {
+    } else if (!sx_rows_.empty()) {  // fc2, per tensor: fc1's output is at fc2's calibrated scale
+      std::fill(sx_rows_.begin(), sx_rows_.end(), *ctx.f32(scale_));
+      sx = sx_rows_.data();
+    } else {  // the producer's row scales
       sx = ctx.f32(op_.inputs[1]);
     }
     gemm_rows(ctx, x, sx, rows);
@@ -138,6 +143,7 @@ class GemmI8 final : public CpuKernel {
   bool quantize_input_ = false;
   std::vector<int32_t> acc_;  // one int32 row of N (made at prepare)
   std::vector<float> row_;    // one fp32 row of N
+  std::vector<float> sx_rows_;  // fc2, per tensor: M copies of its input scale (made at prepare)
 };
 
 Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {

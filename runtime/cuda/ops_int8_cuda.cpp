@@ -3,7 +3,8 @@
 // epilogues: qkv -> fp16 (kF16Bias), proj and fc2 += into the fp16 residual (kF16BiasResidual), fc1 -> GELU
 // -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
 // into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
-// row scales, proj's scratch) or, for fc2, fc2's calibrated per-tensor scale itself.
+// row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
+// does not write mlp.hidden_scale: docs/int8.md).
 #include <cuda_fp16.h>
 
 #include <string>
@@ -24,12 +25,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 int weight_named(const Op& op, const Graph& g, const char* suffix) {
   for (int id : op.weights)
     if (ends_with(g.tensors[static_cast<size_t>(id)].name, suffix)) return id;
-  return -1;
-}
-
-int tensor_named(const Graph& g, const std::string& name) {
-  for (const TensorDesc& t : g.tensors)
-    if (t.name == name) return t.id;
   return -1;
 }
 
@@ -97,8 +92,8 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
     EV_CUDA_CHECK(where, cudaMemcpy(&out_scale_, c.arena.at(id), sizeof out_scale_, cudaMemcpyDeviceToHost));
   } else if (quantize_input_) {
     in_scale_ = weight_named(op_, g, ".input_scale");  // -1: per token
-  } else if (op_.inputs.size() == 3) {  // fc2: reads fc1's int8 output with its own calibrated scale
-    in_scale_ = tensor_named(g, op_.name + ".input_scale");
+  } else {  // fc2, per tensor: reads fc1's int8 output at its own calibrated scale (fc1 wrote with it)
+    in_scale_ = weight_named(op_, g, ".input_scale");
   }
   // The table's first row this device runs without a split-K workspace (per-shape choice and split-K rows:
   // docs/kernels-gemm-i8.md; not done here yet).
