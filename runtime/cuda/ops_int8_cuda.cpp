@@ -4,16 +4,20 @@
 // -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
 // into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
 // row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
-// does not write mlp.hidden_scale: docs/int8.md).
+// does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
+// prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
+// fastest of them timed on the arena's own tensors (tuning_timer.h), recorded in the plan's tuning records.
 #include <cuda_fp16.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
 #include "kernels/cuda/quantize_i8.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
+#include "runtime/cuda/tuning_timer.h"
 
 namespace edgevit {
 namespace {
@@ -55,22 +59,39 @@ class LayerNormI8Kernel final : public OpKernel {
   int scale_ = -1;
 };
 
+const char* variant_name(int variant) {
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  return variant >= 0 && variant < count ? rows[variant].name : "?";
+}
+
 class GemmI8Kernel final : public OpKernel {
  public:
   explicit GemmI8Kernel(const Op& op) : op_(op) {}
   Status prepare(ExecContext& ctx) override;
   Status run(ExecContext& ctx, int n) override;
-  std::string resolved(int) const override {
-    return std::string("cuda.gemm_i8_") + (variant_name_ ? variant_name_ : "?") + "+" +
-           gemm_i8_epilogue_name(epilogue_) + (quantize_input_ ? "+quantize_input" : "");
+  std::string resolved(int n) const override {
+    const char* name = sizes_.empty() ? "?" : variant_name(sizes_[size_index(n)].variant);
+    return std::string("cuda.gemm_i8_") + name + "+" + gemm_i8_epilogue_name(epilogue_) +
+           (quantize_input_ ? "+quantize_input" : "");
   }
+  std::vector<TuningRecord> tuning() const override;
 
  private:
+  // The gemm_i8 row per captured batch size: the table's first row this device runs without a split-K
+  // workspace, or (EngineOptions::tune_gemms) the fastest of every such row, timed at that size.
+  struct PerSize {
+    int batch = 0;
+    int variant = -1;
+    int candidates = 0;
+    double first_us = 0, chosen_us = 0;
+  };
   gpu::GemmI8Args args(const CudaContext& c, int n) const;
+  size_t size_index(int n) const;
+  Status choose_row(CudaContext& c, PerSize* p);
   const Op& op_;
   GemmI8Epilogue epilogue_ = GemmI8Epilogue::kF16Bias;
-  int variant_ = -1;
-  const char* variant_name_ = nullptr;
+  std::vector<PerSize> sizes_;
   int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
   float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
   bool quantize_input_ = false;
@@ -95,16 +116,64 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   } else {  // fc2, per tensor: reads fc1's int8 output at its own calibrated scale (fc1 wrote with it)
     in_scale_ = weight_named(op_, g, ".input_scale");
   }
-  // The table's first row this device runs without a split-K workspace (per-shape choice and split-K rows:
-  // docs/kernels-gemm-i8.md; not done here yet).
+  sizes_.clear();
+  for (int n : c.sizes.empty() ? std::vector<int>{g.batch} : c.sizes) {
+    PerSize p;
+    p.batch = n;
+    EV_RETURN_IF_ERROR(choose_row(c, &p));
+    sizes_.push_back(p);
+  }
+  return Status::Ok();
+}
+
+size_t GemmI8Kernel::size_index(int n) const {
+  for (size_t i = 0; i < sizes_.size(); ++i)
+    if (sizes_[i].batch >= n) return i;
+  return sizes_.size() - 1;
+}
+
+// Split-K rows need a zeroed workspace the arena does not plan yet (docs/kernels-gemm-i8.md): not candidates.
+// Every launch here also sets the row's shared-memory attribute, outside any capture.
+Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
+  const std::string where = "op '" + op_.name + "'";
   int count = 0;
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
-  for (int i = 0; i < count && variant_ < 0; ++i)
-    if (rows[i].split_k <= 1 && rows[i].min_sm <= c.sm && rows[i].smem_bytes <= c.smem_optin) variant_ = i;
-  if (variant_ < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
-  variant_name_ = rows[variant_].name;
-  // The first launch of a variant and epilogue sets its shared-memory attribute: outside any capture.
-  return run(ctx, c.plan.graph.batch);
+  gpu::GemmI8Args a = args(c, p->batch);
+  double best = -1;
+  for (int i = 0; i < count; ++i) {
+    if (rows[i].split_k > 1 || rows[i].min_sm > c.sm || rows[i].smem_bytes > c.smem_optin) continue;
+    a.variant = i;
+    if (p->variant < 0) {
+      p->variant = i;
+      EV_CUDA_CHECK(where, gpu::gemm_i8(a, c.stream));
+      if (!c.tune_gemms) return Status::Ok();
+    }
+    double ms = -1;
+    EV_RETURN_IF_ERROR(timed_median(
+        c, where, [] { return cudaSuccess; }, [&] { return gpu::gemm_i8(a, c.stream); }, 1, best, &ms));
+    if (ms < 0) continue;
+    ++p->candidates;
+    if (i == p->variant) p->first_us = 1e3 * ms;
+    if (best < 0 || ms < best * kTuneMargin) {
+      best = ms;
+      p->variant = i;
+      p->chosen_us = 1e3 * ms;
+    }
+  }
+  if (p->variant < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
+  return Status::Ok();
+}
+
+std::vector<TuningRecord> GemmI8Kernel::tuning() const {
+  std::vector<TuningRecord> out;
+  for (const PerSize& p : sizes_) {
+    std::string detail = "the table's first row without split-K, untimed";
+    if (p.candidates > 0)
+      detail = std::to_string(p.candidates) + " rows timed, first " + std::to_string(p.first_us) + " us, chosen " +
+               std::to_string(p.chosen_us) + " us";
+    out.push_back(TuningRecord{op_.name, p.batch, variant_name(p.variant), detail});
+  }
+  return out;
 }
 
 gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
@@ -118,7 +187,7 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
   a.bias = bias_ >= 0 ? m.as<float>(bias_) : nullptr;
   a.epilogue = epilogue_;
   a.out_scale = out_scale_;
-  a.variant = variant_;
+  a.variant = sizes_.empty() ? -1 : sizes_[size_index(n)].variant;
   a.y = m.at(op_.outputs[0]);
   if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
     a.x = m.as<int8_t>(op_.scratch);
