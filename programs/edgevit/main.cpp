@@ -588,23 +588,125 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   sub->add_flag("--verbose,-v", o.verbose, "say more (plan summary, device, fallbacks)");
 }
 
+// OpenBLAS picks its kernels when loaded; if it fell back to generic ones on a CPU with AVX2/AVX-512,
+// restart once with OPENBLAS_CORETYPE set (a user's own setting is always left alone).
+void reexec_if_blas_chose_generic_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (const char* better = ev::host_blas_better_coretype()) {
+    spdlog::info("OpenBLAS chose '{}' kernels on a CPU that supports {}; restarting with OPENBLAS_CORETYPE={}",
+                 ev::host_blas_core(), better, better);
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    execv("/proc/self/exe", argv);
+    spdlog::warn("re-exec failed ({}); continuing with the slow kernels", std::strerror(errno));
+  }
+}
+
+CLI::App* add_run(CLI::App& app, CommonOpts& o, RunOpts& r) {
+  CLI::App* run = app.add_subcommand("run", "run a model on an image or a safetensors input");
+  add_common(run, o, false);
+  run->add_option("--input,-i", r.input,
+                  "image (PNG, JPEG, PPM/PGM, BMP, TGA; also GIF, PSD, HDR, PIC) or safetensors with tensor 'input' "
+                  "[N,C,H,W]");
+  run->add_option("--output,-o", r.output,
+                  "write the outputs (float32 safetensors tensors by name: logits, embedding, pre_logits, tokens, as "
+                  "the model has them and they were asked for) to this file");
+  run->add_option("--topk,-k", r.topk, "classes to print")->check(CLI::Range(1, 100000));
+  run->add_option("--threads,-t", o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
+  run->add_flag("--show", r.show, "draw the input image as text art beside the answer");
+  return run;
+}
+
+CLI::App* add_bench(CLI::App& app, CommonOpts& o, BenchOpts& b) {
+  CLI::App* bench = app.add_subcommand("bench", "latency percentiles and throughput");
+  add_common(bench, o, true);
+  bench->add_option("--iters,-n", b.iters, "timed iterations")->check(CLI::Range(1, 1000000));
+  bench->add_option("--warmup", b.warmup, "warm-up iterations")->check(CLI::Range(0, 1000000));
+  bench->add_option("--threads,-t", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
+  bench->add_flag("--profile", b.profile, "per-op time table");
+  bench->add_flag("--json", b.json, "one JSON object");
+  bench->add_flag("--pageable-input", b.pageable_input,
+                  "feed infer() from a separate host array it must copy (default: the engine's own input buffer)");
+  bench->add_flag("--device-input", b.device_input,
+                  "CUDA: time infer_device() over images already in the engine's device input tensor (as a GPU "
+                  "decode/preprocessing pipeline would hand them over; PyTorch baselines have theirs on the GPU too)");
+  return bench;
+}
+
+// Engine tuning switches of run and bench.
+void add_tuning_flags(CLI::App* sub, CommonOpts& o) {
+  sub->add_flag("--no-gemm-tuning", o.no_gemm_tuning,
+                "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing it, the other heuristic results and their split-K variants at start-up");
+  sub->add_flag("--no-attention-tuning", o.no_attention_tuning,
+                "CUDA: run the kernel table's fused-attention row instead of timing every row the device can run at start-up");
+}
+
+struct ImportCmd {
+  CLI::App* app = nullptr;
+  std::string from, checkpoint, output, pool, act, size;
+  int heads = 0;
+  double eps = 0;
+};
+
+void add_import(CLI::App& app, ImportCmd& c) {
+  CLI::App* imp = c.app = app.add_subcommand("import", "write a model config inferred from a checkpoint");
+  imp->add_option("--from", c.from, "timm | hf")->required()->check(CLI::IsMember({"timm", "hf"}));
+  imp->add_option("checkpoint", c.checkpoint, "timm .safetensors file, or Hugging Face model directory")->required();
+  imp->add_option("--heads", c.heads, "attention heads (timm checkpoints do not record it)")->check(CLI::Range(1, 4096));
+  imp->add_option("--pool", c.pool, "token | avg | map")->check(CLI::IsMember({"token", "avg", "map"}));
+  imp->add_option("--act", c.act, "MLP activation of a timm checkpoint (it cannot say): gelu | gelu_tanh | quick_gelu")
+      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
+  imp->add_option("--eps", c.eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
+  imp->add_option("--image-size", c.size,
+                  "input size H[xW] in pixels instead of the checkpoint's (position embeddings resampled at load)");
+  imp->add_option("-o,--output", c.output, "model YAML to write")->required();
+}
+
+int run_import(const ImportCmd& c) {
+  ev::ImportOptions io;
+  if (c.heads > 0) io.heads = c.heads;
+  if (!c.pool.empty())
+    io.pool = c.pool == "avg" ? ev::GlobalPool::kAvg : c.pool == "map" ? ev::GlobalPool::kMap : ev::GlobalPool::kToken;
+  if (!c.act.empty())
+    io.act = c.act == "gelu_tanh" ? ev::Activation::kGeluTanh
+             : c.act == "quick_gelu" ? ev::Activation::kQuickGelu : ev::Activation::kGelu;
+  if (c.eps > 0) io.eps = c.eps;
+  if (!c.size.empty()) {
+    int h = 0, w = 0;
+    char extra = 0;
+    const int got = std::sscanf(c.size.c_str(), "%dx%d%c", &h, &w, &extra);
+    if (got == 1) w = h;
+    if ((got != 1 && got != 2) || h <= 0 || w <= 0 ||
+        (got == 1 && c.size.find_first_not_of("0123456789") != std::string::npos)) {
+      std::fprintf(stderr, "error: --image-size %s: expected H or HxW (pixels)\n", c.size.c_str());
+      return 2;
+    }
+    io.image_size = std::make_pair(h, w);
+  }
+  return cmd_import(c.from, c.checkpoint, io, c.output);
+}
+
+CLI::App* add_client(CLI::App& app, ev::daemon::ClientOptions& o) {
+  CLI::App* client = app.add_subcommand("client", "send inputs to a running edgevitd (docs/protocol.md)");
+  client->add_option("--socket,-s", o.socket_path, "edgevitd's Unix socket");
+  client->add_option("--input,-i", o.inputs, "image (sent encoded) or safetensors with tensor 'input'; repeatable");
+  client->add_option("--query", o.query, "health | stats | version")->check(CLI::IsMember({"health", "stats", "version"}));
+  client->add_option("--topk,-k", o.topk, "classes per image")->check(CLI::Range(1, 1000));
+  client->add_flag("--logits", o.logits, "ask for the logits too");
+  client->add_flag("--embedding", o.embedding, "ask for the embedding too (prints its L2 norm and first values)");
+  client->add_flag("--tokens", o.tokens,
+                   "ask for the final-normed tokens too (the served model config must list tokens in runtime.outputs)");
+  client->add_flag("--json", o.json, "one JSON object per request (topk: [{index, label, score}])");
+  client->add_option("--timeout-ms", o.timeout_ms, "per send/receive")->check(CLI::Range(1, 3600000));
+  return client;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Diagnostics go to stderr, always: stdout carries only the answer (`plan --json | jq .` must parse).
   spdlog::set_default_logger(spdlog::stderr_logger_mt("edgevit"));
   spdlog::set_pattern("edgevit: %l: %v");
-  // OpenBLAS picks its kernels when loaded; if it fell back to generic ones on a CPU with AVX2/AVX-512,
-  // restart once with OPENBLAS_CORETYPE set (a user's own setting is always left alone).
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    if (const char* better = ev::host_blas_better_coretype()) {
-      spdlog::info("OpenBLAS chose '{}' kernels on a CPU that supports {}; restarting with OPENBLAS_CORETYPE={}",
-                   ev::host_blas_core(), better, better);
-      setenv("OPENBLAS_CORETYPE", better, 1);
-      execv("/proc/self/exe", argv);
-      spdlog::warn("re-exec failed ({}); continuing with the slow kernels", std::strerror(errno));
-    }
-  }
+  reexec_if_blas_chose_generic_kernels(argv);
   CLI::App app{"edgevit: static-allocation ViT inference for Jetson-class devices"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "edgevit 0.1.0");
@@ -614,79 +716,22 @@ int main(int argc, char** argv) {
   CommonOpts run_o, plan_o, bench_o;
   RunOpts run_r;
   BenchOpts bench_b;
-  bool plan_json = false, devices_json = false;
-
-  CLI::App* run = app.add_subcommand("run", "run a model on an image or a safetensors input");
-  add_common(run, run_o, false);
-  run->add_option("--input,-i", run_r.input,
-                  "image (PNG, JPEG, PPM/PGM, BMP, TGA; also GIF, PSD, HDR, PIC) or safetensors with tensor 'input' "
-                  "[N,C,H,W]");
-  run->add_option("--output,-o", run_r.output,
-                  "write the outputs (float32 safetensors tensors by name: logits, embedding, pre_logits, tokens, as "
-                  "the model has them and they were asked for) to this file");
-
-  run->add_option("--topk,-k", run_r.topk, "classes to print")->check(CLI::Range(1, 100000));
-  run->add_option("--threads,-t", run_o.threads, "CPU threads (0 = all cores; 1 under qemu)")->check(CLI::Range(0, 4096));
-  run->add_flag("--show", run_r.show, "draw the input image as text art beside the answer");
-
+  bool plan_json = false, devices_json = false, devices_detect = false;
+  CLI::App* run = add_run(app, run_o, run_r);
   CLI::App* plan = app.add_subcommand("plan", "show the memory plan and whether the model fits a device");
   add_common(plan, plan_o, true);
   plan->add_flag("--json", plan_json, "one JSON object");
-
-  CLI::App* bench = app.add_subcommand("bench", "latency percentiles and throughput");
-  add_common(bench, bench_o, true);
-  bench->add_option("--iters,-n", bench_b.iters, "timed iterations")->check(CLI::Range(1, 1000000));
-  bench->add_option("--warmup", bench_b.warmup, "warm-up iterations")->check(CLI::Range(0, 1000000));
-  bench->add_option("--threads,-t", bench_o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
-  bench->add_flag("--profile", bench_b.profile, "per-op time table");
-  bench->add_flag("--json", bench_b.json, "one JSON object");
-  bench->add_flag("--pageable-input", bench_b.pageable_input,
-                  "feed infer() from a separate host array it must copy (default: the engine's own input buffer)");
-  bench->add_flag("--device-input", bench_b.device_input,
-                  "CUDA: time infer_device() over images already in the engine's device input tensor (as a GPU "
-                  "decode/preprocessing pipeline would hand them over; PyTorch baselines have theirs on the GPU too)");
-  for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
-    sub->add_flag("--no-gemm-tuning", opts->no_gemm_tuning,
-                  "CUDA: pin cuBLASLt's first heuristic algorithm per GEMM instead of timing it, the other heuristic results and their split-K variants at start-up");
-  for (auto [sub, opts] : {std::pair<CLI::App*, CommonOpts*>{run, &run_o}, {bench, &bench_o}})
-    sub->add_flag("--no-attention-tuning", opts->no_attention_tuning,
-                  "CUDA: run the kernel table's fused-attention row instead of timing every row the device can run at start-up");
-
-  bool devices_detect = false;
+  CLI::App* bench = add_bench(app, bench_o, bench_b);
+  add_tuning_flags(run, run_o);
+  add_tuning_flags(bench, bench_o);
   CLI::App* devices = app.add_subcommand("devices", "list device profiles");
   devices->add_flag("--json", devices_json, "JSON array (with --detect: one JSON object)");
   devices->add_flag("--detect", devices_detect,
                     "detect this machine's device: print the profile chosen and how each field was found");
-
-  std::string import_from, import_ckpt, import_out, import_pool, import_act, import_size;
-  int import_heads = 0;
-  double import_eps = 0;
-  CLI::App* imp = app.add_subcommand("import", "write a model config inferred from a checkpoint");
-  imp->add_option("--from", import_from, "timm | hf")->required()->check(CLI::IsMember({"timm", "hf"}));
-  imp->add_option("checkpoint", import_ckpt, "timm .safetensors file, or Hugging Face model directory")->required();
-  imp->add_option("--heads", import_heads, "attention heads (timm checkpoints do not record it)")->check(CLI::Range(1, 4096));
-  imp->add_option("--pool", import_pool, "token | avg | map")->check(CLI::IsMember({"token", "avg", "map"}));
-  imp->add_option("--act", import_act, "MLP activation of a timm checkpoint (it cannot say): gelu | gelu_tanh | quick_gelu")
-      ->check(CLI::IsMember({"gelu", "gelu_tanh", "quick_gelu"}));
-  imp->add_option("--eps", import_eps, "LayerNorm epsilon")->check(CLI::PositiveNumber);
-  imp->add_option("--image-size", import_size,
-                  "input size H[xW] in pixels instead of the checkpoint's (position embeddings resampled at load)");
-  imp->add_option("-o,--output", import_out, "model YAML to write")->required();
-
+  ImportCmd imp;
+  add_import(app, imp);
   ev::daemon::ClientOptions client_o;
-  CLI::App* client = app.add_subcommand("client", "send inputs to a running edgevitd (docs/protocol.md)");
-  client->add_option("--socket,-s", client_o.socket_path, "edgevitd's Unix socket");
-  client->add_option("--input,-i", client_o.inputs, "image (sent encoded) or safetensors with tensor 'input'; repeatable");
-  client->add_option("--query", client_o.query, "health | stats | version")->check(CLI::IsMember({"health", "stats", "version"}));
-  client->add_option("--topk,-k", client_o.topk, "classes per image")->check(CLI::Range(1, 1000));
-  client->add_flag("--logits", client_o.logits, "ask for the logits too");
-  client->add_flag("--embedding", client_o.embedding,
-                   "ask for the embedding too (prints its L2 norm and first values)");
-  client->add_flag("--tokens", client_o.tokens,
-                   "ask for the final-normed tokens too (the served model config must list tokens in runtime.outputs)");
-  client->add_flag("--json", client_o.json, "one JSON object per request (topk: [{index, label, score}])");
-  client->add_option("--timeout-ms", client_o.timeout_ms, "per send/receive")->check(CLI::Range(1, 3600000));
-
+  CLI::App* client = add_client(app, client_o);
   const Int8Commands int8 = add_int8_commands(app);  // calibrate, compare (programs/edgevit/cmd_int8.cpp)
 
   try {
@@ -713,28 +758,6 @@ int main(int argc, char** argv) {
     const ev::Status s = ev::daemon::run_client(client_o, std::cout);
     return s.ok() ? 0 : fail(s);
   }
-  if (*imp) {
-    ev::ImportOptions io;
-    if (import_heads > 0) io.heads = import_heads;
-    if (!import_pool.empty())
-      io.pool = import_pool == "avg" ? ev::GlobalPool::kAvg : import_pool == "map" ? ev::GlobalPool::kMap : ev::GlobalPool::kToken;
-    if (!import_act.empty())
-      io.act = import_act == "gelu_tanh" ? ev::Activation::kGeluTanh
-               : import_act == "quick_gelu" ? ev::Activation::kQuickGelu : ev::Activation::kGelu;
-    if (import_eps > 0) io.eps = import_eps;
-    if (!import_size.empty()) {
-      int h = 0, w = 0;
-      char extra = 0;
-      const int got = std::sscanf(import_size.c_str(), "%dx%d%c", &h, &w, &extra);
-      if (got == 1) w = h;
-      if ((got != 1 && got != 2) || h <= 0 || w <= 0 ||
-          (got == 1 && import_size.find_first_not_of("0123456789") != std::string::npos)) {
-        std::fprintf(stderr, "error: --image-size %s: expected H or HxW (pixels)\n", import_size.c_str());
-        return 2;
-      }
-      io.image_size = std::make_pair(h, w);
-    }
-    return cmd_import(import_from, import_ckpt, io, import_out);
-  }
+  if (*imp.app) return run_import(imp);
   return 2;
 }
