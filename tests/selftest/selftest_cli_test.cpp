@@ -17,25 +17,12 @@
 namespace edgevit {
 namespace {
 
-struct Ran {
-  int code = -1;
-  std::string out;  // stdout (and stderr when merged)
-};
+using Ran = testutil::ProgramRun;  // code, out (stdout, and stderr when merged)
 
+// A fixed host profile and 2 threads, whatever machine runs the tests.
 Ran run(const std::string& args, bool merge_stderr = true) {
-  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
-  // A fixed host profile and 2 threads, whatever machine runs the tests.
-  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit-selftest") +
-                          " --device host-cpu --threads 2 --seed 99 " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Ran r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  return testutil::run_program("bin/edgevit-selftest", "--device host-cpu --threads 2 --seed 99 " + args,
+                               merge_stderr ? testutil::Stderr::kMerged : testutil::Stderr::kDropped);
 }
 
 TEST(SelftestCli, QuickRunPasses) {

@@ -1,7 +1,13 @@
 #include "tests/testutil/testutil.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 namespace edgevit::testutil {
 
@@ -66,5 +72,29 @@ bool under_emulator() {
 }
 
 double emulation_time_scale() { return under_emulator() ? 20.0 : 1.0; }
+
+ProgramRun run_program(const std::string& binary_relative, const std::string& args, Stderr mode) {
+  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  const std::string err_path = std::string(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp") +
+                               "/edgevit_test_stderr." + std::to_string(getpid());
+  const std::string redirect = mode == Stderr::kMerged ? " 2>&1" : mode == Stderr::kDropped ? " 2>/dev/null"
+                                                                                             : " 2>" + err_path;
+  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + binary_path(binary_relative) + " " + args +
+                          redirect;
+  ProgramRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (mode == Stderr::kSeparate) {
+    std::ifstream in(err_path);
+    r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::remove(err_path.c_str());
+  }
+  return r;
+}
 
 }  // namespace edgevit::testutil

@@ -35,6 +35,17 @@ std::vector<int> argmax_rows(const float* x, int rows, int cols);
 bool under_emulator();
 double emulation_time_scale();
 
+// A program of this build run to completion through the shell (popen), prefixed by EDGEVIT_TEST_EMULATOR
+// when a cross build sets it: its exit code (128 + the signal when killed), stdout, and stderr kept apart
+// (kSeparate, through a temporary file), appended to out (kMerged: the shell's 2>&1), or dropped.
+enum class Stderr { kSeparate, kMerged, kDropped };
+struct ProgramRun {
+  int code = -1;
+  std::string out;
+  std::string err;  // kSeparate only
+};
+ProgramRun run_program(const std::string& binary_relative, const std::string& args, Stderr mode);
+
 }  // namespace edgevit::testutil
 
 // In a TEST body (needs <gtest/gtest.h>): skips the case under an emulator, saying why.

@@ -15,29 +15,9 @@
 namespace edgevit {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Ran = testutil::ProgramRun;  // code, out (stdout), err (stderr)
 
-Ran run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "edgevit_cli_int8_stderr.txt";
-  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
-  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit") + " " +
-                          args + " 2>" + err_path;
-  Ran r{-1, "", ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream in(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return r;
-}
+Ran run(const std::string& args) { return testutil::run_program("bin/edgevit", args, testutil::Stderr::kSeparate); }
 
 const std::string kDigits = testutil::source_path("config/models/vit-digits.yaml");
 const std::string kCalib = testutil::source_path("tests/data/digits/calib_split.safetensors");
@@ -96,7 +76,9 @@ TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {
     ++rows;
     EXPECT_TRUE(std::isfinite(rel) && std::isfinite(sqnr)) << line;
     const std::string n(name);
-    if (n.find("patch_embed") == 0) EXPECT_EQ(rel, 0.0) << line;  // before the first INT8 op: identical
+    if (n.find("patch_embed") == 0) {  // before the first INT8 op: identical
+      EXPECT_EQ(rel, 0.0) << line;
+    }
     if (n.find(".attn.qkv.out") != std::string::npos || n == "logits") {
       EXPECT_GT(rel, 0.0) << "INT8 ran: " << line;
       EXPECT_GT(sqnr, 20.0) << line;

@@ -19,30 +19,9 @@
 namespace edgevit {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out;  // stdout only
-  std::string err;  // stderr only
-};
+using Ran = testutil::ProgramRun;  // code, out (stdout), err (stderr)
 
-Ran run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "edgevit_cli_json_stderr.txt";
-  // Under a cross build's qemu the binary runs through EDGEVIT_TEST_EMULATOR (no binfmt_misc there).
-  const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
-  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + testutil::binary_path("bin/edgevit") + " " +
-                          args + " 2>" + err_path;
-  Ran r{-1, "", ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream in(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return r;
-}
+Ran run(const std::string& args) { return testutil::run_program("bin/edgevit", args, testutil::Stderr::kSeparate); }
 
 nlohmann::json parse_stdout(const Ran& r) {
   try {
