@@ -194,19 +194,12 @@ int normed_tokens(Builder& b, Graph& g, const Dims& d, int x) {
   return hn;
 }
 
-// Block i over the residual stream x. `last`: the class-token tail (graph.h); returns its class-token rows
-// xc (B, E), else -1.
-int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
+// A block's qk-norm (when the model has it: in place on the packed qkv) and attention over sq queries per
+// image (sq = 1: the class-token tail). Returns the attention output (B, sq, H, D).
+int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& blk, int qkv, int64_t rows, int64_t sq,
+                  int64_t explicit_scratch_bytes) {
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
-  const std::string blk = "blocks." + std::to_string(i);
-  const int64_t rows = d.B * d.T;
-  const int64_t sq = last ? 1 : d.T;    // query tokens per image from this block's attention on
-  const int64_t r = last ? d.B : rows;  // rows of the ops after the attention
-  const int h1 = b.act(blk + ".norm1.out", {d.B, d.T, d.E});
-  b.layernorm(blk + ".norm1", x, h1, rows, d.E, a.layer_norm_eps);
-  const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
-  b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * d.E, d.E, a.qkv_bias, 0);
   if (a.qk_norm) {
     const std::string n = blk + ".attn.";
     Op& o = b.op(OpKind::kQkNorm, n + "qk_norm", {qkv}, {qkv},
@@ -227,6 +220,23 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
     b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
     at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
   }
+  return ctx;
+}
+
+// Block i over the residual stream x. `last`: the class-token tail (graph.h); returns its class-token rows
+// xc (B, E), else -1.
+int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
+  const VitArch& a = g.arch;
+  const double eb = static_cast<double>(g.act_elem_bytes());
+  const std::string blk = "blocks." + std::to_string(i);
+  const int64_t rows = d.B * d.T;
+  const int64_t sq = last ? 1 : d.T;    // query tokens per image from this block's attention on
+  const int64_t r = last ? d.B : rows;  // rows of the ops after the attention
+  const int h1 = b.act(blk + ".norm1.out", {d.B, d.T, d.E});
+  b.layernorm(blk + ".norm1", x, h1, rows, d.E, a.layer_norm_eps);
+  const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
+  b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * d.E, d.E, a.qkv_bias, 0);
+  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes);
   int res = x;  // the residual stream this block's second half updates
   int xc = -1;
   if (last) {
@@ -274,27 +284,8 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   ln_i8(blk + ".norm1", x, rows, ".attn.qkv", &h1, &h1s);
   const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
   b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qkv}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
-  if (a.qk_norm) {  // fp32, in place on the dequantized qkv
-    const std::string n = blk + ".attn.";
-    Op& o = b.op(OpKind::kQkNorm, n + "qk_norm", {qkv}, {qkv},
-                 {b.weight(n + "q_norm.weight", {d.D}), b.weight(n + "q_norm.bias", {d.D}),
-                  b.weight(n + "k_norm.weight", {d.D}), b.weight(n + "k_norm.bias", {d.D})});
-    o.eps = a.layer_norm_eps;
-    o.m = rows;
-    o.n = d.D;
-    o.flops = 8.0 * rows * 2 * d.E;
-    o.bytes = static_cast<double>(g.act_elem_bytes()) * (4.0 * rows * d.E + 4.0 * d.D);
-  }
-  const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
-  Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
-  at.seq_q = sq;
-  at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
+  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes);  // on the fp qkv
   const double eb = static_cast<double>(g.act_elem_bytes());
-  at.bytes = eb * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
-  if (g.attention == AttentionPath::kExplicit) {
-    b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
-    at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
-  }
   int res = x, xc = -1;
   if (last) {
     xc = b.act(blk + ".cls", {d.B, d.E});
