@@ -207,14 +207,14 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
 
 Status GemmI8Kernel::run(ExecContext& ctx, int n) {
   const CudaContext& c = static_cast<const CudaContext&>(ctx);
-  const std::string where = "op '" + op_.name + "'";
   const gpu::GemmI8Args a = args(c, n);
+  // The error message is built only on failure (EV_CUDA_CHECK evaluates `where` then): run() allocates nothing.
   if (quantize_input_)
-    EV_CUDA_CHECK(where, gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]),
+    EV_CUDA_CHECK("op '" + op_.name + "'", gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]),
                                                    in_scale_ >= 0 ? c.arena.as<float>(in_scale_) : nullptr,
                                                    const_cast<int8_t*>(a.x), const_cast<float*>(a.sx),
                                                    static_cast<int>(a.m), static_cast<int>(a.k), c.stream));
-  EV_CUDA_CHECK(where, gpu::gemm_i8(a, c.stream));
+  EV_CUDA_CHECK("op '" + op_.name + "'", gpu::gemm_i8(a, c.stream));
   return Status::Ok();
 }
 
