@@ -4,6 +4,7 @@
 #   - accuracy: `edgevit compare` (CPU, fp32 vs int8, per-layer SQNR) on 4 other images, and the GPU INT8
 #     logits against the CPU INT8 path and against timm's float64 logits;
 #   - speed: `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8, same engine build.
+#   - INT8_PROFILE=1: also `bench --profile` per-op tables of both engines at batch 1 and 64 (prof_*.txt).
 # Run from the repository root with build-e2e-bundle carried (tools/gpu/make_e2e_bundle.sh; B=another dir).   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
 set -uo pipefail
 out=${1:-${OUT:-/tmp/edgevit-out}}
@@ -53,3 +54,13 @@ for b in 1 8 64; do
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
   python3 -c "import sys; a, b = float('$f16' or 'nan'), float('$i8' or 'nan'); print(f'| $b | {a:.3f} | {b:.3f} | {a / b:.2f}x |')"
 done
+if [ -n "${INT8_PROFILE:-}" ]; then
+  # Per-op tables (`bench --profile`) of both engines at batch 1 and 64, for where the INT8 time goes.
+  for b in 1 64; do
+    for y in "$m.yaml" "$m-int8.yaml"; do
+      tag=$(basename "$y" .yaml)_b$b
+      "$bin" bench "$y" --device auto --batch $b --iters 20 --warmup 5 --device-input --profile >"$out/prof_$tag.txt" 2>&1
+    done
+  done
+  echo "profiles: $(ls "$out"/prof_*.txt | wc -l) tables in $out"
+fi
