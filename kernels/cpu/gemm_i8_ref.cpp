@@ -14,6 +14,7 @@ const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
     case GemmI8Epilogue::kF16BiasResidual: return "f16_bias_residual";
     case GemmI8Epilogue::kI8Bias: return "i8_bias";
     case GemmI8Epilogue::kI8BiasGelu: return "i8_bias_gelu";
+    case GemmI8Epilogue::kF32BiasResidual: return "f32_bias_residual";
   }
   return "?";
 }
@@ -65,7 +66,7 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
       const int64_t o = i * a.n + j;
       float v = gemm_i8_dequant_ref(acc[o], sx, a.sw[j], a.bias ? a.bias[j] : 0.f);
       if (gemm_i8_epilogue_has_gelu(e)) v = gemm_i8_gelu_ref(v);
-      if (e == GemmI8Epilogue::kF16BiasResidual) v = residual[o] + v;
+      if (gemm_i8_epilogue_has_residual(e)) v = residual[o] + v;
       if (gemm_i8_epilogue_is_i8(e)) {
         const float q = v * inv_out_scale;
         if (y_f32) y_f32[o] = q;

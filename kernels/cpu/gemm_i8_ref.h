@@ -10,7 +10,7 @@
 //               p / q is the rational fp32 erf of XLA and Eigen (|error| <= 4e-7 on [-4, 4]; erf(+-4) rounds
 //               to +-1 in fp32); g is within 1.5e-6 of the exact erf GELU. It replaces erfc, which costs ~75
 //               instructions an output on the GPU (this form ~28) and is not reproducible bit for bit.
-//   residual    y = r + v                 (r: the residual's fp16 value)
+//   residual    y = r + v                 (r: the residual's fp16 value, or its fp32 value for kF32BiasResidual)
 //   INT8 out    q = v * inv, inv = 1 / out_scale (rounded once), rounded to nearest even, saturated to
 //               [-127, 127]  (a multiply: the GPU's IEEE division is ~10 instructions an output)
 // The CUDA kernels perform the same operations in the same order: their outputs equal the reference's.
@@ -31,17 +31,25 @@ constexpr float kGemmI8ErfQ0 = -1.45660718464996e-05f, kGemmI8ErfQ1 = -2.1337405
 
 // What the GEMM writes. Every epilogue adds the bias when one is given (nullptr: none).
 enum class GemmI8Epilogue : int {
-  kF32 = 0,          // y: float (M, N), the dequantized value v (int32-exact checks: unit scales, no bias)
+  kF32 = 0,          // y: float (M, N), the dequantized value v (qkv in runtime.int8_float: fp32; with unit
+                     // scales and no bias float(acc): the int32-exact checks)
   kF16Bias,          // y: half (M, N) = fp16(v)
   kF16BiasGelu,      // y: half (M, N) = fp16(gelu(v))
   kF16BiasResidual,  // y: half (M, N) in place: y = fp16(y + v)
   kI8Bias,           // y: int8 (M, N) = sat(rne(v / out_scale))
   kI8BiasGelu,       // y: int8 (M, N) = sat(rne(gelu(v) / out_scale))
+  kF32BiasResidual,  // y: float (M, N) in place: y = y + v (the fp32 residual stream, runtime.int8_float: fp32)
 };
-constexpr int kGemmI8EpilogueCount = 6;
+constexpr int kGemmI8EpilogueCount = 7;
 const char* gemm_i8_epilogue_name(GemmI8Epilogue e);
 inline bool gemm_i8_epilogue_is_i8(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kI8Bias || e == GemmI8Epilogue::kI8BiasGelu;
+}
+inline bool gemm_i8_epilogue_has_residual(GemmI8Epilogue e) {
+  return e == GemmI8Epilogue::kF16BiasResidual || e == GemmI8Epilogue::kF32BiasResidual;
+}
+inline bool gemm_i8_epilogue_is_f32(GemmI8Epilogue e) {
+  return e == GemmI8Epilogue::kF32 || e == GemmI8Epilogue::kF32BiasResidual;
 }
 inline bool gemm_i8_epilogue_has_gelu(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kF16BiasGelu || e == GemmI8Epilogue::kI8BiasGelu;
@@ -63,7 +71,8 @@ struct GemmI8RefArgs {
 // acc (M, N) = x (M, K) w (N, K)^T in int32.
 void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc);
 
-// The epilogue over acc (M, N). residual: (M, N) fp16 values as float, read for kF16BiasResidual only.
+// The epilogue over acc (M, N). residual: (M, N), read for the residual epilogues only (kF16BiasResidual: fp16
+// values as float; kF32BiasResidual: fp32 values).
 // y_f32 (M, N): the fp32 value before the output's rounding (kF32, kF16*: the value fp16 rounds; kI8*:
 // v * (1 / out_scale), the value rounded to int8); may be nullptr for kI8*. y_i8 (M, N): kI8* only.
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,

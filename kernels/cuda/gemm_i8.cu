@@ -45,7 +45,8 @@ cudaError_t launch_epilogue(const GemmI8Args& a, int split_k, cudaStream_t strea
 template <class T>
 cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   switch (a.epilogue) {
-    case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, split_k, stream);
+    case GemmI8Epilogue::kF32:
+    case GemmI8Epilogue::kF32BiasResidual: return launch_epilogue<T, 0>(a, split_k, stream);  // store8's branch
     case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, split_k, stream);
     case GemmI8Epilogue::kF16BiasGelu: return launch_epilogue<T, 2>(a, split_k, stream);
     case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, split_k, stream);
@@ -54,7 +55,7 @@ cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
   }
   return cudaErrorInvalidValue;
 }
-static_assert(static_cast<int>(GemmI8Epilogue::kI8BiasGelu) == kGemmI8EpilogueCount - 1, "launch() covers all");
+static_assert(static_cast<int>(GemmI8Epilogue::kF32BiasResidual) == kGemmI8EpilogueCount - 1, "launch() covers all");
 
 // Traits: tile M, N, K (bytes), warps M x N, stages, resident blocks per SM (the register cap).
 using T128x128x64 = GemmI8Traits<128, 128, 64, 2, 4, 4, 2>;

@@ -50,7 +50,8 @@ struct GemmI8Args {
   const float* sw = nullptr;    // (N)
   const float* bias = nullptr;  // (N) or nullptr
   GemmI8Epilogue epilogue = GemmI8Epilogue::kF16Bias;
-  void* y = nullptr;            // (M, N): float (kF32), half (kF16*; kF16BiasResidual: in place), int8 (kI8*)
+  void* y = nullptr;            // (M, N): float (kF32*; kF32BiasResidual: in place), half (kF16*;
+                                //   kF16BiasResidual: in place), int8 (kI8*)
   float out_scale = 1.f;        // kI8*: y = sat(rne(v / out_scale))
   int variant = -1;             // row of gemm_i8_variants()
   void* workspace = nullptr;    // split_k > 1: gemm_i8_workspace_bytes(*this) bytes, 16-byte aligned, see above

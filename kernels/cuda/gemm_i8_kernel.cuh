@@ -210,7 +210,8 @@ __device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
 }
 
 // Eight consecutive outputs (columns col .. col + 7 of one row: y + o) through the epilogue, one 16-byte
-// store (8 bytes for int8, two for fp32).
+// store (8 bytes for int8, two for fp32). kF32's instantiation also serves kF32BiasResidual (a uniform
+// branch on a.epilogue: y = y + v in place), so the fp32 residual adds no kernel per tile row.
 template <int kEpilogue>
 __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv_out_scale, float (&v)[8]) {
   constexpr auto e = static_cast<GemmI8Epilogue>(kEpilogue);
@@ -220,6 +221,12 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv
   }
   if constexpr (e == GemmI8Epilogue::kF32) {
     float4* p = reinterpret_cast<float4*>(static_cast<float*>(a.y) + o);
+    if (a.epilogue == GemmI8Epilogue::kF32BiasResidual) {
+      const float4 r0 = p[0], r1 = p[1];
+      const float r[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = __fadd_rn(r[j], v[j]);
+    }
     p[0] = make_float4(v[0], v[1], v[2], v[3]);
     p[1] = make_float4(v[4], v[5], v[6], v[7]);
   } else if constexpr (e == GemmI8Epilogue::kI8Bias || e == GemmI8Epilogue::kI8BiasGelu) {

@@ -6,8 +6,9 @@
 // int8 -128, which no epilogue writes) before each launch, except the residual's input.
 // Rule: every output equals the reference's bit for bit. The int32 accumulation is exact (kF32 with unit
 // scales and no bias equals float(acc)); the epilogue makes the same rounded fp32 operations in the same
-// order (gemm_i8_ref.h), so fp32 outputs are equal, fp16 outputs equal the reference's fp32 value rounded
-// to nearest even, and int8 outputs are equal.
+// order (gemm_i8_ref.h), so fp32 outputs (kF32, kF32BiasResidual over an fp32 residual that fp16 cannot
+// hold) are equal, fp16 outputs equal the reference's fp32 value rounded to nearest even, and int8 outputs
+// are equal.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -47,12 +48,12 @@ void upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
 struct Problem {
   int64_t m, n, k;
   std::vector<int8_t> x, w;
-  std::vector<float> sx_tensor, sx_token, sw, bias, residual;  // residual: fp16 values
+  std::vector<float> sx_tensor, sx_token, sw, bias, residual, residual32;  // residual: fp16 values
   std::vector<int32_t> acc;
 };
 
 Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
-  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}};
+  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-127, 127);
   std::uniform_real_distribution<float> u(0.f, 1.f);
@@ -69,6 +70,8 @@ Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   for (auto& v : p.bias) v = 2.f * u(rng) - 1.f;
   p.residual.resize(m * n);
   for (auto& v : p.residual) v = __half2float(__float2half_rn(8.f * u(rng) - 4.f));
+  p.residual32.resize(m * n);
+  for (auto& v : p.residual32) v = 80.f * u(rng) - 40.f;  // fp32 values, most not fp16's
   p.acc.resize(m * n);
   // Rows split over threads: the reference is a plain loop, and the largest shape is 7 G multiply-adds.
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
@@ -95,7 +98,7 @@ struct Mismatches {
 void check_output(const Problem& p, GemmI8Epilogue e, const std::vector<float>& ref, const std::vector<int8_t>& ref_i8,
                   const void* got, Mismatches* mm) {
   const int64_t total = p.m * p.n;
-  if (e == GemmI8Epilogue::kF32) {
+  if (gemm_i8_epilogue_is_f32(e)) {
     const float* g = static_cast<const float*>(got);
     for (int64_t i = 0; i < total; ++i)
       if (!(g[i] == ref[i])) mm->add(i, g[i], ref[i]);
@@ -114,7 +117,7 @@ void check_output(const Problem& p, GemmI8Epilogue e, const std::vector<float>& 
 }
 
 size_t out_bytes(GemmI8Epilogue e) {
-  return e == GemmI8Epilogue::kF32 ? 4 : gemm_i8_epilogue_is_i8(e) ? 1 : 2;
+  return gemm_i8_epilogue_is_f32(e) ? 4 : gemm_i8_epilogue_is_i8(e) ? 1 : 2;
 }
 
 // Every variant x epilogue x scale mode at one shape.
@@ -175,7 +178,7 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
       for (int per_token = 0; per_token < 2; ++per_token) {
         const auto e = static_cast<GemmI8Epilogue>(ei);
         GemmI8RefArgs r{m, n, k, p.x.data(), p.w.data(), per_token ? p.sx_token.data() : p.sx_tensor.data(),
-                        per_token != 0, p.sw.data(), e == GemmI8Epilogue::kF32 ? nullptr : p.bias.data(), e, 1.f};
+                        per_token != 0, p.sw.data(), p.bias.data(), e, 1.f};
         if (gemm_i8_epilogue_is_i8(e)) {  // out_scale: the largest value maps to 150, so some saturate
           GemmI8RefArgs r32 = r;
           r32.epilogue = gemm_i8_epilogue_has_gelu(e) ? GemmI8Epilogue::kF16BiasGelu : GemmI8Epilogue::kF16Bias;
@@ -184,7 +187,9 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
           for (float v : ref) mx = std::max(mx, std::fabs(v));
           r.out_scale = mx > 0.f ? mx / 150.f : 1.f;
         }
-        gemm_i8_epilogue_ref(r, p.acc.data(), p.residual.data(), ref.data(), ref_i8.data());
+        const bool f32_residual = e == GemmI8Epilogue::kF32BiasResidual;
+        gemm_i8_epilogue_ref(r, p.acc.data(), f32_residual ? p.residual32.data() : p.residual.data(), ref.data(),
+                             ref_i8.data());
         a.sx = per_token ? dsx_m.p : dsx_t.p;
         a.sx_per_token = per_token != 0;
         a.sw = dsw.p;
@@ -193,6 +198,8 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
         a.out_scale = r.out_scale;
         if (e == GemmI8Epilogue::kF16BiasResidual) {
           ASSERT_EQ(cudaMemcpy(dy.p, residual16.data(), m * n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        } else if (f32_residual) {
+          ASSERT_EQ(cudaMemcpy(dy.p, p.residual32.data(), m * n * 4, cudaMemcpyHostToDevice), cudaSuccess);
         } else {
           ASSERT_EQ(cudaMemset(dy.p, gemm_i8_epilogue_is_i8(e) ? 0x80 : 0xff, m * n * 4), cudaSuccess);
         }

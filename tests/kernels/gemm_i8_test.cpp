@@ -83,7 +83,7 @@ TEST(GemmI8Ref, EpiloguesMatchFloat64) {
           for (int64_t p = 0; p < k; ++p) s += int64_t{x[i * k + p]} * int64_t{w[j * k + p]};
           double v = static_cast<double>(s) * sx[per_token ? i : 0] * sw[j] + bias[j];
           if (gemm_i8_epilogue_has_gelu(e)) v = gelu64(v);
-          if (e == GemmI8Epilogue::kF16BiasResidual) v += residual[i * n + j];
+          if (gemm_i8_epilogue_has_residual(e)) v += residual[i * n + j];
           if (gemm_i8_epilogue_is_i8(e)) v /= 0.05;
           const int64_t o = i * n + j;
           ASSERT_NEAR(y[o], v, kRel * std::fabs(v) + kAbs / (gemm_i8_epilogue_is_i8(e) ? 0.05 : 1.0)) << gemm_i8_epilogue_name(e) << " " << i << "," << j;
