@@ -71,6 +71,8 @@ const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Pre
                                                                      {"fp16", Precision::kFp16},
                                                                      {"int8", Precision::kInt8}};
 const std::vector<std::pair<const char*, bool>> kInt8Activations = {{"per_tensor", false}, {"per_token", true}};
+const std::vector<std::pair<const char*, Precision>> kInt8Float = {{"fp16", Precision::kFp16},
+                                                                   {"fp32", Precision::kFp32}};
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
     {"auto", AttentionImpl::kAuto}, {"fused", AttentionImpl::kFused}, {"explicit", AttentionImpl::kExplicit}};
 const std::vector<std::pair<const char*, Activation>> kActivations = {{"gelu", Activation::kGelu},
@@ -282,13 +284,15 @@ Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
   return m.finish();
 }
 
-// runtime.int8_scales (the scale file, docs/int8.md) and runtime.int8_activations (per_tensor: the file's
-// calibrated scales; per_token: dynamic per-row scales, no file needed).
+// runtime.int8_scales (the scale file, docs/int8.md), runtime.int8_activations (per_tensor: the file's
+// calibrated scales; per_token: dynamic per-row scales, no file needed) and runtime.int8_float (fp16 | fp32:
+// the other ops' precision on CUDA).
 Status read_int8_keys(ConfigMap& runtime, const std::string& base_dir, ModelSpec* spec) {
   std::string scales;
   EV_RETURN_IF_ERROR(runtime.get_string("int8_scales", false, &scales));
   spec->int8_scales_path = scales.empty() ? "" : resolve_path(base_dir, scales);
   EV_RETURN_IF_ERROR(runtime.get_enum("int8_activations", false, kInt8Activations, &spec->int8_per_token));
+  EV_RETURN_IF_ERROR(runtime.get_enum("int8_float", false, kInt8Float, &spec->int8_float));
   if (spec->precision == Precision::kInt8 && !spec->int8_per_token && spec->int8_scales_path.empty())
     return runtime.error("precision", "int8 with per_tensor activations needs runtime.int8_scales (the scale "
                                       "file `edgevit calibrate` writes, docs/int8.md)");
@@ -422,6 +426,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (!spec.int8_scales_path.empty())
     e << YAML::Key << "int8_scales" << YAML::Value << relative_path(base_dir, spec.int8_scales_path);
   if (spec.int8_per_token) e << YAML::Key << "int8_activations" << YAML::Value << "per_token";
+  if (spec.int8_float != Precision::kFp16) e << YAML::Key << "int8_float" << YAML::Value << to_string(spec.int8_float);
   if (!spec.outputs.empty()) {
     e << YAML::Key << "outputs" << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (OutputKind k : spec.outputs.kinds()) e << to_string(k);
@@ -511,7 +516,7 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
          x.preprocess.interpolation == y.preprocess.interpolation &&
          x.preprocess.crop_rounding == y.preprocess.crop_rounding && x.preprocess.rescale == y.preprocess.rescale &&
          x.preprocess.mean == y.preprocess.mean && x.preprocess.std == y.preprocess.std &&
-         x.labels_path == y.labels_path && x.outputs == y.outputs;
+         x.labels_path == y.labels_path && x.outputs == y.outputs && x.int8_float == y.int8_float;
 }
 
 }  // namespace edgevit

@@ -1,8 +1,10 @@
 // The CUDA table's INT8 rows (docs/int8.md), compiled in every build so `plan --device orin-nx-16gb
 // --precision int8` plans an INT8 engine from any host:
 //   layernorm  cuda.layernorm_f16->int8   fp32 statistics over the fp16 residual, int8 output + row scales
+//              cuda.layernorm_f32->int8   the same over the fp32 residual (runtime.int8_float: fp32)
 //   linear     cuda.gemm_i8_mma           kernels/cuda/gemm_i8 (mma.sync m16n8k32, int32 accumulate, fused
-//                                         dequantization, bias, GELU, residual or int8 requantization)
+//                                         dequantization, bias, GELU, residual or int8 requantization;
+//                                         fp16 or fp32 output and residual as Graph::int8_rest says)
 // Kernels: runtime/cuda/ops_int8_cuda.cpp (a CUDA build); elsewhere available() says "built without CUDA".
 // fc1's GELU -> int8 needs fc2's per-tensor scale before the GEMM starts, so per-token INT8 graphs are refused
 // on CUDA (runtime.int8_activations: per_token runs on the CPU).
@@ -31,13 +33,21 @@ std::unique_ptr<OpKernel> bind_layernorm_i8(const Op&) { return nullptr; }  // a
 std::unique_ptr<OpKernel> bind_gemm_i8(const Op&) { return nullptr; }
 #endif
 
-Support layernorm_i8(const Op&, const Graph& g, const DeviceProfile&) {
+// The LayerNorm -> int8 row reading a residual stream of precision `in` (Graph::int8_rest).
+Support layernorm_i8(const Graph& g, Precision in) {
   Support s;
+  if (g.int8_rest != in) {
+    s.reason = std::string("reads an ") + to_string(in) + " residual; this graph's float ops are " +
+               to_string(g.int8_rest) + " (runtime.int8_float)";
+    return s;
+  }
   s.ok = true;
-  s.reason = std::string("fp32 statistics; int8 output with ") +
+  s.reason = std::string("fp32 statistics over the ") + to_string(in) + " residual; int8 output with " +
              (g.int8_per_token ? "per-token scales" : "the calibrated per-tensor scale");
   return s;
 }
+Support layernorm_f16_i8(const Op&, const Graph& g, const DeviceProfile&) { return layernorm_i8(g, Precision::kFp16); }
+Support layernorm_f32_i8(const Op&, const Graph& g, const DeviceProfile&) { return layernorm_i8(g, Precision::kFp32); }
 
 Support gemm_i8(const Op& op, const Graph& g, const DeviceProfile& d) {
   Support s;
@@ -60,8 +70,9 @@ Support gemm_i8(const Op& op, const Graph& g, const DeviceProfile& d) {
     return s;
   }
   s.ok = true;
+  const std::string f = g.int8_rest == Precision::kFp32 ? "f32" : "f16";
   s.kernel = std::string("cuda.gemm_i8_mma") +
-             (op.epilogue == 1 ? "+bias_gelu->int8" : op.epilogue == 2 ? "+bias_residual_f16" : "+bias_f16");
+             (op.epilogue == 1 ? "+bias_gelu->int8" : op.epilogue == 2 ? "+bias_residual_" + f : "+bias_" + f);
   s.reason = "W8A8 mma.sync m16n8k32, int32 accumulate, per-channel weight scales, epilogue fused";
   return s;
 }
@@ -69,7 +80,9 @@ Support gemm_i8(const Op& op, const Graph& g, const DeviceProfile& d) {
 }  // namespace
 
 void append_cuda_int8_rows(std::vector<OpRow>* rows) {
-  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f16->int8", layernorm_i8,
+  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f16->int8", layernorm_f16_i8,
+                   available_with_cuda_i8, bind_layernorm_i8});
+  rows->push_back({OpKind::kLayerNorm, Precision::kInt8, "cuda.layernorm_f32->int8", layernorm_f32_i8,
                    available_with_cuda_i8, bind_layernorm_i8});
   rows->push_back({OpKind::kLinear, Precision::kInt8, "cuda.gemm_i8_mma", gemm_i8, available_with_cuda_i8, bind_gemm_i8});
 }

@@ -15,7 +15,8 @@ namespace edgevit {
 // over the normed tokens, then proj and x + mlp(norm(x)).
 enum class GlobalPool { kToken, kAvg, kMap };
 enum class WeightNaming { kTimm, kHf };
-// kInt8: W8A8 on the block GEMMs, everything else fp32 (CPU) / fp16 (CUDA): docs/int8.md.
+// kInt8: W8A8 on the block GEMMs, everything else fp32 (CPU) / fp16 or fp32 (CUDA: runtime.int8_float):
+// docs/int8.md.
 enum class Precision { kFp32, kFp16, kInt8 };
 // Attention path request: kAuto lets the planner choose from the device profile; the others force one.
 enum class AttentionImpl { kAuto, kFused, kExplicit };
@@ -138,6 +139,10 @@ struct ModelSpec {
   // whether the block GEMMs' activation scales are per token at run time instead of the file's per tensor.
   std::string int8_scales_path;
   bool int8_per_token = false;
+  // runtime.int8_float: the floating-point precision of a CUDA INT8 graph's other ops (Graph::int8_rest):
+  // kFp16 (the fast mode) or kFp32 (the CPU INT8 path's twin: the residual stream, LayerNorms, attention
+  // and qkv's output in fp32). The CPU's INT8 graphs are always fp32.
+  Precision int8_float = Precision::kFp16;
 };
 
 }  // namespace edgevit

@@ -219,8 +219,9 @@ VitArch small_arch(int img, int patch, int embed, int heads, int depth) {
 }
 
 OpCase make_case(const std::string& name, const VitArch& a, int batch, const std::string& op, Precision p,
-                 AttentionImpl att = AttentionImpl::kAuto, bool all_tokens = true) {
-  return OpCase{name, a, batch, op, p, att, all_tokens};
+                 AttentionImpl att = AttentionImpl::kAuto, bool all_tokens = true,
+                 Precision int8_float = Precision::kFp16) {
+  return OpCase{name, a, batch, op, p, att, all_tokens, int8_float};
 }
 
 }  // namespace
@@ -231,14 +232,16 @@ std::unique_ptr<OpCaseDevice> cuda_op_case_device() { return nullptr; }
 #endif
 
 // INT8 (docs/int8.md): the four block GEMMs and the LayerNorms that write their int8 input, in a full block
-// and in the class-token tail (one row per image after the attention).
+// and in the class-token tail (one row per image after the attention), with each runtime.int8_float (on
+// CUDA: the fp16 or fp32 residual, LayerNorm input, qkv output and proj input).
 std::vector<OpCase> int8_op_cases() {
   std::vector<OpCase> cases;
   const VitArch base = small_arch(40, 8, 64, 2, 2);
-  for (const char* op : {"blocks.0.norm1", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.norm2",
-                         "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "blocks.1.attn.proj", "blocks.1.mlp.fc2"})
-    cases.push_back(make_case(std::string("int8 vit-40/8 ") + op, base, 3, op, Precision::kInt8,
-                              AttentionImpl::kAuto, false));
+  for (Precision f : {Precision::kFp16, Precision::kFp32})
+    for (const char* op : {"blocks.0.norm1", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.norm2",
+                           "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "blocks.1.attn.proj", "blocks.1.mlp.fc2"})
+      cases.push_back(make_case(std::string(f == Precision::kFp16 ? "int8 vit-40/8 " : "int8 float32 vit-40/8 ") + op,
+                                base, 3, op, Precision::kInt8, AttentionImpl::kAuto, false, f));
   return cases;
 }
 
@@ -334,7 +337,7 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
   }
   if (a.pooler) ops.push_back("pooler.dense");
   for (const std::string& op : ops)
-    cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true));
+    cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true, spec.int8_float));
   return cases;
 }
 
@@ -349,6 +352,7 @@ Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfi
   o.precision = c.precision;
   o.attention = c.attention;
   o.all_tokens = c.all_tokens;
+  o.int8_float = c.int8_float;
   EV_ASSIGN_OR_RETURN(Plan plan, make_plan(spec, profile, o));
   const Op* op = nullptr;
   for (const Op& candidate : plan.graph.ops)

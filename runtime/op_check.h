@@ -34,6 +34,7 @@ struct OpCase {
   Precision precision = Precision::kFp32;
   AttentionImpl attention = AttentionImpl::kAuto;
   bool all_tokens = true;  // false: the class-token tail (the last block's attention has one query row)
+  Precision int8_float = Precision::kFp16;  // kInt8 on CUDA: the float tensors' precision (runtime.int8_float)
 };
 
 struct OpCaseResult {
@@ -61,7 +62,8 @@ std::unique_ptr<OpCaseDevice> cuda_op_case_device();  // nullptr in a build with
 
 // Cases covering every op kind and its variants (epilogues, head dims 32..160, odd token counts, register
 // tokens, no_embed_class, avg pooling, the class-token tail, both attention paths) at `precision`; kInt8:
-// the INT8 ops (the block GEMMs and the LayerNorms writing int8, docs/int8.md).
+// the INT8 ops (the block GEMMs and the LayerNorms writing int8, docs/int8.md), once with each
+// runtime.int8_float (fp16, fp32: the same on the CPU, whose INT8 graphs are always fp32).
 std::vector<OpCase> standard_op_cases(Precision precision);
 // One case per op of `spec`'s first block, stem and head at `batch` (the self-test's shapes).
 std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision precision);

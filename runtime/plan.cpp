@@ -115,7 +115,8 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
   const VitArch& a = spec.arch;
   const bool per_token = spec.int8_per_token;
-  const Precision rest = device.kind == DeviceKind::kCuda ? Precision::kFp16 : Precision::kFp32;  // INT8 graphs
+  const Precision cuda_rest = options.int8_float ? *options.int8_float : spec.int8_float;
+  const Precision rest = device.kind == DeviceKind::kCuda ? cuda_rest : Precision::kFp32;  // INT8 graphs
   EV_ASSIGN_OR_RETURN(const OutputSet outputs, planned_outputs(spec, options));
   Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs,
                                 per_token, rest);

@@ -37,6 +37,9 @@ struct PlanOptions {
   int threads = 0;                        // CPU kernel threads the engine will run (0: the profile's cpu_cores)
   std::optional<Precision> precision;     // unset: fp32 on cpu, fp16 on cuda
   std::optional<AttentionImpl> attention; // unset: the model config's runtime.attention
+  // precision int8 on CUDA: the other ops' precision (fp16 | fp32; `--int8-float`). Unset: the model
+  // config's runtime.int8_float. CPU plans are fp32 whatever this says.
+  std::optional<Precision> int8_float;
   // Keep every token through the last block (token-pooled models otherwise run the class-token tail,
   // runtime/graph.h: same outputs, fewer FLOPs). For comparisons and debugging.
   bool all_tokens = false;

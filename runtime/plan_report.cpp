@@ -314,7 +314,7 @@ std::string format_plan_json(const Plan& p) {
     j["int8"] = {{"gemms", s.gemms}, {"weight_bytes", s.weight_bytes}, {"weight_scale_bytes", s.weight_scale_bytes},
                  {"input_scale_bytes", s.input_scale_bytes},
                  {"activation_scales", g.int8_per_token ? "per_token" : "per_tensor"},
-                 {"scales_file", p.int8_scales_path}};
+                 {"scales_file", p.int8_scales_path}, {"float", to_string(g.int8_rest)}};
   }
   ordered_json tuning = ordered_json::array();
   for (const TuningRecord& t : p.tuning)

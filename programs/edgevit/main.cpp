@@ -81,6 +81,7 @@ struct CommonOpts {
   int batch = 0;
   std::string precision;
   std::string attention;
+  std::string int8_float;  // PlanOptions::int8_float
   int threads = 0;
   bool verbose = false;
   bool no_gemm_tuning = false;  // run, bench: EngineOptions::tune_gemms = false
@@ -97,6 +98,11 @@ ev::Result<ev::PlanOptions> plan_options(const CommonOpts& o) {
   p.tokens = o.tokens;
   if (!o.precision.empty()) { EV_ASSIGN_OR_RETURN(ev::Precision pr, parse_precision(o.precision)); p.precision = pr; }
   if (!o.attention.empty()) { EV_ASSIGN_OR_RETURN(ev::AttentionImpl a, parse_attention(o.attention)); p.attention = a; }
+  if (!o.int8_float.empty()) {
+    if (o.int8_float != "fp16" && o.int8_float != "fp32")
+      return ev::invalid_argument("--int8-float must be fp16 or fp32, got '" + o.int8_float + "'");
+    p.int8_float = o.int8_float == "fp16" ? ev::Precision::kFp16 : ev::Precision::kFp32;
+  }
   return p;
 }
 
@@ -579,6 +585,9 @@ void add_common(CLI::App* sub, CommonOpts& o, bool batch) {
   if (batch) sub->add_option("--batch,-b", o.batch, "batch size (default: the model's max_batch)");
   sub->add_option("--precision", o.precision, "fp32 | fp16 | int8 (default: the config's int8, else fp32 on cpu, fp16 on cuda)");
   sub->add_option("--attention", o.attention, "auto | fused | explicit (default: the model config's)");
+  sub->add_option("--int8-float", o.int8_float,
+                  "INT8 on CUDA: fp16 | fp32, the precision of the ops that are not int8 (default: the config's "
+                  "runtime.int8_float, fp16; fp32 matches the CPU INT8 path; the CPU is always fp32)");
   sub->add_flag("--all-tokens", o.all_tokens,
                 "keep every token through the last block (default for token-pooled models: the class-token tail, "
                 "same outputs with the last block's proj and MLP on one row per image)");

@@ -1,8 +1,10 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
-// (gpu::layernorm_i8_f16) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
-// epilogues: qkv -> fp16 (kF16Bias), proj and fc2 += into the fp16 residual (kF16BiasResidual), fc1 -> GELU
-// -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
-// into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
+// (gpu::layernorm_i8_f16, or _f32 over an fp32 residual) and the W8A8 block GEMMs (gpu::gemm_i8,
+// kernels/cuda/gemm_i8.h) with their fused epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32), proj and fc2 +=
+// into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU -> int8 with fc2's calibrated input
+// scale (kI8BiasGelu). The float precision is the graph's Graph::int8_rest (runtime.int8_float), read from
+// the tensors' element sizes. proj first quantizes the attention's output into its scratch
+// (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per row from the producer (the LayerNorm's
 // row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
 // does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
 // prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
@@ -36,27 +38,36 @@ class LayerNormI8Kernel final : public OpKernel {
  public:
   explicit LayerNormI8Kernel(const Op& op) : op_(op) {}
   Status prepare(ExecContext& ctx) override {
-    scale_ = weight_named(op_, ctx.plan.graph, ".input_scale");
+    const Graph& g = ctx.plan.graph;
+    scale_ = weight_named(op_, g, ".input_scale");
+    f32_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes == 4;  // runtime.int8_float: fp32
     return Status::Ok();
   }
   Status run(ExecContext& ctx, int n) override {
     const CudaContext& c = static_cast<const CudaContext&>(ctx);
     const Arena& m = c.arena;
     const int rows = static_cast<int>(op_.m / c.plan.graph.batch * n);
+    const float* scale = scale_ >= 0 ? m.as<float>(scale_) : nullptr;
+    int8_t* q = m.as<int8_t>(op_.outputs[0]);
+    float* s = m.as<float>(op_.outputs[1]);
+    const int cols = static_cast<int>(op_.n);
+    const float eps = static_cast<float>(op_.eps);
     EV_CUDA_CHECK("op '" + op_.name + "'",
-                  gpu::layernorm_i8_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.weights[0]),
-                                        m.as<__half>(op_.weights[1]), scale_ >= 0 ? m.as<float>(scale_) : nullptr,
-                                        m.as<int8_t>(op_.outputs[0]), m.as<float>(op_.outputs[1]), rows,
-                                        static_cast<int>(op_.n), static_cast<float>(op_.eps), c.stream));
+                  f32_ ? gpu::layernorm_i8_f32(m.as<float>(op_.inputs[0]), m.as<float>(op_.weights[0]),
+                                               m.as<float>(op_.weights[1]), scale, q, s, rows, cols, eps, c.stream)
+                       : gpu::layernorm_i8_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.weights[0]),
+                                               m.as<__half>(op_.weights[1]), scale, q, s, rows, cols, eps, c.stream));
     return Status::Ok();
   }
   std::string resolved(int) const override {
-    return std::string("cuda.layernorm_f16->int8") + (scale_ >= 0 ? "" : "+per_token");
+    return std::string(f32_ ? "cuda.layernorm_f32->int8" : "cuda.layernorm_f16->int8") +
+           (scale_ >= 0 ? "" : "+per_token");
   }
 
  private:
   const Op& op_;
   int scale_ = -1;
+  bool f32_ = false;
 };
 
 const char* variant_name(int variant) {
@@ -95,6 +106,7 @@ class GemmI8Kernel final : public OpKernel {
   int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
   float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
   bool quantize_input_ = false;
+  bool f32_ = false;  // the float tensors (qkv's output, the residual, proj's input) are fp32
 };
 
 Status GemmI8Kernel::prepare(ExecContext& ctx) {
@@ -104,9 +116,14 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   sw_ = weight_named(op_, g, ".weight_scale");
   bias_ = weight_named(op_, g, ".bias");
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
-  epilogue_ = op_.epilogue == 1 ? GemmI8Epilogue::kI8BiasGelu
-              : op_.epilogue == 2 ? GemmI8Epilogue::kF16BiasResidual
-                                  : GemmI8Epilogue::kF16Bias;
+  f32_ = g.act_elem_bytes() == 4;
+  if (op_.epilogue == 1) {
+    epilogue_ = GemmI8Epilogue::kI8BiasGelu;
+  } else if (op_.epilogue == 2) {
+    epilogue_ = f32_ ? GemmI8Epilogue::kF32BiasResidual : GemmI8Epilogue::kF16BiasResidual;
+  } else {
+    epilogue_ = f32_ ? GemmI8Epilogue::kF32 : GemmI8Epilogue::kF16Bias;
+  }
   if (op_.epilogue == 1) {  // fc1: its output's scale is fc2's calibrated input scale
     const int id = weight_named(op_, g, ".input_scale");
     if (id < 0) return unsupported(where + ": GELU -> int8 on the GPU needs a per-tensor scale (not per_token)");
@@ -209,11 +226,16 @@ Status GemmI8Kernel::run(ExecContext& ctx, int n) {
   const CudaContext& c = static_cast<const CudaContext&>(ctx);
   const gpu::GemmI8Args a = args(c, n);
   // The error message is built only on failure (EV_CUDA_CHECK evaluates `where` then): run() allocates nothing.
-  if (quantize_input_)
-    EV_CUDA_CHECK("op '" + op_.name + "'", gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]),
-                                                   in_scale_ >= 0 ? c.arena.as<float>(in_scale_) : nullptr,
-                                                   const_cast<int8_t*>(a.x), const_cast<float*>(a.sx),
-                                                   static_cast<int>(a.m), static_cast<int>(a.k), c.stream));
+  if (quantize_input_) {
+    const float* scale = in_scale_ >= 0 ? c.arena.as<float>(in_scale_) : nullptr;
+    int8_t* q = const_cast<int8_t*>(a.x);
+    float* s = const_cast<float*>(a.sx);
+    const int rows = static_cast<int>(a.m), cols = static_cast<int>(a.k);
+    EV_CUDA_CHECK("op '" + op_.name + "'",
+                  f32_ ? gpu::quantize_rows_i8_f32(c.arena.as<float>(op_.inputs[0]), scale, q, s, rows, cols, c.stream)
+                       : gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]), scale, q, s, rows, cols,
+                                                   c.stream));
+  }
   EV_CUDA_CHECK("op '" + op_.name + "'", gpu::gemm_i8(a, c.stream));
   return Status::Ok();
 }

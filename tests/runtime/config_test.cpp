@@ -223,6 +223,33 @@ TEST(ModelConfig, RuntimeOutputsAreParsedAndChecked) {
   fs::remove_all(dir);
 }
 
+// runtime.int8_float (docs/config.md): fp16 (the default) or fp32, anything else refused naming the key.
+TEST(ModelConfig, Int8FloatIsParsedAndChecked) {
+  const std::string minimal = read_text(testutil::source_path("tests/data/configs/valid/minimal.yaml"));
+  auto with = [&](const std::string& extra) { return parse_model_spec(minimal + extra, "m.yaml", "/tmp"); };
+  EXPECT_EQ(with("")->int8_float, Precision::kFp16);
+  EXPECT_EQ(with("runtime:\n  int8_float: fp16\n")->int8_float, Precision::kFp16);
+  EXPECT_EQ(with("runtime:\n  int8_float: fp32\n")->int8_float, Precision::kFp32);
+  for (const char* bad : {"int8", "bf16", "32"}) {
+    auto r = with(std::string("runtime:\n  int8_float: ") + bad + "\n");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kConfigError);
+    EXPECT_NE(r.status().message().find("runtime.int8_float"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("is not one of: fp16, fp32"), std::string::npos) << r.status().message();
+  }
+  // Written only when not the default, and read back.
+  ModelSpec f32 = *with("runtime:\n  int8_float: fp32\n");
+  auto text = model_spec_to_yaml(f32, "/tmp");
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_NE(text->find("int8_float: fp32"), std::string::npos) << *text;
+  auto back = parse_model_spec(*text, "m.yaml", "/tmp");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(same_model_spec(f32, *back));
+  f32.int8_float = Precision::kFp16;
+  EXPECT_FALSE(same_model_spec(f32, *back));
+  EXPECT_EQ(model_spec_to_yaml(f32, "/tmp")->find("int8_float"), std::string::npos);
+}
+
 TEST(ModelConfig, PoolingDefaultsFollowTimm) {
   auto spec = load_model_spec(testutil::source_path("tests/data/configs/valid/avg_defaults.yaml"));
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();

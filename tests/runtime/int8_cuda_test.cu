@@ -1,9 +1,16 @@
-// INT8 on the CUDA backend (docs/int8.md), on a profile queried from GPU 0: vit-digits calibrated on its
-// calibration split (on the CPU, per tensor) runs through the CUDA INT8 rows (cuda.layernorm_f16->int8,
-// cuda.gemm_i8_mma) with fp16 elsewhere; issue #25's acceptance on the GPU: at most 2 more errors than fp32 on
-// the 360 test images and top-1 agreement with fp32 >= 99%; its logits against the CPU INT8 path's are
-// reported (fp16 residual stream and LayerNorm input vs the CPU's fp32: not bit-equal) and held within
-// tol::kInt8EndToEnd.
+// INT8 on the CUDA backend (docs/int8.md), on a profile queried from GPU 0.
+// - vit-digits calibrated on its calibration split (on the CPU, per tensor) runs through the CUDA INT8 rows
+//   with fp16 elsewhere (runtime.int8_float: fp16, the default); issue #25's acceptance on the GPU: at most 2
+//   more errors than fp32 on the 360 test images and top-1 agreement with fp32 >= 99%; its logits against the
+//   CPU INT8 path's are reported (fp16 residual stream and LayerNorm input vs the CPU's fp32: not bit-equal)
+//   and held within tol::kInt8EndToEnd.
+// - runtime.int8_float: fp32 (the CPU INT8 path's twin): the same model and the timm golden vit-micro
+//   (calibrated on its own golden images) within tol::kInt8GpuFp32VsCpu of the CPU INT8 path, with the same
+//   top-1; the fp16 mode's distance is printed beside it. The golden ViT-Ti/16 (12 blocks, 197 tokens) is
+//   measured and printed, and held only within tol::kInt8EndToEnd with the same top-1: at its size the
+//   float ops' remaining ulp-level differences (summation orders) flip int8 roundings often enough to carry
+//   it to 1e-2 (the CPU INT8 path against itself with the explicit attention differs by 1.3e-2 there:
+//   docs/int8.md "fp32 mode").
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -32,11 +39,17 @@ std::vector<float> read(const SafetensorsFile& f, const char* name) {
   return v;
 }
 
+// The logits of `count` images x (count, C, H, W) in batches of up to 64. int8_float: the CUDA INT8 graph's
+// float precision (runtime.int8_float; the CPU ignores it).
 std::vector<float> logits(const ModelSpec& spec, Precision p, const DeviceProfile& dev, const std::vector<float>& x,
-                          int count, std::vector<std::string>* kernels) {
+                          int count, std::vector<std::string>* kernels, Precision int8_float = Precision::kFp16) {
+  const VitArch& a = spec.arch;
+  const size_t image = static_cast<size_t>(a.in_chans) * a.img_h * a.img_w;
+  const int classes = a.num_classes;
   EngineOptions o;
   o.plan.precision = p;
-  o.plan.batch = 64;
+  o.plan.batch = std::min(64, count);
+  o.plan.int8_float = int8_float;
   o.threads = 2;
   auto e = Engine::create(spec, dev, o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
@@ -44,12 +57,18 @@ std::vector<float> logits(const ModelSpec& spec, Precision p, const DeviceProfil
   std::vector<float> out;
   for (int i = 0; i < count; i += 64) {
     const int n = std::min(64, count - i);
-    const Status s = (*e)->infer(x.data() + static_cast<size_t>(i) * 64, n);
+    const Status s = (*e)->infer(x.data() + static_cast<size_t>(i) * image, n);
     EXPECT_TRUE(s.ok()) << s.to_string();
-    out.insert(out.end(), (*e)->logits(), (*e)->logits() + n * 10);
+    out.insert(out.end(), (*e)->logits(), (*e)->logits() + n * classes);
   }
   if (kernels) *kernels = (*e)->executed_kernels();
   return out;
+}
+
+int count_prefix(const std::vector<std::string>& kernels, const std::string& prefix) {
+  int n = 0;
+  for (const std::string& k : kernels) n += k.rfind(prefix, 0) == 0;
+  return n;
 }
 
 std::vector<int> top1(const std::vector<float>& l) {
@@ -81,9 +100,7 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   const std::vector<float> cpu_i8 = logits(int8, Precision::kInt8, *cpu, tx, 360, nullptr);
   const std::vector<float> gpu_i8 = logits(int8, Precision::kInt8, *gpu, tx, 360, &kernels);
   ASSERT_EQ(gpu_i8.size(), ref.size());
-  int gemms = 0;
-  for (const std::string& k : kernels) gemms += k.rfind("cuda.gemm_i8_", 0) == 0;
-  EXPECT_EQ(gemms, 16) << "the block GEMMs run on gemm_i8";
+  EXPECT_EQ(count_prefix(kernels, "cuda.gemm_i8_"), 16) << "the block GEMMs run on gemm_i8";
   const std::vector<int> r = top1(ref), g = top1(gpu_i8);
   int ref_err = 0, gpu_err = 0, agree = 0;
   for (int i = 0; i < 360; ++i) {
@@ -99,6 +116,109 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   EXPECT_GE(agree, 357);
   EXPECT_LE(vs_cpu, tol::kInt8EndToEnd);
   EXPECT_LE(vs_fp32, tol::kInt8EndToEnd);
+}
+
+// runtime.int8_float: fp32 on `model` (its scale file already set): CPU INT8 vs GPU INT8 logits on `count`
+// images, for both float modes; the fp32 mode within `bound` normwise and with the CPU's top-1 everywhere.
+void expect_fp32_mode_near_cpu(const ModelSpec& model, const DeviceProfile& cpu, const DeviceProfile& gpu,
+                               const std::vector<float>& x, int count, double bound) {
+  std::vector<std::string> k32, k16;
+  const std::vector<float> cpu_i8 = logits(model, Precision::kInt8, cpu, x, count, nullptr);
+  const std::vector<float> gpu32 = logits(model, Precision::kInt8, gpu, x, count, &k32, Precision::kFp32);
+  const std::vector<float> gpu16 = logits(model, Precision::kInt8, gpu, x, count, &k16, Precision::kFp16);
+  ASSERT_EQ(gpu32.size(), cpu_i8.size());
+  ASSERT_EQ(gpu16.size(), cpu_i8.size());
+  const int gemms = 4 * model.arch.depth;
+  // The fp32 mode runs the fp32 rows around the INT8 ones: LayerNorm -> int8 over the fp32 residual, the
+  // fp32 epilogues, gpu::mha_f32; the fp16 mode none of them.
+  EXPECT_EQ(count_prefix(k32, "cuda.layernorm_f32->int8"), 2 * model.arch.depth);
+  EXPECT_EQ(count_prefix(k32, "cuda.gemm_i8_"), gemms);
+  int f32_epilogues = 0;
+  for (const std::string& k : k32) f32_epilogues += k.find("+f32") != std::string::npos;
+  EXPECT_EQ(f32_epilogues, 3 * model.arch.depth) << "qkv (f32), proj and fc2 (f32_bias_residual)";
+  EXPECT_GE(count_prefix(k32, "cuda.mha_f32"), 1);
+  EXPECT_EQ(count_prefix(k16, "cuda.layernorm_f32->int8"), 0);
+  const double d32 = testutil::rel_error(gpu32.data(), cpu_i8.data(), cpu_i8.size());
+  const double d16 = testutil::rel_error(gpu16.data(), cpu_i8.data(), cpu_i8.size());
+  const int classes = model.arch.num_classes;
+  const auto t_cpu = testutil::argmax_rows(cpu_i8.data(), count, classes);
+  const auto t32 = testutil::argmax_rows(gpu32.data(), count, classes);
+  const auto t16 = testutil::argmax_rows(gpu16.data(), count, classes);
+  int agree32 = 0, agree16 = 0;
+  for (int i = 0; i < count; ++i) {
+    agree32 += t32[i] == t_cpu[i];
+    agree16 += t16[i] == t_cpu[i];
+  }
+  std::printf("%s INT8 on %s vs the CPU INT8 path (%d images): logits int8_float fp32 %.3g (top-1 %d/%d), "
+              "fp16 %.3g (top-1 %d/%d)\n",
+              model.name.c_str(), gpu.name.c_str(), count, d32, agree32, count, d16, agree16, count);
+  EXPECT_LE(d32, bound);
+  EXPECT_EQ(agree32, count);
+}
+
+// The calibrated INT8 spec of a golden model, calibrated (per tensor, on the CPU) on its own golden inputs.
+struct GoldenInt8 {
+  ModelSpec spec;
+  std::vector<float> x;
+  int count = 0;
+};
+GoldenInt8 golden_int8(const char* config, const char* golden, const DeviceProfile& cpu) {
+  GoldenInt8 g;
+  auto spec = load_model_spec(testutil::source_path(std::string("config/models/") + config));
+  EXPECT_TRUE(spec.ok()) << spec.status().to_string();
+  auto file = SafetensorsFile::open(testutil::golden_path(golden));
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  if (!spec.ok() || !file.ok()) return g;
+  g.x = read(*file, "input");
+  const VitArch& a = spec->arch;
+  g.count = static_cast<int>(g.x.size() / (static_cast<size_t>(a.in_chans) * a.img_h * a.img_w));
+  auto scales = calibrate_int8(*spec, cpu, g.x.data(), g.count, CalibOptions());
+  EXPECT_TRUE(scales.ok()) << scales.status().to_string();
+  if (!scales.ok()) return g;
+  g.spec = *spec;
+  g.spec.int8_scales_path = testing::TempDir() + spec->name + "_int8_cuda.scales.safetensors";
+  EXPECT_TRUE(write_int8_scales(g.spec.int8_scales_path, *scales).ok());
+  return g;
+}
+
+TEST(Int8Cuda, Fp32ModeEqualsTheCpuInt8PathOnDigits) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));
+  ASSERT_TRUE(spec.ok());
+  auto calib = SafetensorsFile::open(testutil::source_path("tests/data/digits/calib_split.safetensors"));
+  auto test = SafetensorsFile::open(testutil::source_path("tests/data/digits/test_split.safetensors"));
+  ASSERT_TRUE(calib.ok() && test.ok());
+  const std::vector<float> cx = read(*calib, "input"), tx = read(*test, "input");
+  auto scales = calibrate_int8(*spec, *cpu, cx.data(), static_cast<int>(cx.size() / 64), CalibOptions());
+  ASSERT_TRUE(scales.ok()) << scales.status().to_string();
+  ModelSpec int8 = *spec;
+  int8.int8_scales_path = testing::TempDir() + "int8_cuda_digits_f32.scales.safetensors";
+  ASSERT_TRUE(write_int8_scales(int8.int8_scales_path, *scales).ok());
+  expect_fp32_mode_near_cpu(int8, *cpu, *gpu, tx, 360, tol::kInt8GpuFp32VsCpu);
+}
+
+TEST(Int8Cuda, Fp32ModeEqualsTheCpuInt8PathOnTheGoldenVitMicro) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  const GoldenInt8 g = golden_int8("vit-micro.yaml", "vit-micro.golden.safetensors", *cpu);
+  ASSERT_GE(g.count, 1);
+  expect_fp32_mode_near_cpu(g.spec, *cpu, *gpu, g.x, g.count, tol::kInt8GpuFp32VsCpu);
+}
+
+// Measured and printed; held within the INT8 noise level only (see the top of this file).
+TEST(Int8Cuda, Fp32ModeOnTheGoldenVitTinyIsMeasured) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  const GoldenInt8 g = golden_int8("vit-tiny-golden.yaml", "vit-tiny-patch16-224.golden.safetensors", *cpu);
+  ASSERT_GE(g.count, 1);
+  expect_fp32_mode_near_cpu(g.spec, *cpu, *gpu, g.x, g.count, tol::kInt8EndToEnd);
 }
 
 }  // namespace

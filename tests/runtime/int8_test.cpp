@@ -350,5 +350,71 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
       << refused.status().message();
 }
 
+// runtime.int8_float: fp32 (or --int8-float fp32) on a CUDA profile: the INT8 rows read and write fp32 (the
+// LayerNorm -> int8 over the fp32 residual, qkv to fp32, proj and fc2 into the fp32 residual) and every other
+// op takes its fp32 row; the plan says so (text and JSON) and hashes differently. On a CPU profile the INT8
+// graph is fp32 whatever it says: the same plan, the same hash.
+TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok() && cpu.ok());
+  PlanOptions o;
+  o.batch = 1;
+  o.precision = Precision::kInt8;
+  auto f16 = make_plan(*spec, *orin, o);
+  o.int8_float = Precision::kFp32;
+  auto f32 = make_plan(*spec, *orin, o);
+  ModelSpec from_config = *spec;
+  from_config.int8_float = Precision::kFp32;
+  PlanOptions config_only = o;
+  config_only.int8_float.reset();
+  auto f32_config = make_plan(from_config, *orin, config_only);
+  ASSERT_TRUE(f16.ok() && f32.ok() && f32_config.ok()) << f32.status().to_string();
+  EXPECT_EQ(f32->hash, f32_config->hash) << "runtime.int8_float and --int8-float plan the same";
+  EXPECT_NE(f32->hash, f16->hash);
+  EXPECT_EQ(f16->graph.int8_rest, Precision::kFp16);
+  EXPECT_EQ(f32->graph.int8_rest, Precision::kFp32);
+  int norms = 0, gemms = 0;
+  for (const Op& op : f32->graph.ops) {
+    if (!op.int8) {
+      EXPECT_EQ(op_precision(op, f32->graph), Precision::kFp32) << op.name;
+      if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cuda.mha_f32") << op.name;
+      continue;
+    }
+    if (op.kind == OpKind::kLayerNorm) {
+      ++norms;
+      EXPECT_EQ(op.row, "cuda.layernorm_f32->int8") << op.name;
+      EXPECT_EQ(f32->graph.tensors[static_cast<size_t>(op.inputs[0])].elem_bytes, 4) << op.name;
+    } else {
+      ++gemms;
+      const std::string want = op.epilogue == 1   ? "cuda.gemm_i8_mma+bias_gelu->int8"
+                               : op.epilogue == 2 ? "cuda.gemm_i8_mma+bias_residual_f32"
+                                                  : "cuda.gemm_i8_mma+bias_f32";
+      EXPECT_EQ(op.kernel, want) << op.name;
+    }
+  }
+  EXPECT_EQ(norms, 24);
+  EXPECT_EQ(gemms, 48);
+  for (const Op& op : f16->graph.ops)
+    if (op.int8 && op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.row, "cuda.layernorm_f16->int8") << op.name;
+  EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f32))["int8"]["float"], "fp32");
+  EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f16))["int8"]["float"], "fp16");
+  EXPECT_NE(format_plan_text(*f32, false).find("the other ops fp32"), std::string::npos);
+
+  PlanOptions c = o;
+  c.int8_float.reset();
+  auto cpu_default = make_plan(*spec, *cpu, c);
+  c.int8_float = Precision::kFp16;
+  auto cpu_f16 = make_plan(*spec, *cpu, c);
+  c.int8_float = Precision::kFp32;
+  auto cpu_f32 = make_plan(*spec, *cpu, c);
+  ASSERT_TRUE(cpu_default.ok() && cpu_f16.ok() && cpu_f32.ok()) << cpu_default.status().to_string();
+  EXPECT_EQ(cpu_default->graph.int8_rest, Precision::kFp32);
+  EXPECT_EQ(cpu_f16->hash, cpu_default->hash);
+  EXPECT_EQ(cpu_f32->hash, cpu_default->hash);
+}
+
 }  // namespace
 }  // namespace edgevit

@@ -57,6 +57,24 @@ TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
   const Ran b = run("bench " + out + " --device host-cpu -n 3 --warmup 1 --json");
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(nlohmann::json::parse(b.out)["precision"], "int8");
+
+  // --int8-float: the float ops of a CUDA INT8 plan (docs/int8.md "fp32 mode"); the CPU's are fp32 regardless.
+  EXPECT_EQ(j["int8"]["float"], "fp32");
+  const Ran cpu16 = run("plan " + out + " --device host-cpu --int8-float fp16 --json");
+  ASSERT_EQ(cpu16.code, 0) << cpu16.err;
+  EXPECT_EQ(nlohmann::json::parse(cpu16.out)["plan_hash"], j["plan_hash"]);
+  for (const char* f : {"fp16", "fp32"}) {
+    const Ran orin = run("plan " + out + " --device orin-nx-16gb --int8-float " + f + " --json");
+    ASSERT_EQ(orin.code, 0) << orin.err;
+    const nlohmann::json jo = nlohmann::json::parse(orin.out);
+    EXPECT_EQ(jo["int8"]["float"], f);
+    for (const auto& o : jo["ops"])
+      if (o["op"] == "layernorm" && o["precision"] == "int8")
+        EXPECT_EQ(o["row"], std::string("cuda.layernorm_f") + (f + 2) + "->int8") << o.dump();
+  }
+  const Ran bad = run("plan " + out + " --device orin-nx-16gb --int8-float bf16");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--int8-float must be fp16 or fp32, got 'bf16'"), std::string::npos) << bad.err;
 }
 
 TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {

@@ -2,8 +2,11 @@
 # INT8 end to end on the GPU machine (issue #25): a seeded timm ViT-B/16 (tools/gpu/make_timm_checkpoints.py),
 # calibrated by `edgevit calibrate` on 16 random N(0, 1) images, then in the same run
 #   - accuracy: `edgevit compare` (CPU, fp32 vs int8, per-layer SQNR) on 4 other images, and the GPU INT8
-#     logits against the CPU INT8 path and against timm's float64 logits;
-#   - speed: `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8, same engine build.
+#     logits of both float modes (`--int8-float fp16`, the default, and `fp32`, the CPU path's twin) against
+#     the CPU INT8 path and against timm's float64 logits, beside the CPU INT8 path against itself with the
+#     explicit attention (the same fp32 arithmetic in another summation order: what ulp-level differences in
+#     the float ops do to the int8 roundings downstream, docs/int8.md "fp32 mode");
+#   - speed: `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8 (both float modes), same build.
 #   - INT8_PROFILE=1: also `bench --profile` per-op tables of both engines at batch 1 and 64 (prof_*.txt).
 # Run from the repository root with build-e2e-bundle carried (tools/gpu/make_e2e_bundle.sh; B=another dir).   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
 set -uo pipefail
@@ -34,25 +37,39 @@ for dev in auto host-cpu; do
     >"$out/int8_run_$dev.log" 2>&1
   echo "run int8 on $dev: rc=$?"
 done
+"$bin" run "$m-int8.yaml" --device auto --int8-float fp32 --input "$m.input.safetensors" \
+  --output "$work/int8_auto_f32.safetensors" -t 16 >"$out/int8_run_auto_f32.log" 2>&1
+echo "run int8 --int8-float fp32 on auto: rc=$?"
+"$bin" run "$m-int8.yaml" --device host-cpu --attention explicit --input "$m.input.safetensors" \
+  --output "$work/int8_host-cpu_explicit.safetensors" -t 16 >"$out/int8_run_host-cpu_explicit.log" 2>&1
+echo "run int8 on host-cpu, explicit attention: rc=$?"
 python3 - "$work" "$m" <<'PY'
 import sys, torch
 from safetensors.torch import load_file
 w, m = sys.argv[1], sys.argv[2]
 gpu, cpu = load_file(f"{w}/int8_auto.safetensors")["logits"], load_file(f"{w}/int8_host-cpu.safetensors")["logits"]
+g32 = load_file(f"{w}/int8_auto_f32.safetensors")["logits"]
 ref = load_file(f"{m}.golden.safetensors")["logits"].double()
 rel = lambda a, b: float((a.double() - b).norm() / b.norm())
-print(f"int8 logits: GPU vs CPU INT8 {rel(gpu, cpu.double()):.2e}; GPU vs timm float64 {rel(gpu, ref):.2e}; "
-      f"CPU vs timm float64 {rel(cpu, ref):.2e}; top-1 GPU {gpu.argmax(1).tolist()} timm {ref.argmax(1).tolist()}")
+print(f"int8 logits (int8_float fp16): GPU vs CPU INT8 {rel(gpu, cpu.double()):.2e}; GPU vs timm float64 "
+      f"{rel(gpu, ref):.2e}; CPU vs timm float64 {rel(cpu, ref):.2e}; top-1 GPU {gpu.argmax(1).tolist()} "
+      f"timm {ref.argmax(1).tolist()}")
+print(f"int8 logits (int8_float fp32): GPU vs CPU INT8 {rel(g32, cpu.double()):.2e}; GPU vs timm float64 "
+      f"{rel(g32, ref):.2e}; top-1 GPU {g32.argmax(1).tolist()} CPU INT8 {cpu.argmax(1).tolist()}")
+cex = load_file(f"{w}/int8_host-cpu_explicit.safetensors")["logits"]
+print(f"int8 logits: CPU INT8 explicit vs fused attention (same arithmetic, another order) {rel(cex, cpu.double()):.2e}")
 PY
-echo "| batch | fp16 p50 ms | int8 p50 ms | int8 speed-up |"
-echo "|---|---|---|---|"
+echo "| batch | fp16 p50 ms | int8 p50 ms | int8 speed-up | int8 (int8_float fp32) p50 ms | its speed-up |"
+echo "|---|---|---|---|---|---|"
+p50() { "$bin" bench "$@" --device auto --iters $it --warmup 10 --device-input --json 2>>"$out/int8_bench.err" \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])'; }
 for b in 1 8 64; do
   it=$([ "$b" = 64 ] && echo 40 || echo 200)
-  f16=$("$bin" bench "$m.yaml" --device auto --batch $b --iters $it --warmup 10 --device-input --json 2>>"$out/int8_bench.err" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
-  i8=$("$bin" bench "$m-int8.yaml" --device auto --batch $b --iters $it --warmup 10 --device-input --json 2>>"$out/int8_bench.err" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
-  python3 -c "import sys; a, b = float('$f16' or 'nan'), float('$i8' or 'nan'); print(f'| $b | {a:.3f} | {b:.3f} | {a / b:.2f}x |')"
+  f16=$(p50 "$m.yaml" --batch $b)
+  i8=$(p50 "$m-int8.yaml" --batch $b)
+  i8f32=$(p50 "$m-int8.yaml" --batch $b --int8-float fp32)
+  python3 -c "a, b, c = (float(v or 'nan') for v in ('$f16', '$i8', '$i8f32'))
+print(f'| $b | {a:.3f} | {b:.3f} | {a / b:.2f}x | {c:.3f} | {a / c:.2f}x |')"
 done
 if [ -n "${INT8_PROFILE:-}" ]; then
   # Per-op tables (`bench --profile`) of both engines at batch 1 and 64, for where the INT8 time goes.

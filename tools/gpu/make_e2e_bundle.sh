@@ -11,19 +11,22 @@
 #   golden/         ../shared/testdata/golden (the tests read it; ../shared does not travel with the checkout)
 # Same approach as tools/gpu/make_bundle.sh (attention kernels), for the whole runtime.
 #   usage: tools/gpu/make_e2e_bundle.sh [BUILD_DIR]     (default build-cb)
+#   BUNDLE=DIR: write the bundle there instead (e.g. /work/main/build-NAME-bundle from a worktree: the device
+#   machine copies /work/main's tree); TARGETS="edgevit int8_cuda_test ...": only those binaries.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-cb}
-bundle=$root/build-e2e-bundle
+bundle=${BUNDLE:-$root/build-e2e-bundle}
+targets=${TARGETS:-edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test}
 cd "$root"
 . tools/lib/bundle_libs.sh
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"
-cmake --build "$build" -j2 --target edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test
+cmake --build "$build" -j2 --target $targets
 rm -rf "$bundle"
 stage=$build/e2e-bundle-stage
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$bundle/golden"
-for b in edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test; do cp "$build/bin/$b" "$stage/bin/"; done
+for b in $targets; do cp "$build/bin/$b" "$stage/bin/"; done
 strip --strip-debug "$stage"/bin/*
 cp "$root"/../shared/testdata/golden/* "$bundle/golden/"
 bundle_libs "$stage/lib" "$stage"/bin/*
