@@ -32,12 +32,13 @@ constexpr double kInt8EndToEnd = 5e-2;
 constexpr double kInt8Top1Agreement = 0.99;
 // INT8 on CUDA with runtime.int8_float: fp32 vs the CPU INT8 path, end-to-end logits normwise (issue #25), on
 // small models (vit-digits, vit-micro): the int8 GEMMs and their epilogues are bit-exact with the CPU's
-// (gemm_i8_ref.h) and every other op is fp32 on both sides, differing only in summation order (a few ulps).
-// Such a difference flips an int8 rounding only for a value within it of a tie: on these models one step of
-// one element in a few images (the CPU path against itself with the other attention kernel: 1.4e-4 on
-// digits, 0 on vit-micro), and a wrong epilogue or precision is >= 1e-2. On deep, wide models each flip
-// moves the next layers' inputs by more than an ulp and the flips multiply (ViT-Ti/16: the CPU path against
-// itself 1.3e-2): there only kInt8EndToEnd holds (docs/int8.md "fp32 mode").
+// (gemm_i8_ref.h), the LayerNorms -> int8 compute the same float64 arithmetic (code for code), and the other
+// ops are fp32 on both sides, differing only in summation order (a few ulps). Such a difference flips an int8
+// rounding only for a value within it of a tie: on these models one step of one element in a few images
+// (the CPU path against itself with the other attention kernel: 1.4e-4 on digits, 0 on vit-micro), and a
+// wrong epilogue or precision is >= 1e-2. On deep, wide models each flip moves the next layers' inputs by
+// more than an ulp and the flips multiply (ViT-Ti/16: the CPU path against itself 1.3e-2): there only
+// kInt8EndToEnd holds (docs/int8.md "fp32 mode").
 constexpr double kInt8GpuFp32VsCpu = 1e-3;
 // fp16 end-to-end logits (and the same top-1).
 constexpr double kFp16EndToEnd = 1e-2;

@@ -1,7 +1,8 @@
 // The CUDA table's INT8 rows (docs/int8.md), compiled in every build so `plan --device orin-nx-16gb
 // --precision int8` plans an INT8 engine from any host:
 //   layernorm  cuda.layernorm_f16->int8   fp32 statistics over the fp16 residual, int8 output + row scales
-//              cuda.layernorm_f32->int8   the same over the fp32 residual (runtime.int8_float: fp32)
+//              cuda.layernorm_f32->int8   over the fp32 residual (runtime.int8_float: fp32): float64
+//                                         statistics and affine, the CPU INT8 path's arithmetic
 //   linear     cuda.gemm_i8_mma           kernels/cuda/gemm_i8 (mma.sync m16n8k32, int32 accumulate, fused
 //                                         dequantization, bias, GELU, residual or int8 requantization;
 //                                         fp16 or fp32 output and residual as Graph::int8_rest says)
@@ -42,7 +43,9 @@ Support layernorm_i8(const Graph& g, Precision in) {
     return s;
   }
   s.ok = true;
-  s.reason = std::string("fp32 statistics over the ") + to_string(in) + " residual; int8 output with " +
+  s.reason = std::string(in == Precision::kFp32 ? "float64 statistics and affine (the CPU INT8 path's)"
+                                                 : "fp32 statistics") +
+             " over the " + to_string(in) + " residual; int8 output with " +
              (g.int8_per_token ? "per-token scales" : "the calibrated per-tensor scale");
   return s;
 }

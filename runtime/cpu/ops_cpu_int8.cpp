@@ -2,7 +2,10 @@
 // the arithmetic of kernels/cpu/gemm_i8_ref.h (int8 x int8 -> int32, fp32 dequantization with the bias,
 // GELU, residual, requantization) and kernels/cpu/quantize_i8_ref.h. Plain single-threaded loops: a
 // reference-speed path for boards without a GPU and the reference of the CUDA INT8 rows.
-//   layernorm  cpu.layernorm_f32->int8     fp32 statistics, then x / s rounded to int8 with its row's scale
+//   layernorm  cpu.layernorm_f32->int8     layernorm_ref's arithmetic (float64 statistics and affine, y rounded
+//                                          once to fp32), then y / s rounded to int8 with its row's scale: so a
+//                                          GPU computing the same (gpu::layernorm_i8_f32_f64) agrees code for
+//                                          code, whatever its summation order (docs/int8.md "fp32 mode")
 //   linear     cpu.gemm_i8_ref             int8 input (+ per-row scales) -> fp32 out (qkv), int8 out through
 //                                          GELU (fc1), or += into the fp32 residual (fc2); proj quantizes the
 //                                          attention's fp32 output itself into its scratch first
@@ -52,7 +55,7 @@ class LayerNormI8 final : public CpuKernel {
     float* s = ctx.f32(op_.outputs[1]);
     float* y = row_.data();
     for (int64_t r = 0; r < rows; ++r) {
-      layernorm_f32(x + r * cols, gamma, beta, y, 1, static_cast<int>(cols), static_cast<float>(op_.eps), 1);
+      layernorm_ref(x + r * cols, gamma, beta, y, 1, static_cast<int>(cols), static_cast<float>(op_.eps), 1);
       quantize_rows_i8_ref(y, 1, cols, scale, q + r * cols, s + r);
     }
     return Status::Ok();
@@ -147,7 +150,7 @@ class GemmI8 final : public CpuKernel {
 };
 
 Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {
-  return Support{true, std::string("fp32 statistics; int8 output with ") +
+  return Support{true, std::string("float64 statistics and affine (layernorm_ref's arithmetic); int8 output with ") +
                            (g.int8_per_token ? "per-token scales (amax / 127)" : "the calibrated per-tensor scale"),
                  "", false};
 }

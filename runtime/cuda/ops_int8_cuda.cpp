@@ -1,5 +1,6 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
-// (gpu::layernorm_i8_f16, or _f32 over an fp32 residual) and the W8A8 block GEMMs (gpu::gemm_i8,
+// (gpu::layernorm_i8_f16; over an fp32 residual gpu::layernorm_i8_f32_f64, the CPU INT8 path's float64
+// arithmetic code for code) and the W8A8 block GEMMs (gpu::gemm_i8,
 // kernels/cuda/gemm_i8.h) with their fused epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32), proj and fc2 +=
 // into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU -> int8 with fc2's calibrated input
 // scale (kI8BiasGelu). The float precision is the graph's Graph::int8_rest (runtime.int8_float), read from
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/layernorm_i8_f64.h"
 #include "kernels/cuda/quantize_i8.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
@@ -53,8 +55,9 @@ class LayerNormI8Kernel final : public OpKernel {
     const int cols = static_cast<int>(op_.n);
     const float eps = static_cast<float>(op_.eps);
     EV_CUDA_CHECK("op '" + op_.name + "'",
-                  f32_ ? gpu::layernorm_i8_f32(m.as<float>(op_.inputs[0]), m.as<float>(op_.weights[0]),
-                                               m.as<float>(op_.weights[1]), scale, q, s, rows, cols, eps, c.stream)
+                  f32_ ? gpu::layernorm_i8_f32_f64(m.as<float>(op_.inputs[0]), m.as<float>(op_.weights[0]),
+                                                   m.as<float>(op_.weights[1]), scale, q, s, rows, cols, eps,
+                                                   c.stream)
                        : gpu::layernorm_i8_f16(m.as<__half>(op_.inputs[0]), m.as<__half>(op_.weights[0]),
                                                m.as<__half>(op_.weights[1]), scale, q, s, rows, cols, eps, c.stream));
     return Status::Ok();

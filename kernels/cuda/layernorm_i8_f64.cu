@@ -1,0 +1,79 @@
+// LayerNorm -> int8 in float64 (kernels/cuda/layernorm_i8_f64.h): layernorm_ref's operations in its order,
+// each one rounded (the __d*_rn intrinsics: no contraction into fma, as the CPU's -std=c++17 build does not
+// contract either); only the two sums run in another order (lanes, then a shuffle tree).
+//   variant  one warp per row, 4 rows per block. One figure: not yet timed (docs/benchmarks.md).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/layernorm_i8_f64.h"
+
+namespace edgevit::gpu {
+namespace {
+
+constexpr int kRowsPerBlock = 4;
+
+__device__ double warp_sum_d(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ float warp_max_f(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// gemm_i8_quantize_ref(y / s): an IEEE division, round to nearest even, saturate to [-127, 127], NaN -> 0.
+__device__ int8_t quantize(float y, float s) {
+  const float v = __fdiv_rn(y, s);
+  if (v != v) return 0;
+  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, rintf(v))));
+}
+
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    layernorm_i8_f64_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+                            const float* __restrict__ beta, const float* scale, int8_t* __restrict__ q,
+                            float* __restrict__ s, int m, int c, float eps) {
+  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= m) return;
+  const float* xr = x + static_cast<int64_t>(row) * c;
+  double sum = 0;
+  for (int i = lane; i < c; i += 32) sum = __dadd_rn(sum, static_cast<double>(xr[i]));
+  const double mean = __ddiv_rn(warp_sum_d(sum), static_cast<double>(c));
+  double sq = 0;
+  for (int i = lane; i < c; i += 32) {
+    const double d = __dsub_rn(static_cast<double>(xr[i]), mean);
+    sq = __dadd_rn(sq, __dmul_rn(d, d));
+  }
+  const double var = __ddiv_rn(warp_sum_d(sq), static_cast<double>(c));
+  const double rstd = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, static_cast<double>(eps))));
+  auto y_at = [&](int i) {
+    const double t = __dmul_rn(__dmul_rn(__dsub_rn(static_cast<double>(xr[i]), mean), rstd),
+                               static_cast<double>(gamma[i]));
+    return __double2float_rn(__dadd_rn(t, static_cast<double>(beta[i])));
+  };
+  float amax = 0.f;
+  if (scale == nullptr)
+    for (int i = lane; i < c; i += 32) amax = fmaxf(amax, fabsf(y_at(i)));
+  amax = warp_max_f(amax);
+  const float sr = scale != nullptr ? *scale : amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
+  int8_t* qr = q + static_cast<int64_t>(row) * c;
+  for (int i = lane; i < c; i += 32) qr[i] = quantize(y_at(i), sr);
+  if (lane == 0) s[row] = sr;
+}
+
+}  // namespace
+
+cudaError_t layernorm_i8_f32_f64(const float* x, const float* gamma, const float* beta, const float* scale,
+                                 int8_t* q, float* s, int m, int c, float eps, cudaStream_t stream) {
+  if (m < 0 || c < 1 || x == nullptr || gamma == nullptr || beta == nullptr || q == nullptr || s == nullptr)
+    return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  layernorm_i8_f64_kernel<<<(m + kRowsPerBlock - 1) / kRowsPerBlock, 32 * kRowsPerBlock, 0, stream>>>(
+      x, gamma, beta, scale, q, s, m, c, eps);
+  return cudaGetLastError();
+}
+
+}  // namespace edgevit::gpu
