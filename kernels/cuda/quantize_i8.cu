@@ -1,12 +1,14 @@
 // INT8 producers on the GPU (kernels/cuda/quantize_i8.h): LayerNorm -> int8 and rows -> int8, fp16 or fp32 in.
 //   row kernel (kVec)  one warp per row held in registers (kVec chunks of 8 elements per lane, C <= 256 kVec,
 //                      kVec in 1, 2, 3, 4, 6, 8): 16-byte loads, one read of the row from global memory,
-//                      statistics by shuffles, 8-byte stores of 8 codes; 2 rows per block (4 from 2048
+//                      statistics by shuffles, gamma / beta read with x (fp16, C <= 768),
+//                      a multiply per code, 8-byte stores of 8 codes; 2 rows per block (4 from 2048
 //                      rows on) so 197 rows fill 99 blocks. ViT-B/16 (C = 768) batch 1: docs/benchmarks.md
 //                      "INT8 end to end".
 //   generic            one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
 //                      C not a multiple of 8, unaligned pointers).
-// Both compute q = rne(x / s) with an IEEE division (__fdiv_rn), as the reference does.
+// Both give the reference's q = rne(x / s) (IEEE division): the generic kernel divides, the row kernel
+// multiplies by 1 / s and divides only next to a rounding tie (Quantizer, proof beside it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -38,6 +40,27 @@ __device__ int8_t quantize(float v, float s) {
   return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
 }
 
+// quantize() without the division on the common path: rne(v * inv), inv = 1 / s (IEEE), gives the same code
+// unless v * inv is NaN, within 1e-4 of a half-integer below 128 in magnitude, or inv overflowed (s < 2^-128),
+// where quantize() decides. Why equal elsewhere: |fl(v * inv) - v / s| <= 2^-23 |v / s| < 1.6e-5 for
+// |v / s| < 128 and fl(v / s) is closer still, so away from a tie both round to the same integer; from 128 on
+// both saturate to 127 (tests/kernels/quantize_i8_cuda_test.cu checks values next to every tie).
+struct Quantizer {
+  float s, inv;
+  bool divide;  // inv overflowed: every value takes quantize()
+};
+__device__ Quantizer make_quantizer(float s) {
+  const float inv = __frcp_rn(s);
+  return Quantizer{s, inv, !(inv < INFINITY)};
+}
+__device__ int8_t quantize(float v, const Quantizer& z) {
+  const float t = __fmul_rn(v, z.inv);
+  const float r = rintf(t);
+  if (z.divide || t != t || (fabsf(t) < 128.f && !(fabsf(fabsf(__fsub_rn(t, r)) - 0.5f) >= 1e-4f)))
+    return quantize(v, z.s);
+  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
+}
+
 __device__ float row_scale(float amax, const float* scale) {
   if (scale != nullptr) return *scale;
   return amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
@@ -46,10 +69,24 @@ __device__ float row_scale(float amax, const float* scale) {
 __device__ float to_f(__half v) { return __half2float(v); }
 __device__ float to_f(float v) { return v; }
 
-// Eight consecutive elements from a 16-byte aligned address.
-__device__ void load8(const __half* p, float (&v)[kChunk]) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
+// Eight elements as loaded (16 bytes of fp16, 32 of fp32), converted to float where used: gamma and beta read
+// early stay packed (fewer registers than floats).
+template <class In>
+struct Raw8;
+template <>
+struct Raw8<__half> {
+  uint4 u;
+};
+template <>
+struct Raw8<float> {
+  float4 a, b;
+};
+__device__ Raw8<__half> load_raw8(const __half* p) { return Raw8<__half>{__ldg(reinterpret_cast<const uint4*>(p))}; }
+__device__ Raw8<float> load_raw8(const float* p) {
+  return Raw8<float>{__ldg(reinterpret_cast<const float4*>(p)), __ldg(reinterpret_cast<const float4*>(p) + 1)};
+}
+__device__ void to_floats(const Raw8<__half>& r, float (&v)[kChunk]) {
+  const __half2* h = reinterpret_cast<const __half2*>(&r.u);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const float2 f = __half22float2(h[j]);
@@ -57,18 +94,21 @@ __device__ void load8(const __half* p, float (&v)[kChunk]) {
     v[2 * j + 1] = f.y;
   }
 }
-__device__ void load8(const float* p, float (&v)[kChunk]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+__device__ void to_floats(const Raw8<float>& r, float (&v)[kChunk]) {
+  v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w, v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
+}
+// Eight consecutive elements from a 16-byte aligned address, as floats.
+template <class In>
+__device__ void load8(const In* p, float (&v)[kChunk]) {
+  to_floats(load_raw8(p), v);
 }
 
 // Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned).
-__device__ void quantize_store8(const float (&v)[kChunk], float s, int8_t* q) {
+__device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, int8_t* q) {
   uint32_t w[2] = {0, 0};
 #pragma unroll
   for (int j = 0; j < kChunk; ++j)
-    w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(quantize(v[j], s))) << (8 * (j % 4));
+    w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(quantize(v[j], z))) << (8 * (j % 4));
   *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
 }
 
@@ -88,6 +128,19 @@ __global__ void __launch_bounds__(128)
     const int i = (j * 32 + lane) * kChunk;
     if (i < c) load8(xr + i, v[j]);
   }
+  // fp16 rows of up to 768 channels (kVec <= 3): gamma and beta are read with x, before the reductions, so
+  // their latency overlaps; other rows read them after (registers).
+  constexpr bool kEarly = sizeof(In) == 2 && kVec <= 3;
+  Raw8<In> g_early[kEarly ? kVec : 1], b_early[kEarly ? kVec : 1];
+  if (kEarly && gamma != nullptr)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * 32 + lane) * kChunk;
+      if (i < c) {
+        g_early[kEarly ? j : 0] = load_raw8(gamma + i);
+        b_early[kEarly ? j : 0] = load_raw8(beta + i);
+      }
+    }
   float amax = 0.f;
   if (gamma != nullptr) {
     float sum = 0.f;
@@ -112,8 +165,13 @@ __global__ void __launch_bounds__(128)
       const int i = (j * 32 + lane) * kChunk;
       if (i >= c) continue;
       float g[kChunk], b[kChunk];
-      load8(gamma + i, g);
-      load8(beta + i, b);
+      if (kEarly) {
+        to_floats(g_early[kEarly ? j : 0], g);
+        to_floats(b_early[kEarly ? j : 0], b);
+      } else {
+        load8(gamma + i, g);
+        load8(beta + i, b);
+      }
 #pragma unroll
       for (int e = 0; e < kChunk; ++e) {
         v[j][e] = (v[j][e] - mean) * rstd * g[e] + b[e];
@@ -128,11 +186,12 @@ __global__ void __launch_bounds__(128)
         for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[j][e]));
   }
   const float sr = row_scale(scale == nullptr ? warp_max_f(amax) : 0.f, scale);
+  const Quantizer z = make_quantizer(sr);
   int8_t* qr = q + static_cast<int64_t>(row) * c;
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
     const int i = (j * 32 + lane) * kChunk;
-    if (i < c) quantize_store8(v[j], sr, qr + i);
+    if (i < c) quantize_store8(v[j], z, qr + i);
   }
   if (lane == 0) s[row] = sr;
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <random>
 #include <type_traits>
@@ -188,6 +189,54 @@ TEST(QuantizeI8Cuda, RowsOfFp32AreQuantizedExactlyAsTheReference) {
   for (int m : kRowCounts)
     for (int k : {64, 100, 768, 1280, 2048, 3072}) check_rows<float>(rng, m, k, 0);
   check_rows<float>(rng, 197, 768, 1);
+}
+
+// The row kernel multiplies by 1 / s and divides only next to a rounding tie (kernels/cuda/quantize_i8.cu,
+// Quantizer): values at and up to 3 ulps either side of every half-integer multiple of the scale in
+// [-130.5, 130.5] (saturation included), per tensor and per token; two rows of subnormals. Codes and scales
+// equal to the reference's.
+TEST(QuantizeI8Cuda, RowsNextToRoundingTiesAreQuantizedExactlyAsTheReference) {
+  const int k = 768;
+  std::vector<float> x;
+  for (float scale : {0.031f, 0.0123f, 1.7f})
+    for (int half = -261; half <= 261; half += 2) {
+      const float tie = 0.5f * static_cast<float>(half) * scale;
+      float up = tie, down = tie;
+      x.push_back(tie);
+      for (int d = 0; d < 3; ++d) {
+        up = std::nextafter(up, INFINITY);
+        down = std::nextafter(down, -INFINITY);
+        x.push_back(up);
+        x.push_back(down);
+      }
+    }
+  x.resize((x.size() + k - 1) / k * k, 0.f);
+  const int tie_rows = static_cast<int>(x.size() / k);
+  // Subnormal rows, per token: a scale that underflows to 0, and one (7.9e-43) whose reciprocal overflows.
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < k; ++i) x.push_back(r == 0 ? (i % 3 - 1) * 1e-44f : (i % 5) * 2.5e-41f);
+  const int m = static_cast<int>(x.size() / k);
+  Dev<float> dx(x.size()), ds(m), dscale(1);
+  Dev<int8_t> dq(x.size());
+  cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+  for (float scale : {0.031f, 0.0123f, 1.7f, 0.f}) {
+    SCOPED_TRACE(testing::Message() << "scale " << scale << (scale > 0 ? " per tensor" : " per token"));
+    cudaMemcpy(dscale.p, &scale, sizeof scale, cudaMemcpyHostToDevice);
+    poison(dq, ds, x.size(), m);
+    EV_ASSERT_CUDA(gpu::quantize_rows_i8_f32(dx.p, scale > 0 ? dscale.p : nullptr, dq.p, ds.p, m, k, nullptr));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    const Fetched got = download(dq, ds, x.size(), m);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> s(m);
+    quantize_rows_i8_ref(x.data(), m, k, scale, q.data(), s.data());
+    EXPECT_EQ(got.q, q);
+    EXPECT_EQ(got.s, s);
+    if (scale == 0.031f) {  // the tie rows do hold ties: some codes land on each side of a half-integer
+      int odd = 0;
+      for (int i = 0; i < tie_rows * k; ++i) odd += q[static_cast<size_t>(i)] % 2 != 0;
+      EXPECT_GT(odd, 100);
+    }
+  }
 }
 
 TEST(QuantizeI8Cuda, LayerNormToInt8MatchesTheReferenceWithinOneStepAtTies) {

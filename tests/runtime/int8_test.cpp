@@ -416,5 +416,45 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
   EXPECT_EQ(cpu_f32->hash, cpu_default->hash);
 }
 
+// The INT8 GEMMs' split-K workspace (runtime/plan.h) on CUDA: planned bytes at the arena's end, just before
+// cuBLASLt's workspace, past every tensor (never shared with an activation), sized by the largest INT8 GEMM
+// (fc1 at batch 1: 256 x 3072 x 4 splits x 4 bytes + the counters) and capped at batch 8; shown in the text and
+// JSON memory report; none in an fp16 plan or on the CPU; the same bytes on every run.
+TEST(Int8Plan, CudaPlansReserveTheSplitKWorkspaceApartFromActivations) {
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok() && cpu.ok());
+  PlanOptions o;
+  o.batch = 1;
+  auto fp16 = make_plan(*spec, *orin, o);
+  o.precision = Precision::kInt8;
+  auto i8 = make_plan(*spec, *orin, o);
+  auto i8_again = make_plan(*spec, *orin, o);
+  auto i8_cpu = make_plan(*spec, *cpu, o);
+  o.batch = 8;
+  auto i8_b8 = make_plan(*spec, *orin, o);
+  ASSERT_TRUE(fp16.ok() && i8.ok() && i8_again.ok() && i8_cpu.ok() && i8_b8.ok());
+  EXPECT_EQ(fp16->int8_split_workspace_bytes, 0);
+  EXPECT_EQ(i8_cpu->int8_split_workspace_bytes, 0);
+  EXPECT_EQ(i8->int8_split_workspace_bytes, kCudaI8SplitCounterBytes + int64_t{256} * 3072 * 16);
+  EXPECT_EQ(i8_b8->int8_split_workspace_bytes, kCudaI8SplitCounterBytes + kCudaI8SplitPartialsMaxBytes);
+  EXPECT_EQ(i8->hash, i8_again->hash);
+  for (const auto* p : {&*i8, &*i8_b8}) {
+    const int64_t ws_begin = p->arena_bytes - kCudaLtWorkspaceBytes - p->int8_split_workspace_bytes;
+    EXPECT_EQ(ws_begin % kArenaAlignment, 0);
+    EXPECT_EQ(ws_begin, p->weights_bytes + p->io_bytes + p->activations_bytes);
+    EXPECT_GE(p->workspace_bytes, p->int8_split_workspace_bytes + kCudaLtWorkspaceBytes);
+    for (const TensorDesc& t : p->graph.tensors)
+      EXPECT_LE(p->offsets[static_cast<size_t>(t.id)] + t.bytes(), ws_begin) << t.name;
+    const auto j = nlohmann::json::parse(format_plan_json(*p));
+    EXPECT_EQ(j["int8_split_workspace_bytes"].get<int64_t>(), p->int8_split_workspace_bytes);
+    EXPECT_NE(j["memory"][0]["name"].get<std::string>().find("INT8 split-K"), std::string::npos);
+    EXPECT_NE(format_plan_text(*p, false).find("of which INT8 split-K"), std::string::npos);
+  }
+  EXPECT_EQ(format_plan_text(*fp16, false).find("INT8 split-K"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace edgevit
