@@ -17,4 +17,10 @@ void quantize_rows_i8_ref(const float* x, int64_t m, int64_t k, float scale, int
 // The scale of one row under the same rule (scale > 0: scale; else the row's amax / 127, or 1).
 float quantize_row_scale_ref(const float* x, int64_t k, float scale);
 
+// Unsigned rows (fc2's input u = GELU + kGemmI8GeluShift >= 0, per token: kernels/cpu/gemm_i8_ref.h):
+//   s[r] = scale > 0 ? scale : (umax_r / 255, or 1 if umax_r = max(0, max_c u[r][c]) is 0)
+//   q[r][c] = gemm_i8_quantize_u8_ref(u[r][c] / s[r])   round to nearest even, saturate to [0, 255]
+// u (m, k) fp32 -> q (m, k) uint8 and s (m) fp32. The caller keeps ownership of every buffer.
+void quantize_rows_u8_ref(const float* u, int64_t m, int64_t k, float scale, uint8_t* q, float* s);
+
 }  // namespace edgevit
