@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_i8_ref.h"
+#include "kernels/cpu/quantize_i8_ref.h"
 
 namespace edgevit {
 namespace {
@@ -224,6 +225,29 @@ TEST(GemmI8Ref, FoldedShiftGivesTheUnshiftedInputsProduct) {
       }
     EXPECT_GT(worst, 0.0);
   }
+}
+
+// Unsigned rows (quantize_i8_ref.h): per token the row's max / 255 maps to code 255, a row of zeros gets
+// scale 1; per tensor the given scale; negative values saturate at 0; ties round to even.
+TEST(QuantizeRowsU8, PerTokenAndPerTensor) {
+  const std::vector<float> u = {0.17f, 2.55f, 1.275f, 0.f, -0.5f, 0.01f,  // row 0: max 2.55 -> s = 0.01
+                                0.f,   0.f,   0.f,    0.f, 0.f,   0.f};   // row 1: all zero
+  std::vector<uint8_t> q(u.size());
+  std::vector<float> s(2);
+  quantize_rows_u8_ref(u.data(), 2, 6, 0.f, q.data(), s.data());
+  EXPECT_EQ(s[0], 2.55f / 255.f);
+  EXPECT_EQ(s[1], 1.f);
+  EXPECT_EQ(q[1], 255);
+  EXPECT_EQ(q[0], gemm_i8_quantize_u8_ref(0.17f / s[0]));
+  EXPECT_EQ(q[2], gemm_i8_quantize_u8_ref(1.275f / s[0]));
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[4], 0);  // below the range: saturates at 0
+  for (int c = 6; c < 12; ++c) EXPECT_EQ(q[c], 0);
+  quantize_rows_u8_ref(u.data(), 1, 6, 0.005f, q.data(), s.data());  // per tensor: 2.55 / 0.005 = 510 -> 255
+  EXPECT_EQ(s[0], 0.005f);
+  EXPECT_EQ(q[1], 255);
+  EXPECT_EQ(q[0], 34);
+  EXPECT_EQ(q[5], 2);
 }
 
 TEST(GemmI8Ref, DequantIsOneFmaOfTheScaleProduct) {
