@@ -327,6 +327,7 @@ TEST(GemmI8Cuda, RejectsBadArguments) {
   EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
   b = a;
   b.x_u8 = true;  // unsigned activations: kF32 and kF16BiasResidual only
+  b.epilogue = GemmI8Epilogue::kF32;
   EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaSuccess);
   for (GemmI8Epilogue e : {GemmI8Epilogue::kF16Bias, GemmI8Epilogue::kF16BiasGelu, GemmI8Epilogue::kI8Bias,
                            GemmI8Epilogue::kI8BiasGelu}) {
