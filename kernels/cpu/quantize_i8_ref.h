@@ -1,10 +1,10 @@
 // Symmetric INT8 quantization of activation rows, the arithmetic of the CPU INT8 path (docs/int8.md) and of
-// the LayerNorm -> int8 and GELU -> int8 producers on every backend:
+// the LayerNorm -> int8 producers on every backend (and, unsigned, of per-token GELU -> uint8 below):
 //   s[r] = scale                         per tensor (scale > 0: the calibrated scale)
 //   s[r] = amax_r / 127 (1 if amax_r = 0)  per token (scale <= 0: dynamic, amax_r = max |x[r][.]|)
 //   q[r][c] = gemm_i8_quantize_ref(x[r][c] / s[r])   round to nearest even, saturate to [-127, 127]
-// (a division: the producers' rule. The GEMM's own INT8 epilogue, fc1's GELU -> int8, multiplies by the
-// rounded 1 / out_scale instead: kernels/cpu/gemm_i8_ref.h; the CPU rows use that there.)
+// (a division: the producers' rule. The GEMM's own 8-bit epilogue, fc1's per-tensor GELU -> uint8, multiplies
+// by the rounded 1 / out_scale instead: kernels/cpu/gemm_i8_ref.h; the CPU rows use that there.)
 #pragma once
 
 #include <cstdint>
