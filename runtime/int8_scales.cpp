@@ -106,7 +106,9 @@ Status write_int8_scales(const std::string& path, const Int8Scales& scales) {
   std::vector<NamedTensorView> views;
   for (const auto& kv : scales.input_scales) views.push_back(NamedTensorView{kv.first, {1}, &kv.second});
   return write_safetensors(path, views,
-                           {{"format", kInt8ScalesFormat}, {"gelu_shift", kInt8ScalesGeluShift}, {"method", scales.method},
+                           {{"format", kInt8ScalesFormat},
+                            {"gelu_shift", kInt8ScalesGeluShift},
+                            {"method", scales.method},
                             {"samples", std::to_string(scales.samples)}});
 }
 

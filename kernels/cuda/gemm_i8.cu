@@ -1,7 +1,8 @@
 // W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
 // XOR-swizzled shared memory, a multi-stage cp.async pipeline with one barrier per k-tile, optional split-K,
 // and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization (fc1: GELU
-// + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8 (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
+// + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
+// (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
 // [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
 // TOP/s on an H200 (mma.sync s8 ceiling 1294 TOP/s; cuBLASLt fp16 638 TFLOP/s). Every shape and batch:

@@ -1,6 +1,6 @@
-// The int8 SM80-class tensor-core instruction as inline PTX (valid from CUDA 11.0), beside the fp16 ones of
-// mma_sm80.cuh: mma.sync m16n8k32 s8 x s8 -> s32 and u8 x s8 -> s32; and an unpredicated cp.async. Used by kernels/cuda/gemm_i8.cu
-// and the ceiling measurement in tools/gpu/bench_gemm_i8.cu.
+// The int8 SM80-class tensor-core instructions as inline PTX (valid from CUDA 11.0), beside the fp16 ones of
+// mma_sm80.cuh: mma.sync m16n8k32 s8 x s8 -> s32 and u8 x s8 -> s32; and an unpredicated cp.async. Used by
+// kernels/cuda/gemm_i8.cu and the ceiling measurement in tools/gpu/bench_gemm_i8.cu.
 #pragma once
 
 #include <cstdint>
