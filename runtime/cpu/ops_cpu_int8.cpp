@@ -162,9 +162,12 @@ Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {
                            (g.int8_per_token ? "per-token scales (amax / 127)" : "the calibrated per-tensor scale"),
                  "", false};
 }
-Support gemm_i8_supports(const Op& o, const Graph&, const DeviceProfile&) {
+Support gemm_i8_supports(const Op& o, const Graph& g, const DeviceProfile&) {
   if (o.epilogue != 0 && o.epilogue != 1 && o.epilogue != 2)
     return Support{false, "INT8 fc1 has the erf GELU epilogue only (act: gelu); use precision fp32", "", false};
+  if (int8_tensor_is_u8(g.tensors[static_cast<size_t>(o.inputs[0])]) && o.k > (int64_t{1} << 16))
+    return Support{false, "fc2's uint8 input needs K <= 65536 (exact int32 accumulation); use precision fp32", "",
+                   false};
   return Support{true, "W8A8: int8 x int8 -> int32, dequantized in fp32 with per-channel weight scales (gemm_i8_ref)",
                  "", false};
 }

@@ -400,6 +400,21 @@ namespace {
 // plan on an Orin profile: the block GEMMs on the CUDA INT8 rows at the profile's int8 rate, the other ops
 // at fp16, the weights at one byte (+ per-channel scales); an fp16 plan of the same model is untouched. (The
 // engine itself on a GPU: tests/runtime/int8_cuda_test.cu.)
+// fc2's uint8 input accumulates exactly in int32 up to K = 65536: a wider MLP is refused at plan time with
+// the reason; 65536 itself plans.
+TEST(Int8Plan, Fc2WithUint8InputRefusesKAbove65536) {
+  ModelSpec spec = digits_spec();
+  PlanOptions o;
+  o.precision = Precision::kInt8;
+  spec.arch.mlp_ratio = 65600.0 / spec.arch.embed_dim;
+  auto wide = make_plan(spec, host(), o);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("K <= 65536"), std::string::npos) << wide.status().message();
+  spec.arch.mlp_ratio = 65536.0 / spec.arch.embed_dim;
+  auto edge = make_plan(spec, host(), o);
+  EXPECT_TRUE(edge.ok()) << edge.status().to_string();
+}
+
 TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
