@@ -1,7 +1,8 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
 // (gpu::layernorm_i8_f16) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
 // epilogues: qkv -> fp16 (kF16Bias), proj and fc2 += into the fp16 residual (kF16BiasResidual), fc1 -> GELU
-// -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
+// + shift -> uint8 with fc2's calibrated input scale (kI8BiasGelu; fc2 reads those codes, x_u8, its bias
+// carrying the shift: docs/int8.md). proj first quantizes the attention's fp16 output
 // into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
 // row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
 // does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
@@ -20,6 +21,7 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
 #include "runtime/cuda/tuning_timer.h"
+#include "runtime/int8_scales.h"
 
 namespace edgevit {
 namespace {
@@ -101,6 +103,7 @@ class GemmI8Kernel final : public OpKernel {
   int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
   float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
   bool quantize_input_ = false;
+  bool x_u8_ = false;  // fc2: fc1's uint8 codes of GELU + shift (its bias carries the shift)
   int64_t i8_workspace_bytes_ = 0;  // the plan's INT8 split-K workspace (for the tuning records)
 };
 
@@ -111,6 +114,7 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   sw_ = weight_named(op_, g, ".weight_scale");
   bias_ = weight_named(op_, g, ".bias");
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+  x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
   epilogue_ = op_.epilogue == 1 ? GemmI8Epilogue::kI8BiasGelu
               : op_.epilogue == 2 ? GemmI8Epilogue::kF16BiasResidual
                                   : GemmI8Epilogue::kF16Bias;
@@ -209,12 +213,13 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
   a.out_scale = out_scale_;
   a.variant = sizes_.empty() ? -1 : sizes_[size_index(n)].variant;
   a.y = m.at(op_.outputs[0]);
+  a.x_u8 = x_u8_;
   a.workspace = c.i8_workspace;  // read by split-K rows only
   if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
     a.x = m.as<int8_t>(op_.scratch);
     a.sx = reinterpret_cast<const float*>(m.at(op_.scratch) + int8_scratch_scales_offset(op_.m, op_.k));
     a.sx_per_token = true;
-  } else if (in_scale_ >= 0) {  // fc2: fc1's output at fc2's calibrated scale
+  } else if (in_scale_ >= 0) {  // fc2: fc1's uint8 output at fc2's calibrated scale
     a.x = m.as<int8_t>(op_.inputs[0]);
     a.sx = m.as<float>(in_scale_);
     a.sx_per_token = false;
