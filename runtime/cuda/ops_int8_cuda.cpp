@@ -1,12 +1,12 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
 // (gpu::layernorm_i8_f16; over an fp32 residual gpu::layernorm_i8_f32_f64, the CPU INT8 path's float64
-// arithmetic code for code) and the W8A8 block GEMMs (gpu::gemm_i8,
-// kernels/cuda/gemm_i8.h) with their fused epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32), proj and fc2 +=
-// into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU -> int8 with fc2's calibrated input
-// scale (kI8BiasGelu). The float precision is the graph's Graph::int8_rest (runtime.int8_float), read from
-// the tensors' element sizes. proj first quantizes the attention's output into its scratch
-// (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per row from the producer (the LayerNorm's
-// row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
+// arithmetic code for code) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
+// epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32), proj and fc2 += into the residual (kF16BiasResidual,
+// kF32BiasResidual), fc1 -> GELU + shift -> uint8 with fc2's calibrated input scale (kI8BiasGelu; fc2 reads
+// those codes, x_u8, its bias carrying the shift: docs/int8.md). The float precision is the graph's
+// Graph::int8_rest (runtime.int8_float), read from the tensors' element sizes. proj first quantizes the
+// attention's output into its scratch (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per row from
+// the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
 // does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
 // prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
 // fastest row timed on the arena's own tensors (tuning_timer.h), split-K rows included where their partial
@@ -24,6 +24,7 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
 #include "runtime/cuda/tuning_timer.h"
+#include "runtime/int8_scales.h"
 
 namespace edgevit {
 namespace {
@@ -115,7 +116,8 @@ class GemmI8Kernel final : public OpKernel {
   int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
   float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
   bool quantize_input_ = false;
-  bool f32_ = false;  // the float tensors (qkv's output, the residual, proj's input) are fp32
+  bool f32_ = false;   // the float tensors (qkv's output, the residual, proj's input) are fp32
+  bool x_u8_ = false;  // fc2: fc1's uint8 codes of GELU + shift (its bias carries the shift)
   int64_t i8_workspace_bytes_ = 0;  // the plan's INT8 split-K workspace (for the tuning records)
 };
 
@@ -127,6 +129,7 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   bias_ = weight_named(op_, g, ".bias");
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
   f32_ = g.act_elem_bytes() == 4;
+  x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
   if (op_.epilogue == 1) {
     epilogue_ = GemmI8Epilogue::kI8BiasGelu;
   } else if (op_.epilogue == 2) {
@@ -229,12 +232,13 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
   a.out_scale = out_scale_;
   a.variant = sizes_.empty() ? -1 : sizes_[size_index(n)].variant;
   a.y = m.at(op_.outputs[0]);
+  a.x_u8 = x_u8_;
   a.workspace = c.i8_workspace;  // read by split-K rows only
   if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
     a.x = m.as<int8_t>(op_.scratch);
     a.sx = reinterpret_cast<const float*>(m.at(op_.scratch) + int8_scratch_scales_offset(op_.m, op_.k));
     a.sx_per_token = true;
-  } else if (in_scale_ >= 0) {  // fc2: fc1's output at fc2's calibrated scale
+  } else if (in_scale_ >= 0) {  // fc2: fc1's uint8 output at fc2's calibrated scale
     a.x = m.as<int8_t>(op_.inputs[0]);
     a.sx = m.as<float>(in_scale_);
     a.sx_per_token = false;
