@@ -38,7 +38,7 @@ Ran run(const std::string& args) {
   return r;
 }
 
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "edgevit_cli_" + name; }
+std::string tmp(const std::string& name) { return testutil::temp_dir() + "edgevit_cli_" + name; }
 
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary) << data;
