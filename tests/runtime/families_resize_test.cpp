@@ -1,11 +1,13 @@
-// The input size is the user's (issue #24): the tests/data/families checkpoints (32 x 32, patch 8) run at
-// 48 x 48 and 48 x 32 (height x width: a 6 x 4 grid) on the CPU engine in fp32, their position embeddings
-// resampled once at load
-// (WeightSource::fit_pos_embed, kernels/cpu resample_pos_embed_bicubic), against timm's and transformers'
-// own outputs at that size (tests/data/families/resize, tools/gpu/make_resize_goldens.py):
+// The input size is the user's (issue #24): the tests/data/families checkpoints (32 x 32, patch 8; and the HF
+// ViTForImageClassification tests/data/hf/vit-hf-micro) run at 48 x 48 and 48 x 32 (height x width: a 6 x 4
+// grid) on the CPU engine in fp32, their position embeddings resampled once at load
+// (WeightSource::fit_pos_embed, kernels/cpu resample_pos_embed_bicubic), against timm's and transformers' own
+// outputs at that size (tests/data/families/resize, tools/gpu/make_resize_goldens.py): timm models built at the
+// size; HF DINOv2 (with and without registers) as its forward interpolates; HF ViT (ViTModel,
+// ViTForImageClassification), DeiT distilled, CLIP and SigLIP vision towers with interpolate_pos_encoding=True.
 //   - the resampled table against the golden `pos_embed` (timm: the model's table after
-//     resample_abs_pos_embed; HF DINOv2: what interpolate_pos_encoding returns);
-//   - the outputs within tol::kFp32EndToEnd normwise and the same top-1.
+//     resample_abs_pos_embed; HF: what the family's interpolate_pos_encoding returns);
+//   - every output the golden has within tol::kFp32EndToEnd normwise, and the same top-1.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -22,11 +24,13 @@
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
+#include "runtime/graph.h"
 #include "runtime/importer.h"
 #include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/runtime/family_goldens.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -51,9 +55,12 @@ std::string golden_path(const std::string& name, int h, int w) {
 }
 
 struct ResizeCase {
-  const char* name;
-  double eps;  // timm: what the checkpoint cannot say (the CLIP case was built with nn.LayerNorm's 1e-5)
+  const char* name;  // the golden's name: resize/<name>.size<H>x<W>.golden.safetensors
+  double eps;        // timm: what the checkpoint cannot say (the CLIP case was built with nn.LayerNorm's 1e-5)
+  const char* checkpoint = nullptr;  // a Hugging Face folder under tests/data when not families/<name>
 };
+
+bool is_hf(const ResizeCase& c) { return c.checkpoint != nullptr || std::string(c.name).rfind("hf_", 0) == 0; }
 
 // The input sizes checked, (height, width): a larger square and a non-square one.
 struct Size {
@@ -63,10 +70,11 @@ constexpr Size kSizes[] = {{48, 48}, {48, 32}};
 
 // h > 0: imported as `import --image-size HxW` does it.
 Result<ModelSpec> import_case(const ResizeCase& c, int h = 0, int w = 0) {
-  const std::string base = family_path(c.name);
+  const std::string base = c.checkpoint ? testutil::source_path(std::string("tests/data/") + c.checkpoint)
+                                         : family_path(c.name);
   ImportOptions io;
   if (h > 0) io.image_size = std::make_pair(h, w);
-  if (std::string(c.name).rfind("hf_", 0) == 0) return infer_model_spec_hf(base, io);
+  if (is_hf(c)) return infer_model_spec_hf(base, io);
   io.heads = 2;
   io.eps = c.eps;
   return infer_model_spec_timm(base + ".safetensors", io);
@@ -130,7 +138,7 @@ TEST_P(FamilyResize, PosEmbedResampledAtLoad) {
   const int e = spec->arch.embed_dim;
   size_t skip = 0;
   // HF DINOv2 with registers: the registers carry no position; edgevit folds the class row into cls_token.
-  if (std::string(c.name).rfind("hf_", 0) == 0 && spec->arch.no_embed_class) skip = static_cast<size_t>(e);
+  if (is_hf(c) && spec->arch.no_embed_class) skip = static_cast<size_t>(e);
   std::vector<float> got(static_cast<size_t>(spec->arch.pos_embed_len() * e));
   ASSERT_EQ(got.size() + skip, want.size());
   ASSERT_TRUE(w->read_f32("pos_embed", got.data(), got.size()).ok());
@@ -167,25 +175,33 @@ TEST_P(FamilyResize, OutputsMatchReference) {
   ASSERT_TRUE(dev.ok());
   EngineOptions o;
   o.plan.batch = n;
+  o.plan.outputs = available_outputs(spec->arch);  // tokens too
   o.threads = 2;
   auto engine = Engine::create(*spec, *dev, o);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
-  int checked = 0;
-  for (const char* name : {"pre_logits", "embedding"}) {
-    if (golden->find(name) == nullptr) continue;
-    const std::vector<float> want = read_tensor(*golden, name);
-    EXPECT_LE(testutil::rel_error((*engine)->pre_logits(), want.data(), want.size()), tol::kFp32EndToEnd) << name;
-    ++checked;
+  // Every output the golden holds (testutil::golden_outputs: logits and its top-1, embedding, pre_logits,
+  // tokens), each within kFp32EndToEnd; every golden tensor but the input and the table is checked.
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(**engine, *golden);
+  for (const testutil::GoldenOutput& check : checks) {
+    const std::vector<float> want = read_tensor(*golden, check.golden);
+    const float* got = (*engine)->output(check.kind);
+    ASSERT_NE(got, nullptr) << to_string(check.kind);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * (*engine)->output_numel_per_image(check.kind)))
+        << to_string(check.kind);
+    EXPECT_LE(testutil::rel_error(got, want.data(), want.size()), tol::kFp32EndToEnd)
+        << to_string(check.kind) << " against the golden's " << check.golden;
+    if (check.kind == OutputKind::kLogits) {
+      const int classes = static_cast<int>(want.size()) / n;
+      EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes));
+    }
   }
-  if (golden->find("logits") != nullptr) {
-    const std::vector<float> want = read_tensor(*golden, "logits");
-    const int classes = static_cast<int>(want.size()) / n;
-    EXPECT_LE(testutil::rel_error((*engine)->logits(), want.data(), want.size()), tol::kFp32EndToEnd);
-    EXPECT_EQ(testutil::argmax_rows((*engine)->logits(), n, classes), testutil::argmax_rows(want.data(), n, classes));
-    ++checked;
+  for (const TensorInfo& t : golden->tensors()) {
+    if (t.name == "input" || t.name == "pos_embed") continue;
+    bool checked = false;
+    for (const testutil::GoldenOutput& check : checks) checked = checked || check.golden == t.name;
+    EXPECT_TRUE(checked) << t.name << " is not checked";
   }
-  EXPECT_GT(checked, 0);
   // plan states the token count at the model's size (48 x 48: 6 x 6 = 36 patches; 48 x 32: 6 x 4 = 24) + the
   // prefix tokens, and its JSON the size as (height, width).
   const int patches = (size.h / 8) * (size.w / 8);
@@ -244,8 +260,8 @@ TEST(ImportImageSize, SameLengthOtherGridFollowsTheLibrary) {
 }
 
 // HF DINOv2 with registers: Dinov2WithRegistersEmbeddings.interpolate_pos_encoding passes antialias=True
-// (plain DINOv2 does not), read from transformers' source; no golden covers it, so this pins the choice:
-// the loader's table at 48 x 32 is the antialiased resize of the table at the checkpoint's 4 x 4 grid.
+// (plain DINOv2 does not): the loader's table at 48 x 32 is the antialiased resize of the table at the
+// checkpoint's 4 x 4 grid, and not the plain one (its golden, FamilyResize hf_dinov2_reg4, agrees).
 TEST(ResamplePosEmbed, HfDinov2WithRegistersAntialiases) {
   auto spec = import_case(ResizeCase{"hf_dinov2_reg4", 1e-6});
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
@@ -279,12 +295,20 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyResize,
                                                               ResizeCase{"timm_dinov2", 1e-6},
                                                               ResizeCase{"timm_dinov2_reg4", 1e-6},
                                                               ResizeCase{"timm_clip", 1e-5},
-                                                              ResizeCase{"hf_dinov2", 1e-6}),
+                                                              ResizeCase{"hf_dinov2", 0},
+                                                              ResizeCase{"hf_dinov2_reg4", 0},
+                                                              ResizeCase{"hf_vit_model", 0},
+                                                              ResizeCase{"vit-hf-micro", 0, "hf/vit-hf-micro"},
+                                                              ResizeCase{"hf_deit_distilled", 0},
+                                                              ResizeCase{"hf_clip_vision", 0},
+                                                              ResizeCase{"hf_siglip_vision", 0}),
                                             ::testing::ValuesIn(kSizes)),
                          [](const auto& info) {
                            const Size s = std::get<1>(info.param);
-                           return std::string(std::get<0>(info.param).name) + "_" + std::to_string(s.h) + "x" +
-                                  std::to_string(s.w);
+                           std::string name = std::get<0>(info.param).name;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name + "_" + std::to_string(s.h) + "x" + std::to_string(s.w);
                          });
 
 }  // namespace
