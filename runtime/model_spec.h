@@ -78,6 +78,10 @@ struct VitArch {
   // The head is an embedding projection, not a classifier (HF CLIP's visual_projection; a timm CLIP tower's
   // head when the YAML says so): its output is the `embedding` output and the model has no `logits` output.
   bool projection_head = false;
+  // The checkpoint's position-embedding grid (rows x columns of its pos_embed patch part) when it is not a
+  // square: a Hugging Face checkpoint trained at a non-square image_size [H, W] (H / patch x W / patch). 0: a
+  // square g x g table, g read from its length. The loader resamples from it (runtime/weights.h fit_pos_embed).
+  int pos_grid_h = 0, pos_grid_w = 0;
 
   int grid_h() const { return img_h / patch_size; }
   int grid_w() const { return img_w / patch_size; }

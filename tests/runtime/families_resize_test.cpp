@@ -290,6 +290,158 @@ TEST(ResamplePosEmbed, HfDinov2WithRegistersAntialiases) {
   }
 }
 
+// A Hugging Face checkpoint trained at a non-square size: config.json's image_size [48, 32] (ViTConfig,
+// CLIPVisionConfig and SiglipVisionConfig take an int or [height, width]) and a 6 x 4 position table. Built from
+// the 32 x 32 checkpoint with the table its family's interpolate_pos_encoding gives at 48 x 32 (the golden's
+// pos_embed): transformers runs such a checkpoint at 48 x 32 with that table as it is, so its outputs are the
+// 48 x 32 golden's. `clip_full`: the same tower as the vision_config of a full `clip` config.
+struct NonSquareCase {
+  const char* name;
+  bool clip_full;
+};
+
+std::string write_non_square_checkpoint(const NonSquareCase& c, const std::string& dir, const nlohmann::json& size) {
+  const std::string src = family_path(c.name);
+  testutil::TensorMap tensors = testutil::read_all_f32(src + "/model.safetensors");
+  auto golden = SafetensorsFile::open(golden_path(c.name, 48, 32));
+  EXPECT_TRUE(golden.ok());
+  if (!golden.ok()) return dir;
+  const std::vector<float> table = read_tensor(*golden, "pos_embed");
+  for (auto& [name, t] : tensors) {
+    if (name.find("position_embedding") == std::string::npos) continue;
+    const int64_t e = t.shape.back(), rows = static_cast<int64_t>(table.size()) / e;
+    t.data = table;
+    t.shape[t.shape.size() - 2] = rows;
+  }
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(testutil::write_tensors(dir + "/model.safetensors", tensors).ok());
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(src + "/config.json"));
+  cfg["image_size"] = size;
+  if (c.clip_full) cfg = {{"model_type", "clip"}, {"projection_dim", 16}, {"vision_config", cfg}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  return dir;
+}
+
+class HfNonSquareCheckpoint : public ::testing::TestWithParam<NonSquareCase> {};
+
+// Imported at its own size, the YAML says the input and the table's grid (pos_embed_grid), and the engine's
+// outputs are transformers' at 48 x 32 (no resampling).
+TEST_P(HfNonSquareCheckpoint, RunsAtItsOwnSize) {
+  const NonSquareCase c = GetParam();
+  const std::string dir = testutil::make_temp_dir("nonsquare");
+  const std::string ckpt = write_non_square_checkpoint(c, dir + "/ckpt", nlohmann::json::array({48, 32}));
+  auto imported = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  EXPECT_EQ(imported->arch.img_h, 48);
+  EXPECT_EQ(imported->arch.img_w, 32);
+  EXPECT_EQ(imported->arch.pos_grid_h, 6);
+  EXPECT_EQ(imported->arch.pos_grid_w, 4);
+  ASSERT_TRUE(save_imported_spec(*imported, dir + "/model.yaml").ok());
+  std::stringstream yaml;
+  yaml << std::ifstream(dir + "/model.yaml").rdbuf();
+  EXPECT_NE(yaml.str().find("img_size: [48, 32]"), std::string::npos) << yaml.str();
+  EXPECT_NE(yaml.str().find("pos_embed_grid: [6, 4]"), std::string::npos) << yaml.str();
+  auto spec = load_model_spec(dir + "/model.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_TRUE(same_model_spec(*spec, *imported));
+  auto golden = SafetensorsFile::open(golden_path(c.name, 48, 32));
+  ASSERT_TRUE(golden.ok());
+  const std::vector<float> input = read_tensor(*golden, "input");
+  const int n = 2;
+  spec->max_batch = n;
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  EngineOptions o;
+  o.plan.batch = n;
+  o.plan.outputs = available_outputs(spec->arch);
+  o.threads = 2;
+  auto engine = Engine::create(*spec, *dev, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(**engine, *golden);
+  EXPECT_EQ(checks.size(), 2u);  // tokens and embedding
+  for (const testutil::GoldenOutput& check : checks) {
+    const std::vector<float> want = read_tensor(*golden, check.golden);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * (*engine)->output_numel_per_image(check.kind)));
+    EXPECT_LE(testutil::rel_error((*engine)->output(check.kind), want.data(), want.size()), tol::kFp32EndToEnd)
+        << check.golden;
+  }
+  // The transposed size has the same 24 positions: the recorded grid tells them apart, and transformers
+  // cannot resample a non-square table (it reshapes it to sqrt(length) squared), so both are refused.
+  for (const auto& [h, w] : {std::make_pair(32, 48), std::make_pair(48, 48)}) {
+    ModelSpec other = *spec;
+    other.arch.img_h = h;
+    other.arch.img_w = w;
+    auto refused = Engine::create(other, *dev, o);
+    ASSERT_FALSE(refused.ok()) << h << "x" << w;
+    EXPECT_EQ(refused.status().code(), StatusCode::kCheckpointError);
+    EXPECT_NE(refused.status().message().find("non-square 6x4 patch grid"), std::string::npos)
+        << refused.status().message();
+    ImportOptions io;
+    io.image_size = std::make_pair(h, w);
+    auto at_size = infer_model_spec_hf(ckpt, io);
+    ASSERT_FALSE(at_size.ok());
+    EXPECT_EQ(at_size.status().code(), StatusCode::kCheckpointError);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Malformed sizes are refused naming the file, the key (vision_config.image_size inside a full CLIP config) and
+// the reason: config_error (exit 3), or unsupported (exit 7) for non-square patches.
+TEST_P(HfNonSquareCheckpoint, RefusesMalformedSizes) {
+  const NonSquareCase c = GetParam();
+  const std::string key = std::string(c.clip_full ? "vision_config." : "") + "image_size";
+  struct Bad {
+    nlohmann::json size;
+    const char* reason;
+  };
+  const Bad bad[] = {
+      {0, "expected a positive integer or [height, width], got 0"},
+      {-48, "expected a positive integer or [height, width], got -48"},
+      {"48", "expected a positive integer or [height, width], got \"48\""},
+      {48.5, "expected a positive integer or [height, width], got 48.5"},
+      {true, "expected a positive integer or [height, width], got true"},
+      {nlohmann::json::array({48, 32, 3}), "expected an integer or [height, width], got a list of 3 entries"},
+      {nlohmann::json::array({48}), "expected an integer or [height, width], got a list of 1 entries: [48]"},
+      {nlohmann::json::array({48, 0}), "width must be a positive integer, got 0"},
+      {nlohmann::json::array({-8, 32}), "height must be a positive integer, got -8"},
+      {nlohmann::json::array({48, "32"}), "width must be a positive integer, got \"32\""},
+      {nlohmann::json::array({48, nlohmann::json::array({32})}), "width must be a positive integer, got [32]"},
+      {44, "size 44 is not a multiple of patch_size 8"},
+      {nlohmann::json::array({48, 36}), "width 36 is not a multiple of patch_size 8"},
+  };
+  const std::string dir = testutil::make_temp_dir("nonsquare_bad");
+  int i = 0;
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.size.dump());
+    const std::string ckpt = write_non_square_checkpoint(c, dir + "/" + std::to_string(i++), b.size);
+    auto spec = infer_model_spec_hf(ckpt, {});
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), StatusCode::kConfigError) << spec.status().to_string();
+    EXPECT_EQ(exit_code_for(spec.status().code()), 3);
+    EXPECT_NE(spec.status().message().find(ckpt + "/config.json: key '" + key + "': " + b.reason), std::string::npos)
+        << spec.status().message();
+  }
+  // Non-square patches are valid for transformers and not supported by edgevit.
+  std::string ckpt = write_non_square_checkpoint(c, dir + "/patch", nlohmann::json::array({48, 32}));
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(ckpt + "/config.json"));
+  (c.clip_full ? cfg["vision_config"] : cfg)["patch_size"] = nlohmann::json::array({8, 16});
+  std::ofstream(ckpt + "/config.json") << cfg.dump(2);
+  auto spec = infer_model_spec_hf(ckpt, {});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(spec.status().message().find("non-square patches [8,16] are not supported"), std::string::npos)
+      << spec.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfNonSquareCheckpoint,
+                         ::testing::Values(NonSquareCase{"hf_vit_model", false}, NonSquareCase{"hf_clip_vision", true},
+                                           NonSquareCase{"hf_siglip_vision", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.name) + (info.param.clip_full ? "_full_clip" : "");
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyResize,
                          ::testing::Combine(::testing::Values(ResizeCase{"timm_vit_nohead", 1e-6},
                                                               ResizeCase{"timm_dinov2", 1e-6},
