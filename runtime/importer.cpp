@@ -11,6 +11,7 @@
 
 #include "runtime/config.h"
 #include "runtime/preprocess_config.h"
+#include "runtime/timm_head.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -308,12 +309,15 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
 
   EV_RETURN_IF_ERROR(apply_timm_options(options, path, &a));
   if (!options.pool && w.has("attn_pool.latent")) a.global_pool = GlobalPool::kMap;  // timm global_pool='map'
+  EV_ASSIGN_OR_RETURN(const TimmHead head, detect_timm_head(w, checkpoint, a));  // a CLIP tower's projection?
+  a.projection_head = head.projection;
 
   ModelSpec spec;
   spec.name = fs::path(checkpoint).stem().string();
   spec.weights_path = absolute_path(checkpoint);
   spec.weights_naming = WeightNaming::kTimm;
   spec.arch = a;
+  spec.head_note = head.note;
   fit_default_normalization(&spec.preprocess, a.in_chans);
   EV_RETURN_IF_ERROR(finish_spec(spec, w, options));
   return spec;
