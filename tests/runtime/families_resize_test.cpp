@@ -435,6 +435,41 @@ TEST_P(HfNonSquareCheckpoint, RefusesMalformedSizes) {
   std::filesystem::remove_all(dir);
 }
 
+// The checkpoint's preprocessor_config.json at that size: {height: 48, width: 32} resizes to exactly 32 wide x 48
+// high (as ViTImageProcessor does); the transposed size is refused naming both (W x H, as the message writes
+// sizes); without a size the processor's default is the model's own 48 x 32.
+TEST(HfNonSquareCheckpoint, PreprocessorConfigEndsAtItsSize) {
+  const std::string dir = testutil::make_temp_dir("nonsquare_pre");
+  const std::string ckpt =
+      write_non_square_checkpoint(NonSquareCase{"hf_vit_model", false}, dir + "/ckpt", nlohmann::json::array({48, 32}));
+  const nlohmann::json base = {{"do_resize", true},          {"resample", 2},           {"do_rescale", true},
+                               {"rescale_factor", 1.0 / 255}, {"do_normalize", true},    {"image_mean", {0.5, 0.5, 0.5}},
+                               {"image_std", {0.5, 0.5, 0.5}}};
+  nlohmann::json pre = base;
+  pre["size"] = {{"height", 48}, {"width", 32}};
+  std::ofstream(ckpt + "/preprocessor_config.json") << pre.dump();
+  auto spec = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->preprocess.resize_mode, ResizeMode::kExact);
+  EXPECT_EQ(spec->preprocess.resize_h, 48);
+  EXPECT_EQ(spec->preprocess.resize_w, 32);
+  pre["size"] = {{"height", 32}, {"width", 48}};
+  std::ofstream(ckpt + "/preprocessor_config.json") << pre.dump();
+  auto transposed = infer_model_spec_hf(ckpt, {});
+  ASSERT_FALSE(transposed.ok());
+  EXPECT_EQ(transposed.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(transposed.status().message().find(
+                "preprocessor_config.json: key 'size': the pipeline ends at 48x32 but the model's input is 32x48"),
+            std::string::npos)
+      << transposed.status().message();
+  std::ofstream(ckpt + "/preprocessor_config.json") << base.dump();
+  auto unsized = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(unsized.ok()) << unsized.status().to_string();
+  EXPECT_EQ(unsized->preprocess.resize_h, 48);
+  EXPECT_EQ(unsized->preprocess.resize_w, 32);
+  std::filesystem::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HfNonSquareCheckpoint,
                          ::testing::Values(NonSquareCase{"hf_vit_model", false}, NonSquareCase{"hf_clip_vision", true},
                                            NonSquareCase{"hf_siglip_vision", false}),
