@@ -10,39 +10,24 @@
 #include <cstdint>
 
 #include "kernels/cuda/mha_fused_tiles.cuh"
+#include "kernels/cuda/mha_softmax_pv.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
 namespace edgevit {
 namespace {
 
+using cuda::accumulate_pv_f16;
 using cuda::cp_async_commit;
 using cuda::cp_async_wait;
+using cuda::fast_exp2;
+using cuda::kRescaleLog2;
 using cuda::ldmatrix_x4_at;
 using cuda::ldmatrix_x4_trans_at;
+using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::mma_16816_zero_c;
 using cuda::pack_half2;
-
-// Lazy rescaling threshold of the online softmax, in log2 units (see online_softmax).
-constexpr float kRescaleLog2 = 8.f;
-
-// 2^x (ex2.approx.ftz: 2 ulp; 2^-inf = 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// max(v[kLo], ..., v[kLo + kN - 1]) as a balanced tree of FMNMX (dependency depth log2 kN), every index a
-// compile-time constant so that v stays in registers.
-template <int kLo, int kN>
-__device__ __forceinline__ float max_tree(const float* v) {
-  if constexpr (kN == 1) {
-    return v[kLo];
-  } else {
-    return fmaxf(max_tree<kLo, kN / 2>(v), max_tree<kLo + kN / 2, kN - kN / 2>(v));
-  }
-}
+using cuda::stage_output_f16;
 
 // Split-KV epilogue: the kKvSplit warps of a row group hold partial results over disjoint key slices of
 // the same 16 rows (running max m_j in log2 units, sum l_j of 2^(s - m_j), O_j unnormalised). Through
@@ -304,66 +289,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   }
 }
 
-// O += P V over the first n_pairs 16-key groups of the V tile at shared byte address sv, and the row sums
-// += P times a ones fragment. P's accumulator layout is the A-fragment layout of m16n8k16, 16 keys at a time.
-template <class T>
-__device__ __forceinline__ void accumulate_pv(float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                              float (&row_sum)[T::kMTiles][4],
-                                              const float (&p)[T::kMTiles][T::kSTiles][4], uint32_t sv,
-                                              int n_pairs) {
-  constexpr int kM = T::kMTiles;
-  const uint32_t ones = 0x3C003C00u;  // half2(1, 1)
-#pragma unroll
-  for (int kp = 0; kp < T::kSTiles / 2; ++kp) {
-    if (kp < n_pairs) {
-      uint32_t pa[kM][4];
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        pa[m][0] = pack_half2(p[m][2 * kp][0], p[m][2 * kp][1]);
-        pa[m][1] = pack_half2(p[m][2 * kp][2], p[m][2 * kp][3]);
-        pa[m][2] = pack_half2(p[m][2 * kp + 1][0], p[m][2 * kp + 1][1]);
-        pa[m][3] = pack_half2(p[m][2 * kp + 1][2], p[m][2 * kp + 1][3]);
-        mma_16816(row_sum[m], pa[m], ones, ones);
-      }
-#pragma unroll
-      for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans_at(vb, sv + 2 * (kp * 16 * T::kSmemRow + dp * 16));
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          mma_16816(o_acc[m][2 * dp], pa[m], vb[0], vb[1]);
-          mma_16816(o_acc[m][2 * dp + 1], pa[m], vb[2], vb[3]);
-        }
-      }
-    }
-  }
-}
-
-// Normalises the warp's rows of O (row sums 0: zeros) and stages them as fp16 in its rows of shared memory,
-// so (its first row); g and t are the thread's accumulator row and column pair.
-template <class T>
-__device__ __forceinline__ void stage_output(__half* so, const float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                             const float (&row_sum)[T::kMTiles][4], int g, int t) {
-#pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m) {
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = row_sum[m][2 * r];
-      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no valid key: the row is zeros
-    }
-#pragma unroll
-    for (int i = 0; i < T::kOTiles; ++i) {
-      const int col = i * 8 + 2 * t;
-      *reinterpret_cast<__half2*>(so + (m * 16 + g) * T::kSmemRow + col) =
-          __floats2half2_rn(o_acc[m][i][0] * inv[0], o_acc[m][i][1] * inv[0]);
-      *reinterpret_cast<__half2*>(so + (m * 16 + g + 8) * T::kSmemRow + col) =
-          __floats2half2_rn(o_acc[m][i][2] * inv[1], o_acc[m][i][3] * inv[1]);
-    }
-  }
-}
-// One block per (q tile, head, batch): K/V tiles stream through shared memory while each warp keeps its O
-// rows, row maxima and row sums in registers (see the top of mha_fused.cu).
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
   constexpr int kM = T::kMTiles;
@@ -421,7 +346,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
       if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, t);
       online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
-      accumulate_pv<T>(o_acc, row_sum, s, sv, n_pairs);
+      accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv,
+                                                                                                 n_pairs);
     }
     __syncthreads();
     reload_single_buffer<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);
@@ -440,7 +366,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   // Normalise and stage the warp's rows in its part of s_q, then write 16-byte chunks (this loop stays here:
   // as a function, its lane-dependent trip count compiled to other code).
   __half* so = s_q + warp_row0 * T::kSmemRow;
-  stage_output<T>(so, o_acc, row_sum, g, t);
+  stage_output_f16<T::kMTiles, T::kOTiles, T::kSmemRow>(so, o_acc, row_sum, g, t);
   __syncwarp();
 #pragma unroll
   for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {

@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   __syncthreads();  // every warp is past the loop: the whole buffer stages the output
   if (!warp_active) return;
   __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
-  stage_output<T>(so, w.o_acc, w.row_sum, g, t);
+  stage_output_f16<T::kMTiles, T::kOTiles, T::kRowV>(so, w.o_acc, w.row_sum, g, t);
   __syncwarp();
 #pragma unroll
   for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {

@@ -1,7 +1,8 @@
 // Private to kernels/cuda/mha_i8.cu (internal linkage; include it from that file only): the INT8 fused
 // attention kernel, flash_fwd_i8_kernel<I8Traits<...>>, its traits, arguments and phases. The design is at the
-// top of mha_i8.cu and in docs/kernels-mha-i8.md. The online softmax, O += P V and the output staging follow
-// the fp16 kernel (kernels/cuda/mha_fused_kernel.cuh), with the per-row score multiplier of the int8 scales.
+// top of mha_i8.cu and in docs/kernels-mha-i8.md. The online softmax follows the fp16 kernel's
+// (kernels/cuda/mha_fused_kernel.cuh) with the per-row score multiplier of the int8 scales; O += P V and the
+// output staging are the fp16 kernel's own (kernels/cuda/mha_softmax_pv.cuh).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -11,28 +12,32 @@
 
 #include "kernels/attn_params.h"
 #include "kernels/cuda/mha_i8_variants.h"
+#include "kernels/cuda/mha_softmax_pv.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
 namespace edgevit {
 namespace {
 namespace i8attn {
 
+using cuda::accumulate_pv_f16;
 using cuda::cp_async_16_at;
 using cuda::cp_async_commit;
 using cuda::cp_async_wait;
+using cuda::fast_exp2;
+using cuda::kRescaleLog2;
 using cuda::ldmatrix_x4_at;
 using cuda::ldmatrix_x4_trans_at;
+using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::pack_half2;
 using cuda::smem_addr;
+using cuda::stage_output_f16;
 
 // The int32 accumulators start at the bits of 1.5 * 2^23 (12582912.f): for |S| < 2^22 the int32 sum
 // 0x4B400000 + S read as a float is exactly 12582912 + S, so the scores reach the float pipe without I2F
 // (a quarter-rate conversion on SM80-class GPUs). |S| <= 128^3 = 2^21 for D <= 128.
 constexpr uint32_t kBiasBits = 0x4B400000u;
 constexpr float kBias = 12582912.f;
-// Lazy rescaling threshold of the online softmax, in log2 units (as in the fp16 kernel: p <= 2^8).
-constexpr float kRescaleLog2 = 8.f;
 // Smallest per-row multiplier: a zero scale (an all-zero Q row) still yields -inf for masked keys, not NaN.
 constexpr float kMinRowMul = 1e-30f;
 
@@ -54,21 +59,6 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
 // 4-byte global -> shared copy, zero-filled when !valid (the per-key K scales).
 __device__ __forceinline__ void cp_async_4_at(uint32_t smem_dst, const void* gmem_src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_dst), "l"(gmem_src), "r"(valid ? 4 : 0));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <int kLo, int kN>
-__device__ __forceinline__ float max_tree(const float* v) {
-  if constexpr (kN == 1) {
-    return v[kLo];
-  } else {
-    return fmaxf(max_tree<kLo, kN / 2>(v), max_tree<kLo + kN / 2, kN - kN / 2>(v));
-  }
 }
 
 template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kScaleMax_, bool kPerKey_>
@@ -314,39 +304,6 @@ __device__ __forceinline__ void fixed_offset_softmax(float (&s)[T::kMTiles][T::k
       for (int e = 0; e < 4; ++e) s[m][nt][e] = fast_exp2(fmaf(s[m][nt][e], a[m][e / 2], offset_add[m][e / 2]));
 }
 
-// O += P V (fp16 P, fp16 V, fp32 accumulators) and the row sums += P times ones, 16 keys at a time.
-template <class T, int kMA>
-__device__ __forceinline__ void accumulate_pv(float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                              float (&row_sum)[T::kMTiles][4],
-                                              const float (&p)[T::kMTiles][T::kSTiles][4], uint32_t sv,
-                                              int n_pairs) {
-  const uint32_t ones = 0x3C003C00u;  // half2(1, 1)
-#pragma unroll
-  for (int kp = 0; kp < T::kSTiles / 2; ++kp) {
-    if (kp < n_pairs) {
-      uint32_t pa[kMA][4];
-#pragma unroll
-      for (int m = 0; m < kMA; ++m) {
-        pa[m][0] = pack_half2(p[m][2 * kp][0], p[m][2 * kp][1]);
-        pa[m][1] = pack_half2(p[m][2 * kp][2], p[m][2 * kp][3]);
-        pa[m][2] = pack_half2(p[m][2 * kp + 1][0], p[m][2 * kp + 1][1]);
-        pa[m][3] = pack_half2(p[m][2 * kp + 1][2], p[m][2 * kp + 1][3]);
-        mma_16816(row_sum[m], pa[m], ones, ones);
-      }
-#pragma unroll
-      for (int dp = 0; dp < T::kHeadDim / 16; ++dp) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans_at(vb, sv + 2 * (kp * 16 * T::kRowV + dp * 16));
-#pragma unroll
-        for (int m = 0; m < kMA; ++m) {
-          mma_16816(o_acc[m][2 * dp], pa[m], vb[0], vb[1]);
-          mma_16816(o_acc[m][2 * dp + 1], pa[m], vb[2], vb[3]);
-        }
-      }
-    }
-  }
-}
-
 // A warp's accumulators and per-row constants, carried across K/V tiles (registers after inlining).
 template <class T>
 struct WarpState {
@@ -400,7 +357,8 @@ __device__ __forceinline__ void tile_step(WarpState<T>& w, const uint32_t (&q_fr
   } else {
     online_softmax<T, kMA>(s, w.o_acc, w.row_max, w.row_sum, w.rmul);
   }
-  accumulate_pv<T, kMA>(w.o_acc, w.row_sum, s, sv, kPairs);
+  accumulate_pv_f16<kMA, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kRowV>(w.o_acc, w.row_sum, s, sv,
+                                                                                   kPairs);
 }
 
 // tile_step for this tile's valid keys: the full tile on the common path; with 16-row warps, a 32-key tile with
@@ -415,29 +373,6 @@ __device__ __forceinline__ void dispatch_tile(WarpState<T>& w, const uint32_t (&
     tile_step<T, T::kMTiles, 1>(w, q_frag, sk, sv, s_ks, mask, kv0, kv_valid, t);
   } else {
     tile_step<T, T::kMTiles, T::kSTiles / 2>(w, q_frag, sk, sv, s_ks, mask, kv0, kv_valid, t);
-  }
-}
-
-// Normalises the warp's rows (row sum 0: zeros) and stages them as fp16 at so (its first row, kRowV pitch).
-template <class T>
-__device__ __forceinline__ void stage_output(__half* so, const float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                             const float (&row_sum)[T::kMTiles][4], int g, int t) {
-#pragma unroll
-  for (int m = 0; m < T::kMTiles; ++m) {
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = row_sum[m][2 * r];
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < T::kOTiles; ++i) {
-      const int col = i * 8 + 2 * t;
-      *reinterpret_cast<__half2*>(so + (m * 16 + g) * T::kRowV + col) =
-          __floats2half2_rn(o_acc[m][i][0] * inv[0], o_acc[m][i][1] * inv[0]);
-      *reinterpret_cast<__half2*>(so + (m * 16 + g + 8) * T::kRowV + col) =
-          __floats2half2_rn(o_acc[m][i][2] * inv[1], o_acc[m][i][3] * inv[1]);
-    }
   }
 }
 

@@ -236,6 +236,56 @@ bool serve_until_stop(dm::Server& server, int reload_timeout_ms) {
   return true;
 }
 
+// The server's options from the loaded config: config and model directories (--config-dir first, then those
+// beside the binary), the default model, the start-up self-test's setup and the test-only environment hooks.
+ev::Result<dm::ServerOptions> server_options(const char* argv0, const dm::DaemonConfig& config,
+                                             const std::string& config_dir, const std::string& testdata_dir) {
+  std::vector<std::string> bases = ev::default_config_dirs(argv0);
+  if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
+#ifdef EDGEVIT_SOURCE_CONFIG_DIR
+  if (bases.empty()) bases.push_back(EDGEVIT_SOURCE_CONFIG_DIR);
+#endif
+  dm::ServerOptions so;
+  so.config = config;
+  so.device_dirs = ev::config_subdirs(bases, "devices");
+  for (const auto& d : ev::config_subdirs(bases, "models")) {
+    const std::string p = d + "/vit-digits.yaml";
+    if (std::filesystem::exists(p)) {
+      so.default_model_path = p;
+      break;
+    }
+  }
+  if (const char* hang = std::getenv("EDGEVITD_TEST_HANG_AFTER")) so.test_hang_after_batches = std::atoi(hang);
+  if (const char* delay = std::getenv("EDGEVITD_TEST_RELOAD_DELAY_MS")) so.test_reload_delay_ms = std::atoi(delay);
+  // The start-up self-test resolves config and test data like edgevit-selftest (programs/edgevit-selftest/main.cpp).
+  st::SelftestOptions selftest;
+  selftest.config_dirs = bases;
+  selftest.testdata_dir = testdata_dir;
+  if (const char* fault = std::getenv("EDGEVITD_TEST_SELFTEST_FAULT")) {  // test-only: proves a failure refuses
+    auto f = st::parse_fault(fault);
+    if (!f.ok()) return f.status();
+    selftest.fault = *f;
+  }
+  so.model_check = [selftest](const std::string& path, const dm::DaemonConfig& cfg, bool serving) {
+    return run_quick_selftest(selftest, path, cfg, serving);
+  };
+  return so;
+}
+
+// Signals: a minimal handler writes {signo, sender pid} to a pipe and the main thread reads it, so no work
+// happens in a handler. (Blocking the signals and sigwait()ing is not enough: threads created before main(),
+// such as OpenBLAS's pool, would take a SIGTERM with its default action.)
+ev::Status install_signal_pipe() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return ev::io_error(std::string("pipe: ") + std::strerror(errno));
+  struct sigaction sa {};
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return ev::Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -272,53 +322,17 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   mallopt(M_ARENA_MAX, 2);
 
-  std::vector<std::string> bases = ev::default_config_dirs(argv[0]);
-  if (!config_dir.empty()) bases.insert(bases.begin(), config_dir);
-#ifdef EDGEVIT_SOURCE_CONFIG_DIR
-  if (bases.empty()) bases.push_back(EDGEVIT_SOURCE_CONFIG_DIR);
-#endif
-  dm::ServerOptions so;
-  so.config = *config;
-  so.device_dirs = ev::config_subdirs(bases, "devices");
-  for (const auto& d : ev::config_subdirs(bases, "models")) {
-    const std::string p = d + "/vit-digits.yaml";
-    if (std::filesystem::exists(p)) {
-      so.default_model_path = p;
-      break;
-    }
-  }
-  if (const char* hang = std::getenv("EDGEVITD_TEST_HANG_AFTER")) so.test_hang_after_batches = std::atoi(hang);
-  if (const char* delay = std::getenv("EDGEVITD_TEST_RELOAD_DELAY_MS")) so.test_reload_delay_ms = std::atoi(delay);
-  // The start-up self-test resolves config and test data like edgevit-selftest (programs/edgevit-selftest/main.cpp).
-  st::SelftestOptions selftest;
-  selftest.config_dirs = bases;
-  selftest.testdata_dir = testdata_dir;
-  if (const char* fault = std::getenv("EDGEVITD_TEST_SELFTEST_FAULT")) {  // test-only: proves a failure refuses
-    auto f = st::parse_fault(fault);
-    if (!f.ok()) return fail(f.status());
-    selftest.fault = *f;
-  }
-  so.model_check = [selftest](const std::string& path, const dm::DaemonConfig& cfg, bool serving) {
-    return run_quick_selftest(selftest, path, cfg, serving);
-  };
-  so.reload_config = [config_path, o]() { return load_config(config_path, o); };
+  auto so = server_options(argv[0], *config, config_dir, testdata_dir);
+  if (!so.ok()) return fail(so.status());
+  so->reload_config = [config_path, o]() { return load_config(config_path, o); };
   if (check_only) {
     std::printf("%s: ok\n", config_path.empty() ? "flags" : config_path.c_str());
     return 0;
   }
 
-  // Signals: a minimal handler writes {signo, sender pid} to a pipe and the main thread reads it, so no
-  // work happens in a handler. (Blocking the signals and sigwait()ing is not enough: threads created
-  // before main(), such as OpenBLAS's pool, would take a SIGTERM with its default action.)
-  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return fail(ev::io_error(std::string("pipe: ") + std::strerror(errno)));
-  struct sigaction sa {};
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  if (ev::Status st = install_signal_pipe(); !st.ok()) return fail(st);
 
-  auto server = dm::Server::start(so);
+  auto server = dm::Server::start(*so);
   if (!server.ok()) return fail(server.status());
   const bool finished = serve_until_stop(**server, config->reload_timeout_ms);
   if (!finished) {

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -30,6 +33,48 @@ namespace {
 double pct(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+// Batch-1 Engine::infer latencies in us (after `warmup` calls), or empty when the engine fails.
+std::vector<double> in_process_latencies(const ev::ModelSpec& spec, const ev::DeviceProfile& dev, int threads,
+                                         const std::vector<float>& input, int warmup, int requests) {
+  ev::EngineOptions eo;
+  eo.plan.batch = 1;
+  eo.threads = threads;
+  auto engine = ev::Engine::create(spec, dev, eo);
+  if (!engine.ok()) return {};
+  std::vector<double> local;
+  for (int i = 0; i < warmup + requests; ++i) {
+    const auto t0 = Clock::now();
+    if (!(*engine)->infer(input.data(), 1).ok()) return {};
+    if (i >= warmup) local.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return local;
+}
+
+// Each client's tensor-request latencies in us through the socket at `path`; failed clients count in *failures.
+std::vector<std::vector<double>> socket_latencies(const std::string& path, const ev::VitArch& a, int clients,
+                                                  const std::vector<float>& input, int warmup, int requests,
+                                                  std::atomic<int>* failures) {
+  const uint32_t dims[3] = {static_cast<uint32_t>(a.in_chans), static_cast<uint32_t>(a.img_h),
+                            static_cast<uint32_t>(a.img_w)};
+  std::vector<std::vector<double>> lat(clients);
+  std::vector<std::thread> ts;
+  for (int c = 0; c < clients; ++c) {
+    ts.emplace_back([&, c] {
+      ev::client::Connection conn;
+      ev::client::Error err;
+      ev::client::InferAnswer ans;
+      if (!conn.connect(path, &err)) { ++*failures; return; }
+      for (int i = 0; i < warmup + requests; ++i) {
+        const auto t0 = Clock::now();
+        if (!conn.infer_tensor(input.data(), dims, 3, 5, false, &ans, &err)) { ++*failures; return; }
+        if (i >= warmup) lat[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  return lat;
 }
 
 }  // namespace
@@ -55,24 +100,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ev::VitArch& a = spec->arch;
-  const size_t per = static_cast<size_t>(a.in_chans) * a.img_h * a.img_w;
-  std::vector<float> input(per);
+  std::vector<float> input(static_cast<size_t>(a.in_chans) * a.img_h * a.img_w);
   uint32_t s = 7;
   for (float& v : input) { s = s * 1664525u + 1013904223u; v = static_cast<float>(s >> 8) / 8388608.0f - 1.0f; }
 
-  // In-process: batch-1 Engine::infer.
-  ev::EngineOptions eo;
-  eo.plan.batch = 1;
-  eo.threads = threads;
-  auto engine = ev::Engine::create(*spec, *dev, eo);
-  if (!engine.ok()) return 1;
-  std::vector<double> local;
-  for (int i = 0; i < warmup + requests; ++i) {
-    const auto t0 = Clock::now();
-    if (!(*engine)->infer(input.data(), 1).ok()) return 1;
-    if (i >= warmup) local.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-  }
-  engine->reset();
+  const std::vector<double> local = in_process_latencies(*spec, *dev, threads, input, warmup, requests);
+  if (local.empty()) return 1;
 
   ev::daemon::ServerOptions so;
   so.config.model = model;
@@ -86,26 +119,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgevitd_bench: %s\n", server.status().to_string().c_str());
     return 1;
   }
-  const uint32_t dims[3] = {static_cast<uint32_t>(a.in_chans), static_cast<uint32_t>(a.img_h),
-                            static_cast<uint32_t>(a.img_w)};
-  std::vector<std::vector<double>> lat(clients);
   std::atomic<int> failures{0};
   const auto t_start = Clock::now();
-  std::vector<std::thread> ts;
-  for (int c = 0; c < clients; ++c) {
-    ts.emplace_back([&, c] {
-      ev::client::Connection conn;
-      ev::client::Error err;
-      ev::client::InferAnswer ans;
-      if (!conn.connect(so.config.socket_path, &err)) { ++failures; return; }
-      for (int i = 0; i < warmup + requests; ++i) {
-        const auto t0 = Clock::now();
-        if (!conn.infer_tensor(input.data(), dims, 3, 5, false, &ans, &err)) { ++failures; return; }
-        if (i >= warmup) lat[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
+  const auto lat = socket_latencies(so.config.socket_path, a, clients, input, warmup, requests, &failures);
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
   std::vector<double> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
