@@ -20,8 +20,8 @@ struct TimmName {
   std::string architecture, tag;
 };
 
-// The config.json beside the checkpoint, when it is a timm one (has `architecture`); nullopt-like empty
-// architecture otherwise (absent file, a Hugging Face config).
+// The names in the config.json beside the checkpoint when it is timm's (it has `architecture`); an empty
+// architecture when there is no such file or it is not timm's (a Hugging Face config.json has none).
 Result<TimmName> read_timm_name(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return TimmName{};
