@@ -300,8 +300,9 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   ln_i8(blk + ".norm2", res, r, ".mlp.fc1", &h2, &h2s);
   const int mq = b.tensor(blk + ".mlp.hidden", {r, d.M}, TensorKind::kActivation, 1);
   const int ms = b.tensor(blk + ".mlp.hidden_scale", {r}, TensorKind::kActivation, 4);
-  // Per tensor, fc1's int8 output is at fc2's calibrated scale: a weight of both (fc1 writes with it, fc2
-  // reads with it); mlp.hidden_scale then carries nothing the next op needs (docs/int8.md).
+  // mlp.hidden holds uint8 codes of GELU + 0.17 (docs/int8.md). Per tensor, fc1's output is at fc2's
+  // calibrated scale: a weight of both (fc1 writes with it, fc2 reads with it); mlp.hidden_scale then carries
+  // nothing the next op needs.
   const int fc2_scale = in_scale(".mlp.fc2");
   b.linear_i8(blk + ".mlp.fc1", {h2, h2s}, {mq, ms}, r, d.M, d.E, true, 1, fc2_scale);
   b.linear_i8(blk + ".mlp.fc2", {mq, ms, res}, {res}, r, d.E, d.M, true, 2, fc2_scale);

@@ -59,26 +59,33 @@ Status read_tensor(const Engine& e, int id, int n, std::vector<float>* out) {
   const int sid = tensor_id(g, t.name + "_scale");
   if (sid < 0 || t.elem_bytes != 1) return internal_error("tensor '" + t.name + "' cannot be read as fp32");
   const int64_t cols = t.shape.back();
-  const int8_t* q = static_cast<const int8_t*>(e.tensor_data(id));
   const float* s = static_cast<const float*>(e.tensor_data(sid));
+  if (int8_tensor_is_u8(t)) {  // fc2's input: uint8 codes of GELU + shift
+    const uint8_t* q = static_cast<const uint8_t*>(e.tensor_data(id));
+    for (int64_t i = 0; i < count; ++i)
+      (*out)[static_cast<size_t>(i)] = static_cast<float>(q[i]) * s[i / cols] - kGemmI8GeluShift;
+    return Status::Ok();
+  }
+  const int8_t* q = static_cast<const int8_t*>(e.tensor_data(id));
   for (int64_t i = 0; i < count; ++i) (*out)[static_cast<size_t>(i)] = static_cast<float>(q[i]) * s[i / cols];
   return Status::Ok();
 }
 
-// Quantization error of |x| values in histogram `h` over [0, amax] with clip c (bin centres).
-double clip_error(const std::vector<double>& h, double amax, double c) {
-  const double s = c / 127.0, width = amax / kCalibBins;
+// Quantization error of |x| values in histogram `h` over [0, amax] with clip c (bin centres), qmax codes above 0
+// (127 symmetric, 255 for fc2's unsigned input).
+double clip_error(const std::vector<double>& h, double amax, double c, double qmax) {
+  const double s = c / qmax, width = amax / kCalibBins;
   double err = 0;
   for (int b = 0; b < kCalibBins; ++b) {
     if (h[static_cast<size_t>(b)] == 0) continue;
     const double v = (b + 0.5) * width;
-    const double q = std::min(127.0, std::nearbyint(v / s)) * s;
+    const double q = std::min(qmax, std::nearbyint(v / s)) * s;
     err += h[static_cast<size_t>(b)] * (v - q) * (v - q);
   }
   return err;
 }
 
-double scale_from_histogram(const std::vector<double>& h, double amax, const CalibOptions& o) {
+double scale_from_histogram(const std::vector<double>& h, double amax, double qmax, const CalibOptions& o) {
   double total = 0;
   for (double c : h) total += c;
   if (o.method == CalibMethod::kPercentile) {
@@ -86,17 +93,17 @@ double scale_from_histogram(const std::vector<double>& h, double amax, const Cal
     double seen = 0;
     for (int b = 0; b < kCalibBins; ++b) {
       seen += h[static_cast<size_t>(b)];
-      if (seen >= want) return amax * (b + 1) / kCalibBins / 127.0;
+      if (seen >= want) return amax * (b + 1) / kCalibBins / qmax;
     }
-    return amax / 127.0;
+    return amax / qmax;
   }
-  double best_c = amax, best = clip_error(h, amax, amax);
+  double best_c = amax, best = clip_error(h, amax, amax, qmax);
   for (int i = 127; i >= 32; --i) {
     const double c = amax * i / 128.0;
-    const double e = clip_error(h, amax, c);
+    const double e = clip_error(h, amax, c, qmax);
     if (e < best) best = e, best_c = c;
   }
-  return best_c / 127.0;
+  return best_c / qmax;
 }
 
 }  // namespace
@@ -111,10 +118,12 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
   const Graph& g = e->plan().graph;
   const std::vector<std::string> gemms = int8_gemm_names(spec.arch);
   std::vector<int> ids;
+  std::vector<bool> shifted;  // fc2's input: observed as u = x + kGemmI8GeluShift on [0, 255] codes
   for (const std::string& gemm : gemms) {
     const int id = tensor_id(g, gemm_input_tensor(gemm));
     if (id < 0) return internal_error("calibration: the fp32 graph has no tensor '" + gemm_input_tensor(gemm) + "'");
     ids.push_back(id);
+    shifted.push_back(gemm.size() > 8 && gemm.compare(gemm.size() - 8, 8, ".mlp.fc2") == 0);
   }
   const int64_t per_image = e->input_numel_per_image();
   std::vector<double> amax(gemms.size(), 0.0);
@@ -128,7 +137,9 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
       for (size_t l = 0; l < ids.size(); ++l) {
         EV_RETURN_IF_ERROR(read_tensor(*e, ids[l], n, &v));
         for (float x : v) {
-          const double a = std::fabs(static_cast<double>(x));
+          // u = x + shift as fc1's epilogue adds it (fp32), clipped at 0 as its saturation does
+          const double a = shifted[l] ? std::max(0.0, static_cast<double>(x + kGemmI8GeluShift))
+                                      : std::fabs(static_cast<double>(x));
           if (pass == 0) {
             amax[l] = std::max(amax[l], a);
           } else if (amax[l] > 0) {
@@ -143,8 +154,9 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
   out.method = to_string(options.method);
   out.samples = count;
   for (size_t l = 0; l < gemms.size(); ++l) {
-    double s = amax[l] / 127.0;
-    if (passes == 2 && amax[l] > 0) s = scale_from_histogram(hist[l], amax[l], options);
+    const double qmax = shifted[l] ? 255.0 : 127.0;
+    double s = amax[l] / qmax;
+    if (passes == 2 && amax[l] > 0) s = scale_from_histogram(hist[l], amax[l], qmax, options);
     if (!(s > 0) || !std::isfinite(s))
       return check_failed("calibration: the input of '" + gemms[l] + "' is " +
                           (std::isfinite(amax[l]) ? "zero on every calibration image" : "not finite") +

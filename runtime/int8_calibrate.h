@@ -5,10 +5,12 @@
 // (PlanOptions::keep_activations) and observes the input of each block GEMM (blocks.N.norm1.out for qkv,
 // attn.out for proj, norm2.out for fc1, mlp.hidden for fc2). Two passes over the images, in their order:
 // the largest |x| per input, then a histogram of |x| over [0, amax] (kCalibBins bins); the scale is
-//   minmax      amax / 127
-//   percentile  the upper edge of the bin holding the given percentile of |x| (default 99.99), / 127
+//   minmax      amax / qmax
+//   percentile  the upper edge of the bin holding the given percentile of |x| (default 99.99), / qmax
 //   mse         the clip c in {amax * i / 128 : i = 32..128} whose quantization error (clip plus rounding,
-//               evaluated at the bin centres) is least, / 127; ties go to the larger clip
+//               evaluated at the bin centres) is least, / qmax; ties go to the larger clip
+// with qmax = 127, except for fc2's input, which is observed as u = x + kGemmI8GeluShift clipped at 0 (the
+// unsigned value fc1's epilogue quantizes: kernels/cpu/gemm_i8_ref.h) with qmax = 255.
 // Everything is a deterministic function of the images and the weights: the same data gives the same
 // scales, bit for bit (single-threaded sums in image order; no randomness).
 #pragma once
@@ -49,7 +51,8 @@ struct LayerError {
 
 // Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale
 // file) on the same images and compares every activation both graphs have under one name, dequantizing
-// int8 tensors with their per-row scales (`<name>_scale`), then pre_logits and logits. In graph order. Both
+// int8 tensors with their per-row scales (`<name>_scale`; fc2's unsigned input as q * s - kGemmI8GeluShift),
+// then pre_logits and logits. In graph order. Both
 // run every token through the last block (PlanOptions::all_tokens: same outputs), so every tensor compares.
 Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
                                                const DeviceProfile& device, const float* images, int count,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cpu/quantize_i8_ref.h"
 #include "runtime/plan.h"
 #include "runtime/safetensors.h"
@@ -39,7 +40,17 @@ Status check_metadata(const SafetensorsFile& f, Int8Scales* out) {
   if (fmt == md.end() || fmt->second != kInt8ScalesFormat)
     return scale_error(f.path(), "", std::string("metadata 'format' is ") +
                                          (fmt == md.end() ? "missing" : "'" + fmt->second + "'") + ", expected '" +
-                                         kInt8ScalesFormat + "' (write it with `edgevit calibrate`)");
+                                         kInt8ScalesFormat + "' (write it with `edgevit calibrate`" +
+                                         (fmt != md.end() && fmt->second == "edgevit-int8-scales-v1"
+                                              ? "; a v1 file's fc2 scale is symmetric, this version's fc2 input is "
+                                                "unsigned: recalibrate"
+                                              : "") +
+                                         ")");
+  const auto shift = md.find("gelu_shift");
+  if (shift == md.end() || shift->second != kInt8ScalesGeluShift)
+    return scale_error(f.path(), "", std::string("metadata 'gelu_shift' is ") +
+                                         (shift == md.end() ? "missing" : "'" + shift->second + "'") + ", expected '" +
+                                         kInt8ScalesGeluShift + "' (fc2's unsigned input GELU + shift; recalibrate)");
   const auto method = md.find("method");
   if (method != md.end()) out->method = method->second;
   const auto samples = md.find("samples");
@@ -95,13 +106,31 @@ Status write_int8_scales(const std::string& path, const Int8Scales& scales) {
   std::vector<NamedTensorView> views;
   for (const auto& kv : scales.input_scales) views.push_back(NamedTensorView{kv.first, {1}, &kv.second});
   return write_safetensors(path, views,
-                           {{"format", kInt8ScalesFormat}, {"method", scales.method},
+                           {{"format", kInt8ScalesFormat},
+                            {"gelu_shift", kInt8ScalesGeluShift},
+                            {"method", scales.method},
                             {"samples", std::to_string(scales.samples)}});
 }
 
+bool int8_tensor_is_u8(const TensorDesc& t) {
+  return t.kind == TensorKind::kActivation && t.elem_bytes == 1 && t.name.compare(0, 7, "blocks.") == 0 &&
+         ends_with(t.name, ".mlp.hidden");
+}
+
+namespace {
+bool is_fc2_bias(const TensorDesc& t) {
+  return t.kind == TensorKind::kWeight && t.name.compare(0, 7, "blocks.") == 0 && ends_with(t.name, ".mlp.fc2.bias");
+}
+int tensor_named(const Graph& g, const std::string& name) {
+  for (const TensorDesc& s : g.tensors)
+    if (s.name == name) return s.id;
+  return -1;
+}
+}  // namespace
+
 bool is_int8_tensor(const TensorDesc& t) {
-  return t.kind == TensorKind::kWeight &&
-         (t.elem_bytes == 1 || ends_with(t.name, ".weight_scale") || ends_with(t.name, ".input_scale"));
+  return t.kind == TensorKind::kWeight && (t.elem_bytes == 1 || ends_with(t.name, ".weight_scale") ||
+                                           ends_with(t.name, ".input_scale") || is_fc2_bias(t));
 }
 
 Status load_int8_weights(const Plan& plan, const WeightSource& weights, const Int8Put& put) {
@@ -113,7 +142,7 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
                           "runtime.int8_scales (run `edgevit calibrate`)");
     EV_ASSIGN_OR_RETURN(scales, load_int8_scales(plan.int8_scales_path, g.arch));
   }
-  std::vector<float> w, sw;
+  std::vector<float> w, sw, bias;
   std::vector<int8_t> q;
   for (const TensorDesc& t : g.tensors) {
     if (!is_int8_tensor(t)) continue;
@@ -122,7 +151,7 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
       EV_RETURN_IF_ERROR(put(t.id, &v, sizeof v));
       continue;
     }
-    if (t.elem_bytes != 1) continue;  // a weight_scale: written with its weight
+    if (t.elem_bytes != 1) continue;  // a weight_scale or fc2's bias: written with its weight
     const int64_t n = t.shape[0], k = t.shape[1];
     w.resize(static_cast<size_t>(n * k));
     EV_RETURN_IF_ERROR(weights.read_f32(t.name, w.data(), w.size()));
@@ -130,16 +159,21 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
       if (!std::isfinite(w[i]))
         return checkpoint_error("weights: tensor '" + t.name + "' holds a non-finite value at element " +
                                 std::to_string(i) + ": it cannot be quantized to INT8");
-    const std::string sw_name = t.name.substr(0, t.name.size() - 7) + ".weight_scale";  // drop ".weight"
-    int sw_id = -1;
-    for (const TensorDesc& s : g.tensors)
-      if (s.name == sw_name) sw_id = s.id;
-    if (sw_id < 0) return internal_error("INT8 weight '" + t.name + "' has no tensor '" + sw_name + "'");
+    const std::string stem = t.name.substr(0, t.name.size() - 7);  // drop ".weight"
+    const int sw_id = tensor_named(g, stem + ".weight_scale");
+    if (sw_id < 0) return internal_error("INT8 weight '" + t.name + "' has no tensor '" + stem + ".weight_scale'");
     q.resize(w.size());
     sw.resize(static_cast<size_t>(n));
     quantize_rows_i8_ref(w.data(), n, k, 0.f, q.data(), sw.data());
     EV_RETURN_IF_ERROR(put(t.id, q.data(), q.size()));
     EV_RETURN_IF_ERROR(put(sw_id, sw.data(), sw.size() * sizeof(float)));
+    const int bias_id = tensor_named(g, stem + ".bias");
+    if (bias_id < 0 || !is_fc2_bias(g.tensors[static_cast<size_t>(bias_id)])) continue;
+    // fc2 reads uint8 codes of GELU + kGemmI8GeluShift: its bias takes the shift back out (gemm_i8_ref.h).
+    bias.resize(static_cast<size_t>(n));
+    EV_RETURN_IF_ERROR(weights.read_f32(stem + ".bias", bias.data(), bias.size()));
+    gemm_i8_fold_shift_into_bias(n, k, q.data(), sw.data(), bias.data(), kGemmI8GeluShift, bias.data());
+    EV_RETURN_IF_ERROR(put(bias_id, bias.data(), bias.size() * sizeof(float)));
   }
   return Status::Ok();
 }

@@ -4,15 +4,20 @@
 // Scale file: safetensors, one F32 tensor of shape [1] per block GEMM input, named
 //   blocks.N.attn.qkv.input_scale   blocks.N.attn.proj.input_scale
 //   blocks.N.mlp.fc1.input_scale    blocks.N.mlp.fc2.input_scale      for N in [0, depth)
-// each the symmetric scale s of that activation (x ~ s * q, q in [-127, 127]); metadata
-//   format  = "edgevit-int8-scales-v1"   method = minmax | percentile | mse   samples = images used
+// each the scale s of that activation: symmetric for qkv, proj and fc1 (x ~ s * q, q in [-127, 127]); for
+// fc2 the scale of its unsigned input u = GELU + gelu_shift (u ~ s * q, q in [0, 255]: docs/int8.md); metadata
+//   format  = "edgevit-int8-scales-v2"   gelu_shift = "0.17" (kGemmI8GeluShift)
+//   method = minmax | percentile | mse   samples = images used
 // The loader refuses, naming the file, the tensor and the reason (kCheckpointError, exit code 4): a missing
 // or extra tensor, a dtype other than F32, a shape other than [1], NaN, Inf, zero, negative or subnormal
-// values, a missing or unknown format.
+// values, a missing or unknown format (v1 files, whose fc2 scale was symmetric, included: recalibrate), a
+// missing gelu_shift or one other than this build's.
 //
 // Weights: each block GEMM's weight W (N, K) is read in fp32 and quantized once per output channel,
 // symmetric and deterministic: sw[n] = max_k |W[n][k]| / 127 (1 for an all-zero row), Wq = rne(W / sw)
-// saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations').
+// saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations'). fc2's bias
+// then carries its input's shift: bias - kGemmI8GeluShift * sw * sum_k Wq (gemm_i8_fold_shift_into_bias,
+// in double from the quantized weights, stored fp32), in both activation modes.
 #pragma once
 
 #include <functional>
@@ -30,7 +35,8 @@ class WeightSource;
 struct Plan;
 struct TensorDesc;
 
-constexpr const char* kInt8ScalesFormat = "edgevit-int8-scales-v1";
+constexpr const char* kInt8ScalesFormat = "edgevit-int8-scales-v2";
+constexpr const char* kInt8ScalesGeluShift = "0.17";  // kGemmI8GeluShift as the metadata spells it
 
 struct Int8Scales {
   std::map<std::string, float> input_scales;  // "<gemm>.input_scale" -> s
@@ -43,11 +49,16 @@ std::vector<std::string> int8_gemm_names(const VitArch& arch);
 Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch);
 Status write_int8_scales(const std::string& path, const Int8Scales& scales);
 
+// True for an INT8 graph's unsigned activation: `blocks.N.mlp.hidden`, fc1's output and fc2's input, uint8
+// codes of GELU + kGemmI8GeluShift (dequantized as q * s - kGemmI8GeluShift).
+bool int8_tensor_is_u8(const TensorDesc& t);
+
 // True for the tensors load_int8_weights writes (int8 weights, their scales, the calibrated input scales);
 // the arena's generic loader skips them.
 bool is_int8_tensor(const TensorDesc& t);
 // Makes every is_int8_tensor weight of an INT8 plan: weights quantized per output channel from `weights`,
-// input scales from plan.int8_scales_path; put(tensor id, bytes, size) stores each (the arena's loader: a
+// input scales from plan.int8_scales_path, fc2's bias with the shift folded in (written again over the
+// generic loader's copy); put(tensor id, bytes, size) stores each (the arena's loader: a
 // copy into the host arena, or through the device arena's copy_in).
 using Int8Put = std::function<Status(int tensor_id, const void* bytes, size_t size)>;
 Status load_int8_weights(const Plan& plan, const WeightSource& weights, const Int8Put& put);

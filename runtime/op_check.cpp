@@ -6,6 +6,7 @@
 #include "base/tolerances.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
+#include "runtime/int8_scales.h"
 
 namespace edgevit {
 
@@ -185,8 +186,11 @@ class CpuDevice final : public OpCaseDevice {
     return std::unique_ptr<ExecContext>(std::make_unique<CpuContext>(plan, arena, InjectedFault::kNone, 2));
   }
   Status write(Arena& arena, const TensorDesc& t, const std::vector<float>& values) override {
-    if (t.elem_bytes == 1) {  // int8 (INT8 ops): the values are integers in [-127, 127]
-      for (size_t i = 0; i < values.size(); ++i) arena.as<int8_t>(t.id)[i] = static_cast<int8_t>(values[i]);
+    if (t.elem_bytes == 1) {  // INT8 ops: integers in [-127, 127], or [0, 255] for uint8 tensors
+      const bool u8 = int8_tensor_is_u8(t);
+      for (size_t i = 0; i < values.size(); ++i)
+        arena.as<uint8_t>(t.id)[i] = u8 ? static_cast<uint8_t>(values[i])
+                                        : static_cast<uint8_t>(static_cast<int8_t>(values[i]));
       return Status::Ok();
     }
     std::memcpy(arena.at(t.id), values.data(), values.size() * sizeof(float));
@@ -195,7 +199,9 @@ class CpuDevice final : public OpCaseDevice {
   Status read(Arena& arena, const TensorDesc& t, std::vector<float>* values) override {
     values->resize(static_cast<size_t>(t.numel()));
     if (t.elem_bytes == 1) {
-      for (size_t i = 0; i < values->size(); ++i) (*values)[i] = arena.as<int8_t>(t.id)[i];
+      const bool u8 = int8_tensor_is_u8(t);
+      for (size_t i = 0; i < values->size(); ++i)
+        (*values)[i] = u8 ? arena.as<uint8_t>(t.id)[i] : arena.as<int8_t>(t.id)[i];
       return Status::Ok();
     }
     std::memcpy(values->data(), arena.at(t.id), values->size() * sizeof(float));

@@ -1,11 +1,14 @@
 // The INT8 ops' part of the shared op-case list (runtime/op_check.h; docs/int8.md): their input values, their
 // reference (kernels/cpu/gemm_i8_ref.h, quantize_i8_ref.h, layernorm_ref) and their outputs dequantized, so an
-// INT8 row is checked like any other, normwise against base/tolerances.h's kInt8Kernel.
+// INT8 row is checked like any other, normwise against base/tolerances.h's kInt8Kernel. fc2's input
+// `mlp.hidden` holds uint8 codes of GELU + kGemmI8GeluShift (int8_tensor_is_u8): its values are codes in
+// [0, 255], the devices write and read it as uint8, and fc1's output dequantizes as q * s - shift.
 #include <cmath>
 
 #include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quantize_i8_ref.h"
+#include "runtime/int8_scales.h"
 #include "runtime/op_check.h"
 
 namespace edgevit {
@@ -35,6 +38,12 @@ std::vector<int8_t> to_i8(const std::vector<float>& v) {
   return q;
 }
 
+std::vector<uint8_t> to_u8(const std::vector<float>& v) {
+  std::vector<uint8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = static_cast<uint8_t>(v[i]);
+  return q;
+}
+
 // q (m, k) int8 with row scales s -> fp32.
 std::vector<float> dequantize(const std::vector<int8_t>& q, const std::vector<float>& s, int64_t k) {
   std::vector<float> out(q.size());
@@ -48,8 +57,9 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
   const std::vector<float>* scale = weight_ending(plan, op, v, ".input_scale");
   std::vector<int8_t> xq;
   std::vector<float> sx(static_cast<size_t>(m));
+  const bool x_u8 = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op.inputs[0])]);  // fc2
   if (g.tensors[static_cast<size_t>(op.inputs[0])].elem_bytes == 1) {
-    xq = to_i8(v[static_cast<size_t>(op.inputs[0])]);
+    if (!x_u8) xq = to_i8(v[static_cast<size_t>(op.inputs[0])]);
     if (scale != nullptr && op.epilogue != 1) {  // fc2, per tensor: its input is at its own calibrated scale
       for (float& x : sx) x = (*scale)[0];
     } else {
@@ -64,7 +74,11 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
   const std::vector<float>& sw = *weight_ending(plan, op, v, ".weight_scale");
   const std::vector<float>* bias = weight_ending(plan, op, v, ".bias");
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
-  gemm_i8_accumulate_ref(m, n, k, xq.data(), wq.data(), acc.data());
+  if (x_u8) {
+    gemm_u8i8_accumulate_ref(m, n, k, to_u8(v[static_cast<size_t>(op.inputs[0])]).data(), wq.data(), acc.data());
+  } else {
+    gemm_i8_accumulate_ref(m, n, k, xq.data(), wq.data(), acc.data());
+  }
   std::vector<float> out(static_cast<size_t>(m * n));
   if (op.epilogue == 2) out = v[static_cast<size_t>(op.outputs[0])];
   for (int64_t r = 0; r < m; ++r)
@@ -72,19 +86,22 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
       const size_t o = static_cast<size_t>(r * n + j);
       const float d = gemm_i8_dequant_ref(acc[o], sx[static_cast<size_t>(r)], sw[static_cast<size_t>(j)],
                                           bias ? (*bias)[static_cast<size_t>(j)] : 0.f);
-      out[o] = op.epilogue == 2 ? out[o] + d : op.epilogue == 1 ? gemm_i8_gelu_ref(d) : d;
+      out[o] = op.epilogue == 2 ? out[o] + d : op.epilogue == 1 ? gemm_i8_gelu_ref(d) + kGemmI8GeluShift : d;
     }
   if (op.epilogue != 1) return out;
-  std::vector<int8_t> q(out.size());
+  // fc1: u = GELU + shift in uint8 codes (gemm_i8_ref's kI8BiasGelu), dequantized as q * s - shift
+  std::vector<uint8_t> q(out.size());
   std::vector<float> s(static_cast<size_t>(m));
-  if (scale != nullptr) {  // gemm_i8_ref's kI8BiasGelu: q = rne(g * (1 / out_scale))
+  if (scale != nullptr) {  // per tensor: q = rne(u * (1 / out_scale))
     const float inv = 1.f / (*scale)[0];
-    for (size_t i = 0; i < out.size(); ++i) q[i] = gemm_i8_quantize_ref(out[i] * inv);
+    for (size_t i = 0; i < out.size(); ++i) q[i] = gemm_i8_quantize_u8_ref(out[i] * inv);
     for (float& x : s) x = (*scale)[0];
   } else {
-    quantize_rows_i8_ref(out.data(), m, n, 0.f, q.data(), s.data());
+    quantize_rows_u8_ref(out.data(), m, n, 0.f, q.data(), s.data());
   }
-  return dequantize(q, s, n);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<float>(q[i]) * s[i / static_cast<size_t>(n)] - kGemmI8GeluShift;
+  return out;
 }
 
 }  // namespace
@@ -92,6 +109,10 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
 bool int8_case_values(const Op& op, const TensorDesc& t, uint32_t* state, std::vector<float>* out) {
   const size_t n = static_cast<size_t>(t.numel());
   out->resize(n);
+  if (int8_tensor_is_u8(t)) {  // fc2's unsigned input: codes in [0, 255]
+    for (float& x : *out) x = std::nearbyint(next(state, 0.f, 255.f));
+    return true;
+  }
   if (t.elem_bytes == 1) {  // int8 activations and weights: integers in [-127, 127]
     for (float& x : *out) x = std::nearbyint(next(state, -127.f, 127.f));
     return true;
@@ -141,7 +162,8 @@ Status int8_case_dequantize(const Plan& plan, const Op& op, Arena& arena, OpCase
   std::vector<float> s;
   EV_RETURN_IF_ERROR(device.read(arena, plan.graph.tensors[static_cast<size_t>(scales)], &s));
   const size_t k = static_cast<size_t>(t.shape.back());
-  for (size_t i = 0; i < got->size(); ++i) (*got)[i] *= scale_id >= 0 ? s[0] : s[i / k];
+  const float shift = int8_tensor_is_u8(t) ? kGemmI8GeluShift : 0.f;  // fc1's output: codes of GELU + shift
+  for (size_t i = 0; i < got->size(); ++i) (*got)[i] = (*got)[i] * (scale_id >= 0 ? s[0] : s[i / k]) - shift;
   return Status::Ok();
 }
 

@@ -152,6 +152,17 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   return choose_rows(&plan->graph, device);
 }
 
+// The INT8 GEMMs' split-K workspace (plan.h): 0 unless the plan runs INT8 GEMMs on CUDA.
+int64_t int8_split_workspace_bytes(const DeviceProfile& device, const Graph& g) {
+  if (device.kind != DeviceKind::kCuda) return 0;
+  int64_t partials = 0;
+  for (const Op& o : g.ops)
+    if (o.int8 && o.kind == OpKind::kLinear)  // int32 partials: padded rows x padded columns x split 4 x 4 bytes
+      partials = std::max(partials, align_up(o.m, 128) * align_up(o.n, 128) * 16);
+  if (partials == 0) return 0;
+  return align_up(kCudaI8SplitCounterBytes + std::min(partials, kCudaI8SplitPartialsMaxBytes), kArenaAlignment);
+}
+
 // Offsets and region sizes. Region 1: weights, in graph order. Region 2: io. Region 3: planned activations
 // and scratch (shared where lifetimes do not intersect). Region 4: the backend's workspace.
 void lay_out_arena(const DeviceProfile& device, Plan* plan) {
@@ -188,7 +199,11 @@ void lay_out_arena(const DeviceProfile& device, Plan* plan) {
   plan->activations_lower_bound_bytes = planner.LowerBoundBytes();
   cursor += plan->activations_bytes;
 
-  const int64_t backend_ws = device.kind == DeviceKind::kCuda ? kCudaLtWorkspaceBytes : 0;
+  // Region 4, the INT8 split-K workspace then cuBLASLt's: never shared with activations (the split rows' tile
+  // counters must stay zero between launches).
+  plan->int8_split_workspace_bytes = int8_split_workspace_bytes(device, g);
+  const int64_t backend_ws =
+      (device.kind == DeviceKind::kCuda ? kCudaLtWorkspaceBytes : 0) + plan->int8_split_workspace_bytes;
   cursor += backend_ws;
   plan->workspace_bytes = backend_ws + scratch_peak;
   plan->arena_bytes = cursor;

@@ -13,7 +13,8 @@
 //        ├───────────────────────┤
 //        │ activations + scratch  │  planned: buffers whose lifetimes do not intersect share bytes
 //        ├───────────────────────┤
-//        │ workspace (backend)    │  cuBLASLt workspace on CUDA; empty on CPU
+//        │ workspace (backend)    │  CUDA: the INT8 GEMMs' split-K workspace (INT8 plans only, zeroed at
+//        │                        │  start-up), then cuBLASLt's workspace (the last bytes); empty on CPU
 //        └───────────────────────┘  arena_bytes
 #pragma once
 
@@ -31,6 +32,13 @@ namespace edgevit {
 
 constexpr int64_t kArenaAlignment = 256;
 constexpr int64_t kCudaLtWorkspaceBytes = 4 << 20;  // cuBLASLt workspace, fixed so plans are stable
+// The INT8 GEMMs' split-K workspace on CUDA (kernels/cuda/gemm_i8.h, "Split-K rows" in
+// docs/kernels-gemm-i8.md): one counter per output tile for 16384 tiles (gpu::kGemmI8CounterBytes, checked
+// where the runtime includes both), then room for the partial tiles of the plan's largest INT8 GEMM with any
+// split row (tiles of at most 128 x 128, split at most 4), capped: start-up tuning times only the split rows
+// whose partial tiles fit (runtime/cuda/ops_int8_cuda.cpp).
+constexpr int64_t kCudaI8SplitCounterBytes = int64_t{16384} * 4;
+constexpr int64_t kCudaI8SplitPartialsMaxBytes = int64_t{16} << 20;
 
 struct PlanOptions {
   int batch = 0;                          // 0: the model's max_batch
@@ -87,6 +95,7 @@ struct Plan {
   int64_t io_bytes = 0;
   int64_t activations_bytes = 0;
   int64_t workspace_bytes = 0;   // backend workspace region + the planned scratch tensors' peak
+  int64_t int8_split_workspace_bytes = 0;  // of the backend region: the INT8 split-K workspace (0 but on CUDA INT8)
   int64_t arena_bytes = 0;
   int64_t activations_lower_bound_bytes = 0;
   int64_t lower_bound_bytes = 0;  // weights + io + activation lower bound + workspace region

@@ -46,7 +46,10 @@ void cuda_lines(Plan* p) {
   // (input from the host staging, input already on the device).
   int sizes = 1;
   for (int s = 1; s < g.batch; s *= 2) ++sizes;
-  add(p, "arena (weights, io, activations, cuBLASLt workspace)", MemorySpace::kDevice, p->arena_bytes, "planned");
+  add(p,
+      p->int8_split_workspace_bytes > 0 ? "arena (weights, io, activations, INT8 split-K + cuBLASLt)"
+                                        : "arena (weights, io, activations, cuBLASLt workspace)",
+      MemorySpace::kDevice, p->arena_bytes, "planned");
   add(p, "CUDA graphs: " + std::to_string(2 * sizes) + " executables (" + std::to_string(sizes) +
              " batch sizes x host/device input)",
       MemorySpace::kDevice, 2 * sizes * kCudaGraphExecBytes, "measured per executable on an H200");

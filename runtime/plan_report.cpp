@@ -228,6 +228,9 @@ void memory_text(const Plan& p, std::ostringstream& os) {
   bytes_line(os, "activations (planned)", p.activations_bytes,
              "; lower bound " + std::to_string(p.activations_lower_bound_bytes));
   bytes_line(os, "workspace", p.workspace_bytes);
+  if (p.int8_split_workspace_bytes > 0)
+    bytes_line(os, "  of which INT8 split-K (zeroed)", p.int8_split_workspace_bytes,
+               "; counters + partial tiles, never shared with activations");
   bytes_line(os, "arena total", p.arena_bytes, "; lower bound " + std::to_string(p.lower_bound_bytes));
   os << "process memory (everything the engine holds):\n";
   for (const MemoryLine& l : p.memory) {
@@ -284,6 +287,7 @@ std::string format_plan_json(const Plan& p) {
   j["activations_bytes"] = p.activations_bytes;
   j["activations_lower_bound_bytes"] = p.activations_lower_bound_bytes;
   j["workspace_bytes"] = p.workspace_bytes;
+  j["int8_split_workspace_bytes"] = p.int8_split_workspace_bytes;
   j["context_bytes"] = p.context_bytes;
   ordered_json memory = ordered_json::array();
   for (const MemoryLine& l : p.memory)

@@ -13,7 +13,7 @@ const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
     case GemmI8Epilogue::kF16BiasGelu: return "f16_bias_gelu";
     case GemmI8Epilogue::kF16BiasResidual: return "f16_bias_residual";
     case GemmI8Epilogue::kI8Bias: return "i8_bias";
-    case GemmI8Epilogue::kI8BiasGelu: return "i8_bias_gelu";
+    case GemmI8Epilogue::kI8BiasGelu: return "u8_bias_gelu";
   }
   return "?";
 }
@@ -21,6 +21,18 @@ const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
 void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc) {
   for (int64_t i = 0; i < m; ++i) {
     const int8_t* xr = x + i * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* wr = w + j * k;
+      int32_t s = 0;
+      for (int64_t p = 0; p < k; ++p) s += static_cast<int32_t>(xr[p]) * static_cast<int32_t>(wr[p]);
+      acc[i * n + j] = s;
+    }
+  }
+}
+
+void gemm_u8i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const uint8_t* x, const int8_t* w, int32_t* acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    const uint8_t* xr = x + i * k;
     for (int64_t j = 0; j < n; ++j) {
       const int8_t* wr = w + j * k;
       int32_t s = 0;
@@ -55,6 +67,24 @@ int8_t gemm_i8_quantize_ref(float q) {
   return static_cast<int8_t>(r);
 }
 
+uint8_t gemm_i8_quantize_u8_ref(float q) {
+  if (std::isnan(q)) return 0;
+  const float r = std::nearbyint(q);
+  if (r > 255.f) return 255;
+  if (r < 0.f) return 0;
+  return static_cast<uint8_t>(r);
+}
+
+void gemm_i8_fold_shift_into_bias(int64_t n, int64_t k, const int8_t* wq, const float* sw, const float* bias,
+                                  float shift, float* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += wq[j * k + p];
+    const double b = bias ? static_cast<double>(bias[j]) : 0.0;
+    out[j] = static_cast<float>(b - static_cast<double>(shift) * static_cast<double>(sw[j]) * static_cast<double>(sum));
+  }
+}
+
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
                           int8_t* y_i8) {
   const GemmI8Epilogue e = a.epilogue;
@@ -66,7 +96,11 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
       float v = gemm_i8_dequant_ref(acc[o], sx, a.sw[j], a.bias ? a.bias[j] : 0.f);
       if (gemm_i8_epilogue_has_gelu(e)) v = gemm_i8_gelu_ref(v);
       if (e == GemmI8Epilogue::kF16BiasResidual) v = residual[o] + v;
-      if (gemm_i8_epilogue_is_i8(e)) {
+      if (gemm_i8_epilogue_is_u8(e)) {  // fc1 -> fc2's input: u = g + shift in unsigned codes
+        const float q = (v + kGemmI8GeluShift) * inv_out_scale;
+        if (y_f32) y_f32[o] = q;
+        reinterpret_cast<uint8_t*>(y_i8)[o] = gemm_i8_quantize_u8_ref(q);
+      } else if (gemm_i8_epilogue_is_i8(e)) {
         const float q = v * inv_out_scale;
         if (y_f32) y_f32[o] = q;
         y_i8[o] = gemm_i8_quantize_ref(q);
@@ -78,7 +112,11 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
 }
 
 void gemm_i8_ref(const GemmI8RefArgs& a, int32_t* acc_scratch, const float* residual, float* y_f32, int8_t* y_i8) {
-  gemm_i8_accumulate_ref(a.m, a.n, a.k, a.x, a.w, acc_scratch);
+  if (a.x_u8) {
+    gemm_u8i8_accumulate_ref(a.m, a.n, a.k, reinterpret_cast<const uint8_t*>(a.x), a.w, acc_scratch);
+  } else {
+    gemm_i8_accumulate_ref(a.m, a.n, a.k, a.x, a.w, acc_scratch);
+  }
   gemm_i8_epilogue_ref(a, acc_scratch, residual, y_f32, y_i8);
 }
 

@@ -1,6 +1,7 @@
 // The W8A8 GEMM's arithmetic on the CPU: the reference for the CUDA kernels (kernels/cuda/gemm_i8.h) and the
 // CPU INT8 path. Plain loops, exact:
-//   acc[m][n] = sum_k x_q[m][k] * w_q[n][k]                     int8 x int8 -> int32, exact (K <= 2^17)
+//   acc[m][n] = sum_k x_q[m][k] * w_q[n][k]                     int8 x int8 -> int32, exact (K <= 2^17);
+//                                                               uint8 x int8 (x_u8) exact for K <= 2^16
 //   v         = fma(float(acc), sx[m or 0] * sw[n], bias[n])    fp32; float(acc) rounds to nearest even,
 //                                                               the scale product is one rounded multiply
 //   then the epilogue (GemmI8Epilogue) in fp32, each step one rounded operation in this order:
@@ -13,6 +14,11 @@
 //   residual    y = r + v                 (r: the residual's fp16 value)
 //   INT8 out    q = v * inv, inv = 1 / out_scale (rounded once), rounded to nearest even, saturated to
 //               [-127, 127]  (a multiply: the GPU's IEEE division is ~10 instructions an output)
+//   UINT8 out   (kI8BiasGelu, fc1 -> fc2's input) u = g + kGemmI8GeluShift (one rounded add), q = u * inv
+//               rounded to nearest even, saturated to [0, 255]: GELU's output is one-sided (>= -0.16997), so
+//               the shifted value u >= 0 spends all 256 codes on the range that occurs (docs/int8.md). The
+//               consumer (fc2, x_u8) reads u ~ q * sx; the shift is folded into its bias at load
+//               (gemm_i8_fold_shift_into_bias), so its output is that of the unshifted input.
 // The CUDA kernels perform the same operations in the same order: their outputs equal the reference's.
 #pragma once
 
@@ -29,6 +35,13 @@ constexpr float kGemmI8ErfQ0 = -1.45660718464996e-05f, kGemmI8ErfQ1 = -2.1337405
                 kGemmI8ErfQ2 = -1.68282697438203e-03f, kGemmI8ErfQ3 = -7.37332916720468e-03f,
                 kGemmI8ErfQ4 = -1.42647390514189e-02f;
 
+// The shift c of fc2's unsigned input u = GELU(v) + c. The erf GELU's minimum is -0.16997120748 (at
+// v = -0.75179); the rational fp32 GELU below is within 1.5e-6 of it. c = 0.17f (0.1700000018) exceeds both by
+// 2.9e-5, so u > 0 for every finite v: no code is spent below the range and none saturates at 0. A round
+// constant rather than the exact minimum: the margin is far below any calibrated step (>= 1e-3 in the models
+// measured), and a value one can write down keeps the scale file's `gelu_shift` metadata readable.
+constexpr float kGemmI8GeluShift = 0.17f;
+
 // What the GEMM writes. Every epilogue adds the bias when one is given (nullptr: none).
 enum class GemmI8Epilogue : int {
   kF32 = 0,          // y: float (M, N), the dequantized value v (int32-exact checks: unit scales, no bias)
@@ -36,13 +49,15 @@ enum class GemmI8Epilogue : int {
   kF16BiasGelu,      // y: half (M, N) = fp16(gelu(v))
   kF16BiasResidual,  // y: half (M, N) in place: y = fp16(y + v)
   kI8Bias,           // y: int8 (M, N) = sat(rne(v / out_scale))
-  kI8BiasGelu,       // y: int8 (M, N) = sat(rne(gelu(v) / out_scale))
+  kI8BiasGelu,       // y: uint8 (M, N) = sat[0,255](rne((gelu(v) + kGemmI8GeluShift) / out_scale)): fc2's input
 };
 constexpr int kGemmI8EpilogueCount = 6;
 const char* gemm_i8_epilogue_name(GemmI8Epilogue e);
 inline bool gemm_i8_epilogue_is_i8(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kI8Bias || e == GemmI8Epilogue::kI8BiasGelu;
 }
+// The 8-bit output is unsigned (codes 0..255 of GELU + kGemmI8GeluShift).
+inline bool gemm_i8_epilogue_is_u8(GemmI8Epilogue e) { return e == GemmI8Epilogue::kI8BiasGelu; }
 inline bool gemm_i8_epilogue_has_gelu(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kF16BiasGelu || e == GemmI8Epilogue::kI8BiasGelu;
 }
@@ -50,7 +65,7 @@ inline bool gemm_i8_epilogue_has_gelu(GemmI8Epilogue e) {
 // Shapes, operands and scales. The caller keeps ownership of every buffer.
 struct GemmI8RefArgs {
   int64_t m = 0, n = 0, k = 0;
-  const int8_t* x = nullptr;   // (M, K) row-major, symmetric int8 activations
+  const int8_t* x = nullptr;   // (M, K) row-major, symmetric int8 activations (x_u8: uint8 codes, as bytes)
   const int8_t* w = nullptr;   // (N, K) row-major, symmetric int8 weights
   const float* sx = nullptr;   // (M) when sx_per_token, else (1): activation scale
   bool sx_per_token = false;
@@ -58,21 +73,32 @@ struct GemmI8RefArgs {
   const float* bias = nullptr; // (N) or nullptr
   GemmI8Epilogue epilogue = GemmI8Epilogue::kF32;
   float out_scale = 1.f;       // kI8*: the output's scale (outputs are v * (1 / out_scale))
+  bool x_u8 = false;           // x holds unsigned codes 0..255 (fc2's input: GELU + kGemmI8GeluShift)
 };
 
-// acc (M, N) = x (M, K) w (N, K)^T in int32.
+// acc (M, N) = x (M, K) w (N, K)^T in int32; the second with unsigned activations (K <= 2^16).
 void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc);
+void gemm_u8i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const uint8_t* x, const int8_t* w, int32_t* acc);
 
 // The epilogue over acc (M, N). residual: (M, N) fp16 values as float, read for kF16BiasResidual only.
 // y_f32 (M, N): the fp32 value before the output's rounding (kF32, kF16*: the value fp16 rounds; kI8*:
-// v * (1 / out_scale), the value rounded to int8); may be nullptr for kI8*. y_i8 (M, N): kI8* only.
+// v * (1 / out_scale), the value rounded to 8 bits); may be nullptr for kI8*. y_i8 (M, N): kI8* only, int8
+// codes for kI8Bias, uint8 codes (stored as the same bytes) for kI8BiasGelu.
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
                           int8_t* y_i8);
 
 // One output element's fp32 steps (shared by gemm_i8_epilogue_ref and the CPU INT8 path).
 float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias);
 float gemm_i8_gelu_ref(float v);
-int8_t gemm_i8_quantize_ref(float q);  // rne, saturated to [-127, 127]; NaN -> 0
+int8_t gemm_i8_quantize_ref(float q);     // rne, saturated to [-127, 127]; NaN -> 0
+uint8_t gemm_i8_quantize_u8_ref(float q);  // rne, saturated to [0, 255]; NaN -> 0
+
+// The bias of a GEMM whose input is u = x + shift in unsigned codes (fc2): out[n] = bias[n] - shift * sw[n] *
+// sum_k wq[n][k], so that acc(q, wq) * sx * sw + out = (sum_k (q sx - shift) wq sw) + bias for any sx: the
+// shift cancels exactly in the integer path (the quantized weights, not the fp32 ones). The sum and product
+// in double, the result rounded once to fp32. wq (N, K), sw (N), bias (N) or nullptr (0), out (N).
+void gemm_i8_fold_shift_into_bias(int64_t n, int64_t k, const int8_t* wq, const float* sw, const float* bias,
+                                  float shift, float* out);
 
 // Both: acc in a scratch buffer the caller provides (M x N int32).
 void gemm_i8_ref(const GemmI8RefArgs& a, int32_t* acc_scratch, const float* residual, float* y_f32, int8_t* y_i8);

@@ -1,7 +1,8 @@
 // W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
 // XOR-swizzled shared memory, a multi-stage cp.async pipeline with one barrier per k-tile, optional split-K,
-// and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization fused
-// into the store (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
+// and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization (fc1: GELU
+// + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
+// (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
 // [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
 // TOP/s on an H200 (mma.sync s8 ceiling 1294 TOP/s; cuBLASLt fp16 638 TFLOP/s). Every shape and batch:
@@ -29,9 +30,9 @@ namespace {
 
 using LaunchFn = cudaError_t (*)(const GemmI8Args&, int, cudaStream_t);
 
-template <class T, int kEpilogue>
+template <class T, int kEpilogue, bool kXU8 = false>
 cudaError_t launch_epilogue(const GemmI8Args& a, int split_k, cudaStream_t stream) {
-  const auto kernel = gemm_i8_kernel<T, kEpilogue>;
+  const auto kernel = gemm_i8_kernel<T, kEpilogue, kXU8>;
   // Once per kernel: above 48 KB of dynamic shared memory needs the opt-in (not a stream operation).
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
@@ -42,8 +43,15 @@ cudaError_t launch_epilogue(const GemmI8Args& a, int split_k, cudaStream_t strea
   return cudaGetLastError();
 }
 
+// Unsigned activations are instantiated for the epilogues fc2 (kF16BiasResidual) and the int32-exact tests
+// (kF32) use only; valid_args refuses the others.
 template <class T>
 cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
+  if (a.x_u8) {
+    if (a.epilogue == GemmI8Epilogue::kF32) return launch_epilogue<T, 0, true>(a, split_k, stream);
+    if (a.epilogue == GemmI8Epilogue::kF16BiasResidual) return launch_epilogue<T, 3, true>(a, split_k, stream);
+    return cudaErrorInvalidValue;
+  }
   switch (a.epilogue) {
     case GemmI8Epilogue::kF32: return launch_epilogue<T, 0>(a, split_k, stream);
     case GemmI8Epilogue::kF16Bias: return launch_epilogue<T, 1>(a, split_k, stream);
@@ -126,6 +134,9 @@ bool valid_args(const GemmI8Args& a) {
   const uintptr_t y_align = gemm_i8_epilogue_is_i8(a.epilogue) ? 8 : 16;  // one store per 8 outputs
   if (!aligned(a.y, y_align)) return false;
   if (gemm_i8_epilogue_is_i8(a.epilogue) && !(a.out_scale > 0.f)) return false;
+  if (a.x_u8 && ((a.epilogue != GemmI8Epilogue::kF32 && a.epilogue != GemmI8Epilogue::kF16BiasResidual) ||
+                 a.k > (int64_t{1} << 16)))
+    return false;
   if (v.split_k > 1) {
     if (!a.workspace || !aligned(a.workspace, 16)) return false;
     if ((a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n) > kGemmI8MaxSplitTiles) return false;

@@ -10,7 +10,9 @@
 // first use; every launch leaves it zeroed again, and launches sharing one must be ordered on one stream;
 // such a row is refused above kGemmI8MaxSplitTiles output tiles.
 // Limits: K a multiple of 32, N a multiple of 8, any M >= 1; x and w 16-byte aligned; y 16-byte aligned
-// (kI8*: 8); out_scale > 0 for kI8*.
+// (kI8*: 8); out_scale > 0 for kI8*. Unsigned activations (x_u8, fc2's input u = GELU + shift in codes
+// 0..255: mma.sync m16n8k32 u8 x s8) with the kF32 and kF16BiasResidual epilogues, K <= 2^16; kI8BiasGelu
+// writes those codes (kernels/cpu/gemm_i8_ref.h).
 // Pointers are device pointers; the caller keeps ownership. gemm_i8 only enqueues work on `stream` (it
 // can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
 // (the first call sets the kernel's shared-memory attribute).
@@ -54,6 +56,8 @@ struct GemmI8Args {
   float out_scale = 1.f;        // kI8*: y = sat(rne(v / out_scale))
   int variant = -1;             // row of gemm_i8_variants()
   void* workspace = nullptr;    // split_k > 1: gemm_i8_workspace_bytes(*this) bytes, 16-byte aligned, see above
+  bool x_u8 = false;            // x holds uint8 codes (fc2's input; mma .u8.s8); epilogues kF32 and
+                                // kF16BiasResidual only, K <= 2^16
 };
 
 // Bytes of args.workspace the row args.variant needs at args' shape (0: none; also 0 for a bad row).

@@ -19,6 +19,7 @@ using cuda::cp_async_16_at;
 using cuda::cp_async_16_full_at;
 using cuda::ldmatrix_x4_at;
 using cuda::mma_16832_s8;
+using cuda::mma_16832_u8s8;
 using cuda::smem_addr;
 using gpu::GemmI8Args;
 
@@ -167,14 +168,18 @@ __device__ __forceinline__ void load_fragments(Fragments<T>& f, uint32_t stage_b
   for (int np = 0; np < T::kNTiles / 2; ++np) ldmatrix_x4_at(f.b[np], b + np * 16 * T::kTileK);
 }
 
-// One MMA k32 step of the warp on fragments already in registers.
-template <class T>
+// One MMA k32 step of the warp on fragments already in registers (kXU8: A holds unsigned codes).
+template <class T, bool kXU8>
 __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], const Fragments<T>& g) {
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt) {
 #pragma unroll
     for (int nt = 0; nt < T::kNTiles; ++nt) {
-      mma_16832_s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
+      if constexpr (kXU8) {
+        mma_16832_u8s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
+      } else {
+        mma_16832_s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
+      }
     }
   }
 }
@@ -204,6 +209,13 @@ __device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
   return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, -127.f), 127.f))) & 0xffu;
 }
 
+// fc1's unsigned output: u = g + kGemmI8GeluShift, then u * inv rounded to nearest even in [0, 255].
+__device__ __forceinline__ uint32_t quantize_u8(float g, float inv_out_scale) {
+  const float q = __fmul_rn(__fadd_rn(g, kGemmI8GeluShift), inv_out_scale);
+  if (q != q) return 0;
+  return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, 0.f), 255.f)));
+}
+
 __device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -226,8 +238,13 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv
     uint32_t w[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      w[h] = quantize(v[4 * h], inv_out_scale) | quantize(v[4 * h + 1], inv_out_scale) << 8 |
-             quantize(v[4 * h + 2], inv_out_scale) << 16 | quantize(v[4 * h + 3], inv_out_scale) << 24;
+      if constexpr (e == GemmI8Epilogue::kI8BiasGelu) {
+        w[h] = quantize_u8(v[4 * h], inv_out_scale) | quantize_u8(v[4 * h + 1], inv_out_scale) << 8 |
+               quantize_u8(v[4 * h + 2], inv_out_scale) << 16 | quantize_u8(v[4 * h + 3], inv_out_scale) << 24;
+      } else {
+        w[h] = quantize(v[4 * h], inv_out_scale) | quantize(v[4 * h + 1], inv_out_scale) << 8 |
+               quantize(v[4 * h + 2], inv_out_scale) << 16 | quantize(v[4 * h + 3], inv_out_scale) << 24;
+      }
     }
     *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + o) = make_uint2(w[0], w[1]);
   } else {
@@ -300,7 +317,7 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
 // The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
 // One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
 // first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
-template <class T>
+template <class T, bool kXU8>
 __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
                                           const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
                                           int kt_begin, int kt_end, int tid) {
@@ -331,7 +348,7 @@ __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4],
         __syncthreads();
         if (t + 1 < k_tiles) load_fragments<T>(f[(ks + 1) & 1], base + read_stage * T::kStageBytes, lo, 0);
       }
-      mma_step<T>(acc, f[ks & 1]);
+      mma_step<T, kXU8>(acc, f[ks & 1]);
     }
   }
   cuda::cp_async_wait<0>();
@@ -380,8 +397,9 @@ __device__ __forceinline__ bool reduce_split(int (&acc)[T::kMTiles][T::kNTiles][
   return true;
 }
 
-// One block: a kTileM x kTileN output tile over its share of K (all of it when gridDim.z is 1).
-template <class T, int kEpilogue>
+// One block: a kTileM x kTileN output tile over its share of K (all of it when gridDim.z is 1). kXU8: x holds
+// unsigned codes (GemmI8Args::x_u8).
+template <class T, int kEpilogue, bool kXU8>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(const GemmI8Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -403,7 +421,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(con
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0;
   if (kt_end > kt_begin) {
     const StageLoader<T> loader(a, m0, n0, tid);
-    main_loop<T>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    main_loop<T, kXU8>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
   }
   if (gridDim.z > 1 && !reduce_split<T>(acc, a.workspace, tid)) return;
   store_tile<T, kEpilogue>(a, acc, reinterpret_cast<int32_t*>(smem), m0, n0, warp_m, warp_n, tid);

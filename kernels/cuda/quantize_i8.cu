@@ -1,7 +1,15 @@
-// INT8 producers on the GPU (kernels/cuda/quantize_i8.h): LayerNorm -> int8 and fp16 rows -> int8.
-//   layernorm_i8_f16       one warp per row: mean, variance (two-pass, fp32), the row's max |y| when per
-//                          token, then y = (x - mean) * rstd * gamma + beta quantized; not yet timed
-//   quantize_rows_i8_f16   one warp per row: the row's max |x| when per token, then quantize; not yet timed
+// INT8 producers on the GPU (kernels/cuda/quantize_i8.h): LayerNorm -> int8 and rows -> int8, fp16 or fp32 in.
+//   row kernel (kVec)  one warp per row held in registers (kVec chunks of 8 elements per lane, C <= 256 kVec,
+//                      kVec in 1, 2, 3, 4, 6, 8): 16-byte loads, one read of the row from global memory,
+//                      statistics by shuffles, gamma / beta read with x (fp16, C <= 768),
+//                      a multiply per code, 8-byte stores of 8 codes; 2 rows per block (4 from 2048
+//                      rows on) so 197 rows fill 99 blocks. ViT-B/16 LayerNorm -> int8 on the H200: 6.6 us
+//                      at batch 1, 19 us at batch 64 (per-op wall with ~4 us of launch; docs/benchmarks.md
+//                      "INT8 end to end").
+//   generic            one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
+//                      C not a multiple of 8, unaligned pointers).
+// Both give the reference's q = rne(x / s) (IEEE division): the generic kernel divides, the row kernel
+// multiplies by 1 / s and divides only next to a rounding tie (Quantizer, proof beside it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -12,7 +20,7 @@
 namespace edgevit::gpu {
 namespace {
 
-constexpr int kWarps = 4;  // rows per block
+constexpr int kChunk = 8;  // elements per 16-byte fp16 load (two loads for fp32)
 
 __device__ float warp_sum_f(float v) {
 #pragma unroll
@@ -33,29 +41,185 @@ __device__ int8_t quantize(float v, float s) {
   return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
 }
 
+// quantize() without the division on the common path: rne(v * inv), inv = 1 / s (IEEE), gives the same code
+// unless v * inv is NaN, within 1e-4 of a half-integer below 128 in magnitude, or inv overflowed (s < 2^-128),
+// where quantize() decides. Why equal elsewhere: |fl(v * inv) - v / s| <= 2^-23 |v / s| < 1.6e-5 for
+// |v / s| < 128 and fl(v / s) is closer still, so away from a tie both round to the same integer; from 128 on
+// both saturate to 127 (tests/kernels/quantize_i8_cuda_test.cu checks values next to every tie).
+struct Quantizer {
+  float s, inv;
+  bool divide;  // inv overflowed: every value takes quantize()
+};
+__device__ Quantizer make_quantizer(float s) {
+  const float inv = __frcp_rn(s);
+  return Quantizer{s, inv, !(inv < INFINITY)};
+}
+__device__ int8_t quantize(float v, const Quantizer& z) {
+  const float t = __fmul_rn(v, z.inv);
+  const float r = rintf(t);
+  if (z.divide || t != t || (fabsf(t) < 128.f && !(fabsf(fabsf(__fsub_rn(t, r)) - 0.5f) >= 1e-4f)))
+    return quantize(v, z.s);
+  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
+}
+
 __device__ float row_scale(float amax, const float* scale) {
   if (scale != nullptr) return *scale;
   return amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
 }
 
-__global__ void __launch_bounds__(kWarps * 32)
-    layernorm_i8_kernel(const __half* x, const __half* __restrict__ gamma, const __half* __restrict__ beta,
-                        const float* scale, int8_t* q, float* s, int m, int c, float eps) {
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
+__device__ float to_f(__half v) { return __half2float(v); }
+__device__ float to_f(float v) { return v; }
+
+// Eight elements as loaded (16 bytes of fp16, 32 of fp32), converted to float where used: gamma and beta read
+// early stay packed (fewer registers than floats).
+template <class In>
+struct Raw8;
+template <>
+struct Raw8<__half> {
+  uint4 u;
+};
+template <>
+struct Raw8<float> {
+  float4 a, b;
+};
+__device__ Raw8<__half> load_raw8(const __half* p) { return Raw8<__half>{__ldg(reinterpret_cast<const uint4*>(p))}; }
+__device__ Raw8<float> load_raw8(const float* p) {
+  return Raw8<float>{__ldg(reinterpret_cast<const float4*>(p)), __ldg(reinterpret_cast<const float4*>(p) + 1)};
+}
+__device__ void to_floats(const Raw8<__half>& r, float (&v)[kChunk]) {
+  const __half2* h = reinterpret_cast<const __half2*>(&r.u);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __half22float2(h[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+__device__ void to_floats(const Raw8<float>& r, float (&v)[kChunk]) {
+  v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w, v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
+}
+// Eight consecutive elements from a 16-byte aligned address, as floats.
+template <class In>
+__device__ void load8(const In* p, float (&v)[kChunk]) {
+  to_floats(load_raw8(p), v);
+}
+
+// Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned).
+__device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, int8_t* q) {
+  uint32_t w[2] = {0, 0};
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j)
+    w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(quantize(v[j], z))) << (8 * (j % 4));
+  *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
+}
+
+// One row per warp, held in registers: lane l owns chunks l, l + 32, ... (coalesced 16-byte loads).
+// gamma == nullptr: no LayerNorm, quantize the row as it is.
+template <class In, int kVec>
+__global__ void __launch_bounds__(128)
+    rows_i8_vec_kernel(const In* __restrict__ x, const In* __restrict__ gamma, const In* __restrict__ beta,
+                       const float* scale, int8_t* __restrict__ q, float* __restrict__ s, int m, int c, float eps) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= m) return;
-  const __half* xr = x + static_cast<int64_t>(row) * c;
-  float sum = 0.f;
-  for (int i = lane; i < c; i += 32) sum += __half2float(xr[i]);
-  const float mean = warp_sum_f(sum) / static_cast<float>(c);
-  float sq = 0.f;
-  for (int i = lane; i < c; i += 32) {
-    const float d = __half2float(xr[i]) - mean;
-    sq += d * d;
+  const In* xr = x + static_cast<int64_t>(row) * c;
+  float v[kVec][kChunk];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const int i = (j * 32 + lane) * kChunk;
+    if (i < c) load8(xr + i, v[j]);
   }
-  const float rstd = rsqrtf(warp_sum_f(sq) / static_cast<float>(c) + eps);
+  // fp16 rows of up to 768 channels (kVec <= 3): gamma and beta are read with x, before the reductions, so
+  // their latency overlaps; other rows read them after (registers).
+  constexpr bool kEarly = sizeof(In) == 2 && kVec <= 3;
+  Raw8<In> g_early[kEarly ? kVec : 1], b_early[kEarly ? kVec : 1];
+  if (kEarly && gamma != nullptr)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * 32 + lane) * kChunk;
+      if (i < c) {
+        g_early[kEarly ? j : 0] = load_raw8(gamma + i);
+        b_early[kEarly ? j : 0] = load_raw8(beta + i);
+      }
+    }
+  float amax = 0.f;
+  if (gamma != nullptr) {
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      if ((j * 32 + lane) * kChunk < c)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) sum += v[j][e];
+    const float mean = warp_sum_f(sum) / static_cast<float>(c);
+    float sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      if ((j * 32 + lane) * kChunk < c)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) {
+          const float d = v[j][e] - mean;
+          sq += d * d;
+        }
+    const float rstd = rsqrtf(warp_sum_f(sq) / static_cast<float>(c) + eps);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * 32 + lane) * kChunk;
+      if (i >= c) continue;
+      float g[kChunk], b[kChunk];
+      if (kEarly) {
+        to_floats(g_early[kEarly ? j : 0], g);
+        to_floats(b_early[kEarly ? j : 0], b);
+      } else {
+        load8(gamma + i, g);
+        load8(beta + i, b);
+      }
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) {
+        v[j][e] = (v[j][e] - mean) * rstd * g[e] + b[e];
+        amax = fmaxf(amax, fabsf(v[j][e]));
+      }
+    }
+  } else if (scale == nullptr) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      if ((j * 32 + lane) * kChunk < c)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[j][e]));
+  }
+  const float sr = row_scale(scale == nullptr ? warp_max_f(amax) : 0.f, scale);
+  const Quantizer z = make_quantizer(sr);
+  int8_t* qr = q + static_cast<int64_t>(row) * c;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const int i = (j * 32 + lane) * kChunk;
+    if (i < c) quantize_store8(v[j], z, qr + i);
+  }
+  if (lane == 0) s[row] = sr;
+}
+
+// Any shape and alignment: one warp per row, scalar reads of global memory (the row stays in L1).
+template <class In>
+__global__ void __launch_bounds__(128)
+    rows_i8_generic_kernel(const In* x, const In* __restrict__ gamma, const In* __restrict__ beta,
+                           const float* scale, int8_t* q, float* s, int m, int c, float eps) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= m) return;
+  const In* xr = x + static_cast<int64_t>(row) * c;
+  float mean = 0.f, rstd = 1.f;
+  if (gamma != nullptr) {
+    float sum = 0.f;
+    for (int i = lane; i < c; i += 32) sum += to_f(xr[i]);
+    mean = warp_sum_f(sum) / static_cast<float>(c);
+    float sq = 0.f;
+    for (int i = lane; i < c; i += 32) {
+      const float d = to_f(xr[i]) - mean;
+      sq += d * d;
+    }
+    rstd = rsqrtf(warp_sum_f(sq) / static_cast<float>(c) + eps);
+  }
   auto y_at = [&](int i) {
-    return (__half2float(xr[i]) - mean) * rstd * __half2float(gamma[i]) + __half2float(beta[i]);
+    return gamma == nullptr ? to_f(xr[i]) : (to_f(xr[i]) - mean) * rstd * to_f(gamma[i]) + to_f(beta[i]);
   };
   float amax = 0.f;
   if (scale == nullptr)
@@ -66,36 +230,69 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (lane == 0) s[row] = sr;
 }
 
-__global__ void __launch_bounds__(kWarps * 32)
-    quantize_rows_kernel(const __half* x, const float* scale, int8_t* q, float* s, int m, int k) {
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= m) return;
-  const __half* xr = x + static_cast<int64_t>(row) * k;
-  float amax = 0.f;
-  if (scale == nullptr)
-    for (int i = lane; i < k; i += 32) amax = fmaxf(amax, fabsf(__half2float(xr[i])));
-  const float sr = row_scale(warp_max_f(amax), scale);
-  int8_t* qr = q + static_cast<int64_t>(row) * k;
-  for (int i = lane; i < k; i += 32) qr[i] = quantize(__half2float(xr[i]), sr);
-  if (lane == 0) s[row] = sr;
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <class In>
+using RowsKernel = void (*)(const In*, const In*, const In*, const float*, int8_t*, float*, int, int, float);
+
+// The register-resident kernel for C, or the generic one.
+template <class In>
+RowsKernel<In> pick(const In* x, const In* gamma, const In* beta, const int8_t* q, int c) {
+  const bool vec = c % kChunk == 0 && aligned(x, 16) && aligned(q, 8) &&
+                   (gamma == nullptr || (aligned(gamma, 16) && aligned(beta, 16)));
+  const int chunks = (c / kChunk + 31) / 32;  // per lane
+  if (!vec || chunks > 8) return rows_i8_generic_kernel<In>;
+  if (chunks <= 1) return rows_i8_vec_kernel<In, 1>;
+  if (chunks <= 2) return rows_i8_vec_kernel<In, 2>;
+  if (chunks <= 3) return rows_i8_vec_kernel<In, 3>;
+  if (chunks <= 4) return rows_i8_vec_kernel<In, 4>;
+  if (chunks <= 6) return rows_i8_vec_kernel<In, 6>;
+  return rows_i8_vec_kernel<In, 8>;
+}
+
+template <class In>
+cudaError_t launch_rows(const In* x, const In* gamma, const In* beta, const float* scale, int8_t* q, float* s, int m,
+                        int c, float eps, cudaStream_t stream) {
+  const int warps = m >= 2048 ? 4 : 2;  // rows per block: enough blocks for a ViT's 197 rows on 132 SMs
+  pick(x, gamma, beta, q, c)<<<(m + warps - 1) / warps, warps * 32, 0, stream>>>(x, gamma, beta, scale, q, s, m,
+                                                                                    c, eps);
+  return cudaGetLastError();
+}
+
+template <class In>
+cudaError_t layernorm_i8(const In* x, const In* gamma, const In* beta, const float* scale, int8_t* q, float* s, int m,
+                         int c, float eps, cudaStream_t stream) {
+  if (m <= 0 || c <= 0 || x == nullptr || gamma == nullptr || beta == nullptr || q == nullptr || s == nullptr)
+    return cudaErrorInvalidValue;
+  return launch_rows(x, gamma, beta, scale, q, s, m, c, eps, stream);
+}
+
+template <class In>
+cudaError_t quantize_rows_i8(const In* x, const float* scale, int8_t* q, float* s, int m, int k, cudaStream_t stream) {
+  if (m <= 0 || k <= 0 || x == nullptr || q == nullptr || s == nullptr) return cudaErrorInvalidValue;
+  return launch_rows<In>(x, nullptr, nullptr, scale, q, s, m, k, 0.f, stream);
 }
 
 }  // namespace
 
 cudaError_t layernorm_i8_f16(const __half* x, const __half* gamma, const __half* beta, const float* scale,
                              int8_t* q, float* s, int m, int c, float eps, cudaStream_t stream) {
-  if (m <= 0 || c <= 0 || x == nullptr || gamma == nullptr || beta == nullptr || q == nullptr || s == nullptr)
-    return cudaErrorInvalidValue;
-  layernorm_i8_kernel<<<(m + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(x, gamma, beta, scale, q, s, m, c, eps);
-  return cudaGetLastError();
+  return layernorm_i8(x, gamma, beta, scale, q, s, m, c, eps, stream);
+}
+
+cudaError_t layernorm_i8_f32(const float* x, const float* gamma, const float* beta, const float* scale, int8_t* q,
+                             float* s, int m, int c, float eps, cudaStream_t stream) {
+  return layernorm_i8(x, gamma, beta, scale, q, s, m, c, eps, stream);
 }
 
 cudaError_t quantize_rows_i8_f16(const __half* x, const float* scale, int8_t* q, float* s, int m, int k,
                                  cudaStream_t stream) {
-  if (m <= 0 || k <= 0 || x == nullptr || q == nullptr || s == nullptr) return cudaErrorInvalidValue;
-  quantize_rows_kernel<<<(m + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(x, scale, q, s, m, k);
-  return cudaGetLastError();
+  return quantize_rows_i8(x, scale, q, s, m, k, stream);
+}
+
+cudaError_t quantize_rows_i8_f32(const float* x, const float* scale, int8_t* q, float* s, int m, int k,
+                                 cudaStream_t stream) {
+  return quantize_rows_i8(x, scale, q, s, m, k, stream);
 }
 
 }  // namespace edgevit::gpu

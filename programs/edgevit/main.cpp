@@ -191,6 +191,39 @@ void announce_attention_choices(const ev::Engine& e, bool verbose) {
   }
 }
 
+// CUDA INT8 engines (-v, bench --profile; on stderr): the gemm_i8 tile row each INT8 GEMM runs (the plan's
+// tuning records whose choice is a gemm_i8 row, kernels/cuda/gemm_i8.h), counted per captured batch size and
+// GEMM role, then op by op for `batch` with what start-up timed.
+void announce_gemm_i8_rows(const ev::Engine& e, bool verbose, int batch) {
+  std::vector<const ev::TuningRecord*> rs;
+  for (const ev::TuningRecord& t : e.plan().tuning)
+    if (t.choice.rfind("i8_", 0) == 0) rs.push_back(&t);
+  if (!verbose || rs.empty()) return;
+  std::fprintf(stderr, "gemm_i8 rows per captured batch size (role: row x GEMMs):\n");
+  std::vector<int> batches;
+  for (const ev::TuningRecord* t : rs)
+    if (std::find(batches.begin(), batches.end(), t->batch) == batches.end()) batches.push_back(t->batch);
+  std::sort(batches.begin(), batches.end());
+  for (int b : batches) {
+    std::vector<std::pair<std::string, int>> counts;  // "role: row", in first-seen order
+    for (const ev::TuningRecord* t : rs) {
+      if (t->batch != b) continue;
+      const size_t dot = t->op.find('.', t->op.find('.') + 1);  // "blocks.3.attn.qkv" -> "attn.qkv"
+      const std::string key = (dot == std::string::npos ? t->op : t->op.substr(dot + 1)) + ": " + t->choice;
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == key; });
+      if (it == counts.end()) counts.emplace_back(key, 1);
+      else ++it->second;
+    }
+    std::string line;
+    for (const auto& c : counts) line += (line.empty() ? "" : ", ") + c.first + " x" + std::to_string(c.second);
+    std::fprintf(stderr, "  batch %-4d %s\n", b, line.c_str());
+  }
+  std::fprintf(stderr, "  %-26s %-28s %s   (batch %d)\n", "op", "row", "start-up timing", batch);
+  for (const ev::TuningRecord* t : rs)
+    if (t->batch == batch)
+      std::fprintf(stderr, "  %-26s %-28s %s\n", t->op.c_str(), t->choice.c_str(), t->detail.c_str());
+}
+
 std::vector<float> softmax_row(const float* x, int n) {
   std::vector<float> p(n);
   const float m = *std::max_element(x, x + n);
@@ -375,6 +408,7 @@ int cmd_run(const CommonOpts& o, const RunOpts& r, const std::vector<std::string
   announce_cpu_gemm(e, o.verbose);
   announce_gemm_choices(e, o.verbose, e.max_batch());
   announce_attention_choices(e, o.verbose);
+  announce_gemm_i8_rows(e, o.verbose, e.max_batch());
   if (o.verbose) std::fprintf(stderr, "device %s (%s), threads %d\n", dev->profile.name.c_str(), dev->how.c_str(), e.threads());
 
   std::vector<std::string> labels;
@@ -531,6 +565,7 @@ int cmd_bench(const CommonOpts& o, const BenchOpts& b, const std::vector<std::st
   announce_cpu_gemm(e, o.verbose);
   announce_gemm_choices(e, o.verbose || b.profile, e.max_batch());
   announce_attention_choices(e, o.verbose || b.profile);
+  announce_gemm_i8_rows(e, o.verbose || b.profile, e.max_batch());
   const int n = e.max_batch();
   std::vector<float> pageable;
   const float* input = bench_input(e, b, n, &pageable);

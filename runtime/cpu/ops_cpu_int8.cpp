@@ -9,6 +9,9 @@
 // Scales: each weight row's (per output channel, made at load: runtime/int8_scales.h) and each activation
 // row's: the calibrated `<gemm>.input_scale` (per tensor) or the row's amax / 127 (per token). Per tensor,
 // fc2 reads its input at its own `.input_scale` (the scale fc1 wrote with), not fc1's row scales.
+// fc2's input `mlp.hidden` is unsigned in both modes: fc1 writes u = GELU + kGemmI8GeluShift as uint8 codes
+// (per tensor at fc2's scale, per token at the row's umax / 255), fc2 accumulates uint8 x int8 and its bias
+// carries the shift (folded at load: runtime/int8_scales.h).
 #include <algorithm>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quantize_i8_ref.h"
 #include "runtime/cpu/ops_cpu.h"
+#include "runtime/int8_scales.h"
 
 namespace edgevit {
 
@@ -76,6 +80,7 @@ class GemmI8 final : public CpuKernel {
     bias_ = weight_named(op_, g, ".bias");
     scale_ = weight_named(op_, g, ".input_scale");  // proj, fc2: its input's; fc1: its output's (fc2's input)
     quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+    x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
     if (!quantize_input_ && op_.epilogue != 1 && scale_ >= 0) sx_rows_.assign(static_cast<size_t>(op_.m), 0.f);
     acc_.assign(static_cast<size_t>(op_.n), 0);
     row_.assign(static_cast<size_t>(op_.n), 0.f);
@@ -104,7 +109,8 @@ class GemmI8 final : public CpuKernel {
   std::string resolved(int) const override {
     std::string s = "cpu.gemm_i8_ref";
     if (quantize_input_) s += "+quantize_input";
-    s += op_.epilogue == 1 ? "+bias_gelu->int8" : op_.epilogue == 2 ? "+bias_residual" : "+bias";
+    if (x_u8_) s += "+u8_input";
+    s += op_.epilogue == 1 ? "+bias_gelu->u8" : op_.epilogue == 2 ? "+bias_residual" : "+bias";
     return s;
   }
 
@@ -118,17 +124,21 @@ class GemmI8 final : public CpuKernel {
     int32_t* acc = acc_.data();
     float* v = row_.data();
     for (int64_t r = 0; r < rows; ++r) {
-      gemm_i8_accumulate_ref(1, n, k, x + r * k, w, acc);
+      if (x_u8_) {  // fc2: uint8 codes of GELU + shift (the shift is in its bias)
+        gemm_u8i8_accumulate_ref(1, n, k, reinterpret_cast<const uint8_t*>(x) + r * k, w, acc);
+      } else {
+        gemm_i8_accumulate_ref(1, n, k, x + r * k, w, acc);
+      }
       for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_dequant_ref(acc[j], sx[r], sw[j], bias ? bias[j] : 0.f);
-      if (op_.epilogue == 1) {  // fc1: GELU, then int8 for fc2
-        for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_gelu_ref(v[j]);
-        int8_t* q = ctx.arena.as<int8_t>(op_.outputs[0]) + r * n;
-        if (out_scale > 0) {  // per tensor: gemm_i8_ref's kI8BiasGelu, q = rne(g * (1 / out_scale))
+      if (op_.epilogue == 1) {  // fc1: GELU, shift, then uint8 for fc2
+        for (int64_t j = 0; j < n; ++j) v[j] = gemm_i8_gelu_ref(v[j]) + kGemmI8GeluShift;
+        uint8_t* q = ctx.arena.as<uint8_t>(op_.outputs[0]) + r * n;
+        if (out_scale > 0) {  // per tensor: gemm_i8_ref's kI8BiasGelu, q = rne((g + shift) * (1 / out_scale))
           const float inv = 1.f / out_scale;
-          for (int64_t j = 0; j < n; ++j) q[j] = gemm_i8_quantize_ref(v[j] * inv);
+          for (int64_t j = 0; j < n; ++j) q[j] = gemm_i8_quantize_u8_ref(v[j] * inv);
           ctx.f32(op_.outputs[1])[r] = out_scale;
-        } else {  // per token: the row's own scale (quantize_i8_ref.h)
-          quantize_rows_i8_ref(v, 1, n, 0.f, q, ctx.f32(op_.outputs[1]) + r);
+        } else {  // per token: the row's own scale, umax / 255 (quantize_i8_ref.h)
+          quantize_rows_u8_ref(v, 1, n, 0.f, q, ctx.f32(op_.outputs[1]) + r);
         }
       } else if (op_.epilogue == 2) {
         float* y = ctx.f32(op_.outputs[0]) + r * n;
@@ -141,6 +151,7 @@ class GemmI8 final : public CpuKernel {
 
   int sw_ = -1, bias_ = -1, scale_ = -1;
   bool quantize_input_ = false;
+  bool x_u8_ = false;  // fc2: its input is fc1's uint8 output
   std::vector<int32_t> acc_;  // one int32 row of N (made at prepare)
   std::vector<float> row_;    // one fp32 row of N
   std::vector<float> sx_rows_;  // fc2, per tensor: M copies of its input scale (made at prepare)
@@ -151,9 +162,12 @@ Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {
                            (g.int8_per_token ? "per-token scales (amax / 127)" : "the calibrated per-tensor scale"),
                  "", false};
 }
-Support gemm_i8_supports(const Op& o, const Graph&, const DeviceProfile&) {
+Support gemm_i8_supports(const Op& o, const Graph& g, const DeviceProfile&) {
   if (o.epilogue != 0 && o.epilogue != 1 && o.epilogue != 2)
     return Support{false, "INT8 fc1 has the erf GELU epilogue only (act: gelu); use precision fp32", "", false};
+  if (int8_tensor_is_u8(g.tensors[static_cast<size_t>(o.inputs[0])]) && o.k > (int64_t{1} << 16))
+    return Support{false, "fc2's uint8 input needs K <= 65536 (exact int32 accumulation); use precision fp32", "",
+                   false};
   return Support{true, "W8A8: int8 x int8 -> int32, dequantized in fp32 with per-channel weight scales (gemm_i8_ref)",
                  "", false};
 }

@@ -41,6 +41,12 @@ Status CudaContext::open() {
     flush_bytes = std::min<int64_t>(2 * int64_t{l2}, plan.arena_bytes - kCudaLtWorkspaceBytes) / 16 * 16;
   }
   workspace = arena.tail(kCudaLtWorkspaceBytes);
+  i8_workspace_bytes = plan.int8_split_workspace_bytes;
+  if (i8_workspace_bytes > 0) {
+    i8_workspace = arena.tail(kCudaLtWorkspaceBytes + i8_workspace_bytes);
+    EV_CUDA_CHECK("init", cudaMemsetAsync(i8_workspace, 0, static_cast<size_t>(i8_workspace_bytes), stream));
+    EV_CUDA_CHECK("init", cudaStreamSynchronize(stream));
+  }
   return Status::Ok();
 }
 

@@ -41,8 +41,8 @@ struct CudaContext final : ExecContext {
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
 
-  // Creates the stream, the cuBLASLt handle and (when tuning) the timing events on the current device, and
-  // reads the device's attributes.
+  // Creates the stream, the cuBLASLt handle and (when tuning) the timing events on the current device,
+  // reads the device's attributes and zeroes the INT8 split-K workspace.
   Status open();
   // Index of batch n in sizes (n is one of them).
   size_t size_index(int n) const {
@@ -57,6 +57,10 @@ struct CudaContext final : ExecContext {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   uint8_t* workspace = nullptr;  // cuBLASLt workspace: arena.tail(kCudaLtWorkspaceBytes)
+  // The INT8 GEMMs' split-K workspace (plan.h), just before cuBLASLt's; zeroed by open(), and every split
+  // launch leaves it zeroed (kernels/cuda/gemm_i8.h). nullptr / 0 unless the plan has one.
+  uint8_t* i8_workspace = nullptr;
+  int64_t i8_workspace_bytes = 0;
   int sm = 0;                    // compute capability x 10 + minor
   int64_t smem_optin = 0;        // cudaDevAttrMaxSharedMemoryPerBlockOptin
   int sm_count = 1;              // multiprocessors

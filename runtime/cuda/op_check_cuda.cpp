@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/int8_scales.h"
 #include "runtime/op_check.h"
 
 namespace edgevit {
@@ -27,9 +28,11 @@ class CudaOpCaseDevice final : public OpCaseDevice {
       EV_CUDA_CHECK("op case", cudaMemcpy(arena.at(t.id), values.data(), values.size() * 4, cudaMemcpyHostToDevice));
       return Status::Ok();
     }
-    if (t.elem_bytes == 1) {  // int8 (INT8 ops): the values are integers in [-127, 127]
-      std::vector<int8_t> q(values.size());
-      for (size_t i = 0; i < values.size(); ++i) q[i] = static_cast<int8_t>(values[i]);
+    if (t.elem_bytes == 1) {  // INT8 ops: integers in [-127, 127], or [0, 255] for uint8 tensors
+      const bool u8 = int8_tensor_is_u8(t);
+      std::vector<uint8_t> q(values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        q[i] = u8 ? static_cast<uint8_t>(values[i]) : static_cast<uint8_t>(static_cast<int8_t>(values[i]));
       EV_CUDA_CHECK("op case", cudaMemcpy(arena.at(t.id), q.data(), q.size(), cudaMemcpyHostToDevice));
       return Status::Ok();
     }
@@ -46,9 +49,10 @@ class CudaOpCaseDevice final : public OpCaseDevice {
       return Status::Ok();
     }
     if (t.elem_bytes == 1) {
-      std::vector<int8_t> q(n);
+      std::vector<uint8_t> q(n);
       EV_CUDA_CHECK("op case", cudaMemcpy(q.data(), arena.at(t.id), n, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < n; ++i) (*values)[i] = q[i];
+      const bool u8 = int8_tensor_is_u8(t);
+      for (size_t i = 0; i < n; ++i) (*values)[i] = u8 ? q[i] : static_cast<int8_t>(q[i]);
       return Status::Ok();
     }
     std::vector<__half> h(n);

@@ -1,12 +1,15 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
 // (gpu::layernorm_i8_f16) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
 // epilogues: qkv -> fp16 (kF16Bias), proj and fc2 += into the fp16 residual (kF16BiasResidual), fc1 -> GELU
-// -> int8 with fc2's calibrated input scale (kI8BiasGelu). proj first quantizes the attention's fp16 output
+// + shift -> uint8 with fc2's calibrated input scale (kI8BiasGelu; fc2 reads those codes, x_u8, its bias
+// carrying the shift: docs/int8.md). proj first quantizes the attention's fp16 output
 // into its scratch (gpu::quantize_rows_i8_f16). Activation scales: per row from the producer (the LayerNorm's
 // row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
 // does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
 // prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
-// fastest of them timed on the arena's own tensors (tuning_timer.h), recorded in the plan's tuning records.
+// fastest row timed on the arena's own tensors (tuning_timer.h), split-K rows included where their partial
+// tiles fit the plan's INT8 split-K workspace (plan.h; CudaContext::i8_workspace), recorded in the plan's
+// tuning records (`bench --profile` prints them).
 #include <cuda_fp16.h>
 
 #include <string>
@@ -18,9 +21,12 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
 #include "runtime/cuda/tuning_timer.h"
+#include "runtime/int8_scales.h"
 
 namespace edgevit {
 namespace {
+
+static_assert(kCudaI8SplitCounterBytes == gpu::kGemmI8CounterBytes, "plan.h sizes the split-K tile counters");
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -79,11 +85,13 @@ class GemmI8Kernel final : public OpKernel {
 
  private:
   // The gemm_i8 row per captured batch size: the table's first row this device runs without a split-K
-  // workspace, or (EngineOptions::tune_gemms) the fastest of every such row, timed at that size.
+  // workspace, or (EngineOptions::tune_gemms) the fastest row timed at that size.
   struct PerSize {
     int batch = 0;
     int variant = -1;
-    int candidates = 0;
+    int candidates = 0;     // rows timed
+    int split_timed = 0;    // of which split-K rows
+    int split_skipped = 0;  // split-K rows not timed: their partial tiles exceed the plan's workspace
     double first_us = 0, chosen_us = 0;
   };
   gpu::GemmI8Args args(const CudaContext& c, int n) const;
@@ -95,6 +103,8 @@ class GemmI8Kernel final : public OpKernel {
   int sw_ = -1, bias_ = -1, in_scale_ = -1;  // in_scale_: proj's own input scale, or fc2's (read by fc2)
   float out_scale_ = 1.f;                    // fc1: fc2's input scale (host copy, made at prepare)
   bool quantize_input_ = false;
+  bool x_u8_ = false;  // fc2: fc1's uint8 codes of GELU + shift (its bias carries the shift)
+  int64_t i8_workspace_bytes_ = 0;  // the plan's INT8 split-K workspace (for the tuning records)
 };
 
 Status GemmI8Kernel::prepare(ExecContext& ctx) {
@@ -104,6 +114,7 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   sw_ = weight_named(op_, g, ".weight_scale");
   bias_ = weight_named(op_, g, ".bias");
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
+  x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
   epilogue_ = op_.epilogue == 1 ? GemmI8Epilogue::kI8BiasGelu
               : op_.epilogue == 2 ? GemmI8Epilogue::kF16BiasResidual
                                   : GemmI8Epilogue::kF16Bias;
@@ -116,6 +127,7 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   } else {  // fc2, per tensor: reads fc1's int8 output at its own calibrated scale (fc1 wrote with it)
     in_scale_ = weight_named(op_, g, ".input_scale");
   }
+  i8_workspace_bytes_ = c.i8_workspace_bytes;
   sizes_.clear();
   for (int n : c.sizes.empty() ? std::vector<int>{g.batch} : c.sizes) {
     PerSize p;
@@ -132,8 +144,9 @@ size_t GemmI8Kernel::size_index(int n) const {
   return sizes_.size() - 1;
 }
 
-// Split-K rows need a zeroed workspace the arena does not plan yet (docs/kernels-gemm-i8.md): not candidates.
-// Every launch here also sets the row's shared-memory attribute, outside any capture.
+// Candidates: the rows this device runs; a split-K row only with tuning on and where its partial tiles at this
+// size fit the plan's INT8 split-K workspace. Every launch here also sets the row's shared-memory attribute,
+// outside any capture.
 Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
   const std::string where = "op '" + op_.name + "'";
   int count = 0;
@@ -141,8 +154,14 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
   gpu::GemmI8Args a = args(c, p->batch);
   double best = -1;
   for (int i = 0; i < count; ++i) {
-    if (rows[i].split_k > 1 || rows[i].min_sm > c.sm || rows[i].smem_bytes > c.smem_optin) continue;
+    if (rows[i].min_sm > c.sm || rows[i].smem_bytes > c.smem_optin) continue;
     a.variant = i;
+    const bool split = rows[i].split_k > 1;
+    if (split && (p->variant < 0 || !c.tune_gemms)) continue;
+    if (split && static_cast<int64_t>(gpu::gemm_i8_workspace_bytes(a)) > c.i8_workspace_bytes) {
+      ++p->split_skipped;
+      continue;
+    }
     if (p->variant < 0) {
       p->variant = i;
       EV_CUDA_CHECK(where, gpu::gemm_i8(a, c.stream));
@@ -153,6 +172,7 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
         c, where, [] { return cudaSuccess; }, [&] { return gpu::gemm_i8(a, c.stream); }, 1, best, &ms));
     if (ms < 0) continue;
     ++p->candidates;
+    p->split_timed += split;
     if (i == p->variant) p->first_us = 1e3 * ms;
     if (best < 0 || ms < best * kTuneMargin) {
       best = ms;
@@ -168,9 +188,13 @@ std::vector<TuningRecord> GemmI8Kernel::tuning() const {
   std::vector<TuningRecord> out;
   for (const PerSize& p : sizes_) {
     std::string detail = "the table's first row without split-K, untimed";
-    if (p.candidates > 0)
-      detail = std::to_string(p.candidates) + " rows timed, first " + std::to_string(p.first_us) + " us, chosen " +
-               std::to_string(p.chosen_us) + " us";
+    if (p.candidates > 0) {
+      detail = std::to_string(p.candidates) + " rows timed (" + std::to_string(p.split_timed) + " split-K), first " +
+               std::to_string(p.first_us) + " us, chosen " + std::to_string(p.chosen_us) + " us";
+      if (p.split_skipped > 0)
+        detail += "; " + std::to_string(p.split_skipped) + " split-K rows not timed (partial tiles over the plan's " +
+                  std::to_string(i8_workspace_bytes_) + "-byte workspace)";
+    }
     out.push_back(TuningRecord{op_.name, p.batch, variant_name(p.variant), detail});
   }
   return out;
@@ -189,11 +213,13 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
   a.out_scale = out_scale_;
   a.variant = sizes_.empty() ? -1 : sizes_[size_index(n)].variant;
   a.y = m.at(op_.outputs[0]);
+  a.x_u8 = x_u8_;
+  a.workspace = c.i8_workspace;  // read by split-K rows only
   if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
     a.x = m.as<int8_t>(op_.scratch);
     a.sx = reinterpret_cast<const float*>(m.at(op_.scratch) + int8_scratch_scales_offset(op_.m, op_.k));
     a.sx_per_token = true;
-  } else if (in_scale_ >= 0) {  // fc2: fc1's output at fc2's calibrated scale
+  } else if (in_scale_ >= 0) {  // fc2: fc1's uint8 output at fc2's calibrated scale
     a.x = m.as<int8_t>(op_.inputs[0]);
     a.sx = m.as<float>(in_scale_);
     a.sx_per_token = false;

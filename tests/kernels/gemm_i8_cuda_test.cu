@@ -4,6 +4,9 @@
 // and K that overhang the tiles (N = 200, K = 96) and one deep pipeline (K = 544) for the sanitizers. Split-K
 // rows share one zeroed workspace per shape, which every launch must leave zeroed. Outputs are poisoned (NaN,
 // int8 -128, which no epilogue writes) before each launch, except the residual's input.
+// Unsigned activations (x_u8, fc2's input: codes 0..255) run through every variant with the kF32 (exactness)
+// and kF16BiasResidual (fc2's) epilogues; kI8BiasGelu writes unsigned codes (poisoned with 0x80, which is a
+// valid code: an unwritten output still shows unless the reference holds 128 there).
 // Rule: every output equals the reference's bit for bit. The int32 accumulation is exact (kF32 with unit
 // scales and no bias equals float(acc)); the epilogue makes the same rounded fp32 operations in the same
 // order (gemm_i8_ref.h), so fp32 outputs are equal, fp16 outputs equal the reference's fp32 value rounded
@@ -49,10 +52,12 @@ struct Problem {
   std::vector<int8_t> x, w;
   std::vector<float> sx_tensor, sx_token, sw, bias, residual;  // residual: fp16 values
   std::vector<int32_t> acc;
+  std::vector<uint8_t> xu;       // (M, K) unsigned codes
+  std::vector<int32_t> acc_u8;   // xu w^T
 };
 
 Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
-  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}};
+  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-127, 127);
   std::uniform_real_distribution<float> u(0.f, 1.f);
@@ -60,6 +65,9 @@ Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   p.w.resize(n * k);
   for (auto& v : p.x) v = static_cast<int8_t>(q(rng));
   for (auto& v : p.w) v = static_cast<int8_t>(q(rng));
+  std::uniform_int_distribution<int> code(0, 255);
+  p.xu.resize(m * k);
+  for (auto& v : p.xu) v = static_cast<uint8_t>(code(rng));
   p.sx_tensor = {0.0173f};
   p.sx_token.resize(m);
   for (auto& v : p.sx_token) v = 0.002f + 0.03f * u(rng);
@@ -70,6 +78,7 @@ Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   p.residual.resize(m * n);
   for (auto& v : p.residual) v = __half2float(__float2half_rn(8.f * u(rng) - 4.f));
   p.acc.resize(m * n);
+  p.acc_u8.resize(m * n);
   // Rows split over threads: the reference is a plain loop, and the largest shape is 7 G multiply-adds.
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
   std::vector<std::thread> pool;
@@ -77,6 +86,7 @@ Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
     const int64_t r0 = m * t / threads, r1 = m * (t + 1) / threads;
     pool.emplace_back([&p, r0, r1] {
       gemm_i8_accumulate_ref(r1 - r0, p.n, p.k, p.x.data() + r0 * p.k, p.w.data(), p.acc.data() + r0 * p.n);
+      gemm_u8i8_accumulate_ref(r1 - r0, p.n, p.k, p.xu.data() + r0 * p.k, p.w.data(), p.acc_u8.data() + r0 * p.n);
     });
   }
   for (auto& t : pool) t.join();
@@ -117,12 +127,63 @@ size_t out_bytes(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kF32 ? 4 : gemm_i8_epilogue_is_i8(e) ? 1 : 2;
 }
 
-// Every variant x epilogue x scale mode at one shape.
+// Unsigned activations through one variant (a: its arguments for the signed run, scales on the device):
+// int32 exactness with unit scales, then fc2's epilogue per tensor and per token.
+void check_u8_input(const Problem& p, gpu::GemmI8Args a, const uint8_t* dxu, const std::vector<__half>& residual16,
+                    float* dy, const char* name, std::vector<float>* ref, std::vector<uint8_t>* got) {
+  const int64_t m = p.m, n = p.n;
+  a.x = reinterpret_cast<const int8_t*>(dxu);
+  a.x_u8 = true;
+  const std::vector<float> ones(n, 1.f);
+  DeviceBuffer<float> dones(n);
+  upload(dones, ones);
+  a.sx = dones.p;
+  a.sx_per_token = false;
+  a.sw = dones.p;
+  a.bias = nullptr;
+  a.epilogue = GemmI8Epilogue::kF32;
+  ASSERT_EQ(cudaMemset(dy, 0xff, m * n * 4), cudaSuccess);
+  ASSERT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess) << name;
+  ASSERT_EQ(cudaMemcpy(got->data(), dy, m * n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  int64_t inexact = 0;
+  for (int64_t i = 0; i < m * n; ++i)
+    inexact += reinterpret_cast<const float*>(got->data())[i] != static_cast<float>(p.acc_u8[i]);
+  EXPECT_EQ(inexact, 0) << name << ": uint8 x int8 accumulation not exact";
+  DeviceBuffer<float> dsx_t(1), dsx_m(m), dsw(n), dbias(n);
+  upload(dsx_t, p.sx_tensor);
+  upload(dsx_m, p.sx_token);
+  upload(dsw, p.sw);
+  upload(dbias, p.bias);
+  for (int per_token = 0; per_token < 2; ++per_token) {
+    GemmI8RefArgs r{m, n, p.k, reinterpret_cast<const int8_t*>(p.xu.data()), p.w.data(),
+                    per_token ? p.sx_token.data() : p.sx_tensor.data(), per_token != 0, p.sw.data(), p.bias.data(),
+                    GemmI8Epilogue::kF16BiasResidual, 1.f};
+    r.x_u8 = true;
+    gemm_i8_epilogue_ref(r, p.acc_u8.data(), p.residual.data(), ref->data(), nullptr);
+    a.sx = per_token ? dsx_m.p : dsx_t.p;
+    a.sx_per_token = per_token != 0;
+    a.sw = dsw.p;
+    a.bias = dbias.p;
+    a.epilogue = GemmI8Epilogue::kF16BiasResidual;
+    ASSERT_EQ(cudaMemcpy(dy, residual16.data(), m * n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess) << name;
+    ASSERT_EQ(cudaMemcpy(got->data(), dy, m * n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    Mismatches mm;
+    check_output(p, GemmI8Epilogue::kF16BiasResidual, *ref, {}, got->data(), &mm);
+    EXPECT_EQ(mm.count, 0) << name << " u8 input f16_bias_residual" << (per_token ? " per-token" : " per-tensor")
+                           << ":" << mm.first.str();
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the scale buffers are freed on return
+}
+
+// Every variant x epilogue x scale mode at one shape, then the same variant with unsigned activations.
 void check_shape(int64_t m, int64_t n, int64_t k) {
   SCOPED_TRACE(::testing::Message() << "M " << m << " N " << n << " K " << k);
   const Problem p = make_problem(m, n, k, static_cast<uint32_t>(m * 131 + n * 7 + k));
   DeviceBuffer<int8_t> dx(p.x.size()), dw(p.w.size());
+  DeviceBuffer<uint8_t> dxu(p.xu.size());
   DeviceBuffer<float> dsx_t(1), dsx_m(m), dsw(n), dbias(n), dy(m * n);
+  upload(dxu, p.xu);
   upload(dx, p.x);
   upload(dw, p.w);
   upload(dsx_t, p.sx_tensor);
@@ -176,13 +237,13 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
         const auto e = static_cast<GemmI8Epilogue>(ei);
         GemmI8RefArgs r{m, n, k, p.x.data(), p.w.data(), per_token ? p.sx_token.data() : p.sx_tensor.data(),
                         per_token != 0, p.sw.data(), e == GemmI8Epilogue::kF32 ? nullptr : p.bias.data(), e, 1.f};
-        if (gemm_i8_epilogue_is_i8(e)) {  // out_scale: the largest value maps to 150, so some saturate
+        if (gemm_i8_epilogue_is_i8(e)) {  // out_scale: the largest value maps to 150 (u8: 300), so some saturate
           GemmI8RefArgs r32 = r;
           r32.epilogue = gemm_i8_epilogue_has_gelu(e) ? GemmI8Epilogue::kF16BiasGelu : GemmI8Epilogue::kF16Bias;
           gemm_i8_epilogue_ref(r32, p.acc.data(), nullptr, ref.data(), nullptr);
           float mx = 0.f;
           for (float v : ref) mx = std::max(mx, std::fabs(v));
-          r.out_scale = mx > 0.f ? mx / 150.f : 1.f;
+          r.out_scale = mx > 0.f ? mx / (gemm_i8_epilogue_is_u8(e) ? 300.f : 150.f) : 1.f;
         }
         gemm_i8_epilogue_ref(r, p.acc.data(), p.residual.data(), ref.data(), ref_i8.data());
         a.sx = per_token ? dsx_m.p : dsx_t.p;
@@ -204,6 +265,7 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
                                << (per_token ? " per-token" : " per-tensor") << ":" << mm.first.str();
       }
     }
+    check_u8_input(p, a, dxu.p, residual16, dy.p, rows[vi].name, &ref, &got);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   // Split rows' counters are back to zero (the next launch relies on it).
@@ -263,6 +325,16 @@ TEST(GemmI8Cuda, RejectsBadArguments) {
   b.epilogue = GemmI8Epilogue::kI8Bias;
   b.out_scale = 0.f;
   EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue);
+  b = a;
+  b.x_u8 = true;  // unsigned activations: kF32 and kF16BiasResidual only
+  b.epilogue = GemmI8Epilogue::kF32;
+  EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaSuccess);
+  for (GemmI8Epilogue e : {GemmI8Epilogue::kF16Bias, GemmI8Epilogue::kF16BiasGelu, GemmI8Epilogue::kI8Bias,
+                           GemmI8Epilogue::kI8BiasGelu}) {
+    b.epilogue = e;
+    b.out_scale = 1.f;
+    EXPECT_EQ(gpu::gemm_i8(b, nullptr), cudaErrorInvalidValue) << gemm_i8_epilogue_name(e);
+  }
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
   for (int vi = 0; vi < count; ++vi) {
     if (rows[vi].split_k <= 1) continue;

@@ -2,7 +2,8 @@
 // float64: the int32 accumulation exactly (including the extremes, 127 x 127 and -128 x -128 over K = 3072);
 // each epilogue within fp32 rounding of the float64 value (a few fp32 operations, each rounded once:
 // 1e-6 relative, plus 1e-6 absolute near 0); INT8 rounding to nearest even and
-// saturation to [-127, 127] by hand-picked values.
+// saturation to [-127, 127] (fc1's unsigned output: [0, 255]) by hand-picked values; uint8 x int8
+// accumulation; the GELU shift folded into the bias cancelling against the float64 product.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_i8_ref.h"
+#include "kernels/cpu/quantize_i8_ref.h"
 
 namespace edgevit {
 namespace {
@@ -84,12 +86,15 @@ TEST(GemmI8Ref, EpiloguesMatchFloat64) {
           double v = static_cast<double>(s) * sx[per_token ? i : 0] * sw[j] + bias[j];
           if (gemm_i8_epilogue_has_gelu(e)) v = gelu64(v);
           if (e == GemmI8Epilogue::kF16BiasResidual) v += residual[i * n + j];
+          if (gemm_i8_epilogue_is_u8(e)) v += kGemmI8GeluShift;
           if (gemm_i8_epilogue_is_i8(e)) v /= 0.05;
           const int64_t o = i * n + j;
           ASSERT_NEAR(y[o], v, kRel * std::fabs(v) + kAbs / (gemm_i8_epilogue_is_i8(e) ? 0.05 : 1.0)) << gemm_i8_epilogue_name(e) << " " << i << "," << j;
           if (gemm_i8_epilogue_is_i8(e)) {
-            const double r = std::max(-127.0, std::min(127.0, std::nearbyint(v)));
-            ASSERT_LE(std::fabs(q[o] - r), std::fabs(v - std::floor(v) - 0.5) < 1e-4 ? 1.0 : 0.0);
+            const bool u8 = gemm_i8_epilogue_is_u8(e);
+            const double r = std::max(u8 ? 0.0 : -127.0, std::min(u8 ? 255.0 : 127.0, std::nearbyint(v)));
+            const double got = u8 ? static_cast<double>(static_cast<uint8_t>(q[o])) : static_cast<double>(q[o]);
+            ASSERT_LE(std::fabs(got - r), std::fabs(v - std::floor(v) - 0.5) < 1e-4 ? 1.0 : 0.0);
           }
         }
     }
@@ -127,6 +132,122 @@ TEST(GemmI8Ref, QuantizeRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(gemm_i8_quantize_ref(-1e30f), -127);
   EXPECT_EQ(gemm_i8_quantize_ref(INFINITY), 127);
   EXPECT_EQ(gemm_i8_quantize_ref(NAN), 0);
+}
+
+TEST(GemmI8Ref, QuantizeU8RoundsToNearestEvenAndSaturatesAtZeroAnd255) {
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(0.5f), 0);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(1.5f), 2);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(2.5f), 2);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(-0.49f), 0);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(-3.f), 0);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(127.6f), 128);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(254.5f), 254);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(255.49f), 255);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(1e30f), 255);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(-INFINITY), 0);
+  EXPECT_EQ(gemm_i8_quantize_u8_ref(NAN), 0);
+}
+
+// The shift lies just above GELU's minimum (-0.16997 exact, the rational fp32 GELU within 1.5e-6 of it): u > 0.
+TEST(GemmI8Ref, ShiftedGeluIsPositiveEverywhere) {
+  float lowest = 1.f;
+  for (int i = -400000; i <= 100000; ++i) lowest = std::min(lowest, gemm_i8_gelu_ref(static_cast<float>(i) * 1e-5f));
+  EXPECT_LT(lowest, -0.1699f);
+  EXPECT_GT(lowest + kGemmI8GeluShift, 0.f);
+  EXPECT_LT(lowest + kGemmI8GeluShift, 1e-4f);  // and by little: no code wasted below
+}
+
+TEST(GemmI8Ref, U8AccumulationEqualsInt64TripleLoopAndExtremes) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> u(0, 255);
+  for (int64_t k : {32, 3072}) {
+    const int64_t m = 5, n = 16;
+    std::vector<uint8_t> x(m * k);
+    for (auto& v : x) v = static_cast<uint8_t>(u(rng));
+    const auto w = random_i8(n * k, &rng);
+    std::vector<int32_t> acc(m * n);
+    gemm_u8i8_accumulate_ref(m, n, k, x.data(), w.data(), acc.data());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t s = 0;
+        for (int64_t p = 0; p < k; ++p) s += int64_t{x[i * k + p]} * int64_t{w[j * k + p]};
+        ASSERT_EQ(acc[i * n + j], s) << i << "," << j << " K " << k;
+      }
+  }
+  const int64_t k = 65536;  // the documented limit: 255 * 128 * 2^16 = 2^31 - 2^23 fits int32
+  const std::vector<uint8_t> x(k, 255);
+  for (int8_t v : {int8_t{127}, int8_t{-128}}) {
+    const std::vector<int8_t> w(k, v);
+    int32_t acc = 0;
+    gemm_u8i8_accumulate_ref(1, 1, k, x.data(), w.data(), &acc);
+    EXPECT_EQ(acc, int64_t{255} * v * k);
+  }
+}
+
+// The shift folded into the bias (gemm_i8_fold_shift_into_bias) cancels exactly: a GEMM on the uint8 codes of
+// u = x + shift with the folded bias gives sum_k (q sx - shift) wq sw + bias, the product of the unshifted
+// dequantized input, within fp32 rounding of the float64 value, per tensor and per token.
+TEST(GemmI8Ref, FoldedShiftGivesTheUnshiftedInputsProduct) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> code(0, 255);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  const int64_t m = 7, n = 24, k = 3072;
+  std::vector<uint8_t> x(m * k);
+  for (auto& v : x) v = static_cast<uint8_t>(code(rng));
+  const auto w = random_i8(n * k, &rng);
+  std::vector<float> sx(m), sw(n), bias(n), folded(n);
+  for (auto& v : sx) v = 0.002f + 0.01f * u(rng);
+  for (auto& v : sw) v = 0.0005f + 0.004f * u(rng);
+  for (auto& v : bias) v = 2.f * u(rng) - 1.f;
+  gemm_i8_fold_shift_into_bias(n, k, w.data(), sw.data(), bias.data(), kGemmI8GeluShift, folded.data());
+  std::vector<int32_t> acc(m * n);
+  std::vector<float> y(m * n);
+  for (bool per_token : {false, true}) {
+    GemmI8RefArgs a{m, n, k, reinterpret_cast<const int8_t*>(x.data()), w.data(), sx.data(), per_token, sw.data(),
+                    folded.data(), GemmI8Epilogue::kF32, 1.f};
+    a.x_u8 = true;
+    gemm_i8_ref(a, acc.data(), nullptr, y.data(), nullptr);
+    double worst = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const double s = sx[per_token ? i : 0];
+        double want = bias[j], mag = std::fabs(bias[j]);
+        for (int64_t p = 0; p < k; ++p) {
+          const double t = (x[i * k + p] * s - static_cast<double>(kGemmI8GeluShift)) * w[j * k + p] * sw[j];
+          want += t;
+          mag += std::fabs(x[i * k + p] * s * w[j * k + p] * sw[j]);
+        }
+        // fp32 rounding of the largest terms (float(acc), the scale product, the fma): a few 2^-24 of the
+        // magnitude of the shifted product and of the folded bias
+        const double err = std::fabs(y[i * n + j] - want);
+        worst = std::max(worst, err / mag);
+        ASSERT_LE(err, 4.0 * kRel * (mag + std::fabs(folded[j]))) << i << "," << j;
+      }
+    EXPECT_GT(worst, 0.0);
+  }
+}
+
+// Unsigned rows (quantize_i8_ref.h): per token the row's max / 255 maps to code 255, a row of zeros gets
+// scale 1; per tensor the given scale; negative values saturate at 0; ties round to even.
+TEST(QuantizeRowsU8, PerTokenAndPerTensor) {
+  const std::vector<float> u = {0.17f, 2.55f, 1.275f, 0.f, -0.5f, 0.01f,  // row 0: max 2.55 -> s = 0.01
+                                0.f,   0.f,   0.f,    0.f, 0.f,   0.f};   // row 1: all zero
+  std::vector<uint8_t> q(u.size());
+  std::vector<float> s(2);
+  quantize_rows_u8_ref(u.data(), 2, 6, 0.f, q.data(), s.data());
+  EXPECT_EQ(s[0], 2.55f / 255.f);
+  EXPECT_EQ(s[1], 1.f);
+  EXPECT_EQ(q[1], 255);
+  EXPECT_EQ(q[0], gemm_i8_quantize_u8_ref(0.17f / s[0]));
+  EXPECT_EQ(q[2], gemm_i8_quantize_u8_ref(1.275f / s[0]));
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[4], 0);  // below the range: saturates at 0
+  for (int c = 6; c < 12; ++c) EXPECT_EQ(q[c], 0);
+  quantize_rows_u8_ref(u.data(), 1, 6, 0.005f, q.data(), s.data());  // per tensor: 2.55 / 0.005 = 510 -> 255
+  EXPECT_EQ(s[0], 0.005f);
+  EXPECT_EQ(q[1], 255);
+  EXPECT_EQ(q[0], 34);
+  EXPECT_EQ(q[5], 2);
 }
 
 TEST(GemmI8Ref, DequantIsOneFmaOfTheScaleProduct) {

@@ -59,6 +59,30 @@ std::vector<int> top1(const std::vector<float>& l) {
   return t;
 }
 
+// vit-digits with per-tensor INT8 scales calibrated on its calibration split (on the CPU), and the test split.
+struct Digits {
+  ModelSpec int8;
+  std::vector<float> tx, labels;
+};
+Digits calibrated_digits(const DeviceProfile& cpu) {
+  Digits d;
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));
+  EXPECT_TRUE(spec.ok());
+  auto calib = SafetensorsFile::open(testutil::source_path("tests/data/digits/calib_split.safetensors"));
+  auto test = SafetensorsFile::open(testutil::source_path("tests/data/digits/test_split.safetensors"));
+  EXPECT_TRUE(calib.ok() && test.ok());
+  if (!spec.ok() || !calib.ok() || !test.ok()) return d;
+  const std::vector<float> cx = read(*calib, "input");
+  d.tx = read(*test, "input");
+  d.labels = read(*test, "labels");
+  auto scales = calibrate_int8(*spec, cpu, cx.data(), static_cast<int>(cx.size() / 64), CalibOptions());
+  EXPECT_TRUE(scales.ok()) << scales.status().to_string();
+  d.int8 = *spec;
+  d.int8.int8_scales_path = testing::TempDir() + "int8_cuda_digits.scales.safetensors";
+  EXPECT_TRUE(scales.ok() && write_int8_scales(d.int8.int8_scales_path, *scales).ok());
+  return d;
+}
+
 TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   auto gpu = query_cuda_device(0);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
@@ -66,15 +90,11 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   ASSERT_TRUE(cpu.ok());
   auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));
   ASSERT_TRUE(spec.ok());
-  auto calib = SafetensorsFile::open(testutil::source_path("tests/data/digits/calib_split.safetensors"));
-  auto test = SafetensorsFile::open(testutil::source_path("tests/data/digits/test_split.safetensors"));
-  ASSERT_TRUE(calib.ok() && test.ok());
-  const std::vector<float> cx = read(*calib, "input"), tx = read(*test, "input"), labels = read(*test, "labels");
-  auto scales = calibrate_int8(*spec, *cpu, cx.data(), static_cast<int>(cx.size() / 64), CalibOptions());
-  ASSERT_TRUE(scales.ok()) << scales.status().to_string();
-  ModelSpec int8 = *spec;
-  int8.int8_scales_path = testing::TempDir() + "int8_cuda_digits.scales.safetensors";
-  ASSERT_TRUE(write_int8_scales(int8.int8_scales_path, *scales).ok());
+  const Digits d = calibrated_digits(*cpu);
+  ASSERT_FALSE(d.tx.empty());
+  const ModelSpec& int8 = d.int8;
+  const std::vector<float>& tx = d.tx;
+  const std::vector<float>& labels = d.labels;
 
   std::vector<std::string> kernels;
   const std::vector<float> ref = logits(*spec, Precision::kFp32, *cpu, tx, 360, nullptr);
@@ -99,6 +119,55 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   EXPECT_GE(agree, 357);
   EXPECT_LE(vs_cpu, tol::kInt8EndToEnd);
   EXPECT_LE(vs_fp32, tol::kInt8EndToEnd);
+}
+
+// The INT8 GEMMs' split-K rows in an engine (runtime/plan.h's workspace, runtime/cuda/ops_int8_cuda.cpp): with
+// GEMM tuning on, start-up times split-K rows at batch 1 (the records say how many); whichever rows win, three
+// forwards of the same images give the same logits bit for bit (a split row that left its tile counters
+// non-zero would corrupt the next launch), within tol::kInt8EndToEnd of an untuned engine (first rows, no
+// split: only the cuBLASLt fp16 GEMMs' algorithms differ) and of the CPU INT8 path.
+TEST(Int8Cuda, SplitKRowsAreTimedAndRepeatedForwardsAgree) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  const Digits d = calibrated_digits(*cpu);
+  ASSERT_FALSE(d.tx.empty());
+  std::vector<std::vector<float>> runs;
+  for (bool tune : {true, false, true}) {
+    EngineOptions o;
+    o.plan.precision = Precision::kInt8;
+    o.plan.batch = 8;
+    o.tune_gemms = tune;
+    auto e = Engine::create(d.int8, *gpu, o);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_GT((*e)->plan().int8_split_workspace_bytes, 0);
+    int split_timed = 0, split_chosen = 0, records = 0;
+    for (const TuningRecord& t : (*e)->plan().tuning) {
+      if (t.choice.rfind("i8_", 0) != 0) continue;
+      ++records;
+      split_chosen += t.choice.find("_k") != std::string::npos;
+      const size_t at = t.detail.find(" split-K)");
+      if (t.batch == 1 && at != std::string::npos) split_timed += std::stoi(t.detail.substr(t.detail.rfind('(', at) + 1));
+    }
+    EXPECT_EQ(records, 16 * 4) << "one record per INT8 GEMM and captured size (1, 2, 4, 8)";
+    if (tune) {
+      EXPECT_GT(split_timed, 0) << "split-K rows timed at batch 1";
+      std::printf("tuned engine: %d split-K rows timed at batch 1, %d of %d records chose a split-K row\n", split_timed,
+                  split_chosen, records);
+    } else {
+      EXPECT_EQ(split_chosen, 0);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_TRUE((*e)->infer(d.tx.data(), 8).ok());
+      const std::vector<float> l((*e)->logits(), (*e)->logits() + 80);
+      if (rep > 0 && tune) EXPECT_EQ(l, runs.back()) << "forward " << rep;
+      runs.push_back(l);
+    }
+  }
+  EXPECT_LE(testutil::rel_error(runs[0].data(), runs[3].data(), 80), tol::kInt8EndToEnd);
+  const std::vector<float> cpu_i8 = logits(d.int8, Precision::kInt8, *cpu, d.tx, 8, nullptr);
+  EXPECT_LE(testutil::rel_error(runs[0].data(), cpu_i8.data(), 80), tol::kInt8EndToEnd);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #   - accuracy: `edgevit compare` (CPU, fp32 vs int8, per-layer SQNR) on 4 other images, and the GPU INT8
 #     logits against the CPU INT8 path and against timm's float64 logits;
 #   - speed: `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8, same engine build.
+#   - INT8_METHOD=minmax|percentile|mse: the calibration method (default: calibrate's).
 #   - INT8_PROFILE=1: also `bench --profile` per-op tables of both engines at batch 1 and 64 (prof_*.txt).
 # Run from the repository root with build-e2e-bundle carried (tools/gpu/make_e2e_bundle.sh; B=another dir).   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
 set -uo pipefail
@@ -25,7 +26,7 @@ for name, n in (("calib", 16), ("eval", 4)):
     save_file({"input": torch.randn(n, 3, 224, 224, generator=g)}, f"{sys.argv[1]}/{name}.safetensors")
 PY
 m=$work/vit_base_patch16_224
-"$bin" calibrate "$m.yaml" --images "$work/calib.safetensors" -o "$m-int8.yaml" -t 16 >"$out/int8_calibrate.log" 2>&1
+"$bin" calibrate "$m.yaml" --images "$work/calib.safetensors" ${INT8_METHOD:+--method "$INT8_METHOD"} -o "$m-int8.yaml" -t 16 >"$out/int8_calibrate.log" 2>&1
 echo "calibrate: rc=$?"; tail -5 "$out/int8_calibrate.log"
 "$bin" compare "$m-int8.yaml" -i "$work/eval.safetensors" -t 16 >"$out/int8_compare.log" 2>&1
 echo "compare: rc=$?"; grep -E "logits|pre_logits|min" "$out/int8_compare.log" | tail -6
