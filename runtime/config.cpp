@@ -132,6 +132,18 @@ Status read_img_size(ConfigMap& m, VitArch* a) {
   return Status::Ok();
 }
 
+// pos_embed_grid: [rows, columns] of the checkpoint's non-square position table (VitArch::pos_grid_h/w).
+Status read_pos_embed_grid(ConfigMap& m, VitArch* a) {
+  std::vector<double> grid;
+  EV_RETURN_IF_ERROR(m.get_double_list("pos_embed_grid", false, 1, kMaxImgSize, false, &grid));
+  if (!m.has("pos_embed_grid")) return Status::Ok();
+  if (grid.size() != 2 || grid[0] != std::floor(grid[0]) || grid[1] != std::floor(grid[1]))
+    return m.error("pos_embed_grid", "expected [rows, columns], two positive integers");
+  a->pos_grid_h = static_cast<int>(grid[0]);
+  a->pos_grid_w = static_cast<int>(grid[1]);
+  return Status::Ok();
+}
+
 Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(read_img_size(m, a));
   EV_RETURN_IF_ERROR(m.get_int("in_chans", false, 1, kMaxInChans, &a->in_chans));
@@ -183,6 +195,7 @@ Status read_architecture(ConfigMap& m, VitArch* a) {
   EV_RETURN_IF_ERROR(m.get_bool("projection_head", false, &a->projection_head));
   if (a->projection_head && a->num_classes == 0)
     return m.error("projection_head", "needs a head (num_classes > 0: the projection's output width)");
+  EV_RETURN_IF_ERROR(read_pos_embed_grid(m, a));
   if (a->num_tokens() > kMaxTokens) {
     return m.error("img_size", "sequence of " + std::to_string(a->num_tokens()) + " tokens is longer than " +
                                    std::to_string(kMaxTokens) + " ((img_h/patch_size) * (img_w/patch_size) + prefix tokens)");
@@ -414,6 +427,9 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (a.head_mean_tokens) e << YAML::Key << "head_mean_tokens" << YAML::Value << true;
   if (a.pooler) e << YAML::Key << "pooler" << YAML::Value << true;
   if (a.projection_head) e << YAML::Key << "projection_head" << YAML::Value << true;
+  if (a.pos_grid_h > 0)
+    e << YAML::Key << "pos_embed_grid" << YAML::Value << YAML::Flow << YAML::BeginSeq << a.pos_grid_h << a.pos_grid_w
+      << YAML::EndSeq;
   e << YAML::EndMap;
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
@@ -505,7 +521,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
                           a.dist_token == b.dist_token && a.layer_scale == b.layer_scale &&
                           a.pre_norm == b.pre_norm && a.patch_bias == b.patch_bias && a.head_bias == b.head_bias &&
                           a.qk_norm == b.qk_norm && a.head_mean_tokens == b.head_mean_tokens &&
-                          a.pooler == b.pooler && a.projection_head == b.projection_head;
+                          a.pooler == b.pooler && a.projection_head == b.projection_head &&
+                          a.pos_grid_h == b.pos_grid_h && a.pos_grid_w == b.pos_grid_w;
   return arch_equal && x.name == y.name && x.weights_path == y.weights_path &&
          x.weights_naming == y.weights_naming && x.precision == y.precision && x.attention == y.attention &&
          x.max_batch == y.max_batch && x.preprocess.resize == y.preprocess.resize &&

@@ -5,11 +5,13 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/config.h"
 #include "runtime/preprocess_config.h"
+#include "runtime/timm_head.h"
 #include "runtime/weights.h"
 
 namespace edgevit {
@@ -121,16 +123,57 @@ Result<int> positive_int(const json& cfg, const std::string& file, const char* k
   return static_cast<int>(v.get<uint64_t>());
 }
 
-// image_size / patch_size: an int or a square [h, w].
-Result<int> square_size(const json& cfg, const std::string& file, const char* key, int fallback) {
-  if (cfg.contains(key) && cfg[key].is_array()) {
-    const json& v = cfg[key];
-    if (v.size() != 2 || v[0] != v[1])
-      return unsupported(file + ": key '" + key + "': only square sizes are supported, got " + v.dump());
-    json single = {{key, v[0]}};
-    return positive_int(single, file, key, fallback);
+// One side of config.json's image_size or patch_size: a positive integer.
+Result<int> size_side(const json& v, const std::string& file, const std::string& key, const char* side) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > static_cast<uint64_t>(kMaxDim))
+    return config_error(file + ": key '" + key + "': " + side + " must be a positive integer, got " + v.dump());
+  return static_cast<int>(v.get<uint64_t>());
+}
+
+// image_size / patch_size as ViTConfig, Dinov2Config, CLIPVisionConfig and SiglipVisionConfig take them: an int
+// (a square) or [height, width] (a list of two positive integers). `key` names it in messages (with
+// "vision_config." inside a full CLIP / SigLIP config).
+Result<std::pair<int, int>> hf_size(const json& cfg, const std::string& file, const char* name, const std::string& key,
+                                    int fallback) {
+  if (!cfg.contains(name)) return std::make_pair(fallback, fallback);
+  const json& v = cfg[name];
+  if (v.is_array()) {
+    if (v.size() != 2)
+      return config_error(file + ": key '" + key + "': expected an integer or [height, width], got a list of " +
+                          std::to_string(v.size()) + " entries: " + v.dump());
+    EV_ASSIGN_OR_RETURN(const int h, size_side(v[0], file, key, "height"));
+    EV_ASSIGN_OR_RETURN(const int w, size_side(v[1], file, key, "width"));
+    return std::make_pair(h, w);
   }
-  return positive_int(cfg, file, key, fallback);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > static_cast<uint64_t>(kMaxDim))
+    return config_error(file + ": key '" + key + "': expected a positive integer or [height, width], got " + v.dump());
+  const int side = static_cast<int>(v.get<uint64_t>());
+  return std::make_pair(side, side);
+}
+
+// The checkpoint's input size (img_h, img_w) and patch from config.json; a non-square size also records the
+// position table's grid (VitArch::pos_grid_h/w), which its length alone cannot tell.
+Status hf_image_geometry(const json& cfg, const std::string& file, const std::string& keys, int default_patch,
+                         VitArch* a) {
+  EV_ASSIGN_OR_RETURN(const auto patch, hf_size(cfg, file, "patch_size", keys + "patch_size", default_patch));
+  if (patch.first != patch.second)
+    return unsupported(file + ": key '" + keys + "patch_size': non-square patches " + cfg["patch_size"].dump() +
+                       " are not supported");
+  a->patch_size = patch.first;
+  EV_ASSIGN_OR_RETURN(const auto size, hf_size(cfg, file, "image_size", keys + "image_size", 224));
+  for (const auto& [side, value] : {std::make_pair("height", size.first), std::make_pair("width", size.second)}) {
+    if (value % a->patch_size == 0) continue;
+    return config_error(file + ": key '" + keys + "image_size': " +
+                        (size.first == size.second ? std::string("size ") : std::string(side) + " ") +
+                        std::to_string(value) + " is not a multiple of patch_size " + std::to_string(a->patch_size));
+  }
+  a->img_h = size.first;  // the checkpoint's size; import --image-size HxW sets another
+  a->img_w = size.second;
+  if (!a->square()) {
+    a->pos_grid_h = a->grid_h();
+    a->pos_grid_w = a->grid_w();
+  }
+  return Status::Ok();
 }
 
 // The transformer blocks present (the N of blocks.N.* tensor names), in ascending order.
@@ -266,12 +309,15 @@ Result<ModelSpec> infer_model_spec_timm(const std::string& checkpoint, const Imp
 
   EV_RETURN_IF_ERROR(apply_timm_options(options, path, &a));
   if (!options.pool && w.has("attn_pool.latent")) a.global_pool = GlobalPool::kMap;  // timm global_pool='map'
+  EV_ASSIGN_OR_RETURN(const TimmHead head, detect_timm_head(w, checkpoint, a));  // a CLIP tower's projection?
+  a.projection_head = head.projection;
 
   ModelSpec spec;
   spec.name = fs::path(checkpoint).stem().string();
   spec.weights_path = absolute_path(checkpoint);
   spec.weights_naming = WeightNaming::kTimm;
   spec.arch = a;
+  spec.head_note = head.note;
   fit_default_normalization(&spec.preprocess, a.in_chans);
   EV_RETURN_IF_ERROR(finish_spec(spec, w, options));
   return spec;
@@ -283,6 +329,7 @@ namespace {
 struct HfKind {
   std::string model_type;
   bool dinov2 = false, clip = false, siglip = false;
+  std::string keys;  // where the architecture keys sit, for messages: "" or "vision_config."
 };
 
 // config.json's hidden_act (the family's default when absent) as an Activation.
@@ -324,9 +371,7 @@ Status hf_dimensions(const json& cfg, const std::string& config_path, const HfKi
     const double ratio = cfg.contains("mlp_ratio") ? cfg["mlp_ratio"].get<double>() : 4.0;
     *hidden = static_cast<int>(a.embed_dim * ratio);
   }
-  EV_ASSIGN_OR_RETURN(a.img_h, square_size(cfg, config_path, "image_size", 224));
-  a.img_w = a.img_h;  // the checkpoint's size; import --image-size HxW sets another
-  EV_ASSIGN_OR_RETURN(a.patch_size, square_size(cfg, config_path, "patch_size", clip ? 32 : dinov2 ? 14 : 16));
+  EV_RETURN_IF_ERROR(hf_image_geometry(cfg, config_path, k.keys, clip ? 32 : dinov2 ? 14 : 16, &a));
   EV_ASSIGN_OR_RETURN(a.in_chans, positive_int(cfg, config_path, "num_channels", 3));
   a.qkv_bias = true;
   if (cfg.contains("qkv_bias")) {
@@ -439,7 +484,7 @@ Result<ModelSpec> infer_model_spec_hf(const std::string& dir, const ImportOption
   if (dinov2 && cfg.contains("use_swiglu_ffn") && cfg["use_swiglu_ffn"] == true)
     return unsupported(config_path + ": key 'use_swiglu_ffn': the SwiGLU MLP is not supported yet");
   VitArch a;
-  const HfKind kind{model_type, dinov2, clip, siglip};
+  const HfKind kind{model_type, dinov2, clip, siglip, full ? "vision_config." : ""};
   EV_RETURN_IF_ERROR(hf_activation(cfg, config_path, kind, &a));
   int intermediate = 0;
   EV_RETURN_IF_ERROR(hf_dimensions(cfg, config_path, kind, &a, &intermediate));

@@ -8,7 +8,9 @@
 //                                         no_embed_class); --image-size H[xW] sets another
 //   blocks.N.attn.qkv.bias present     -> qkv_bias (N: the first block)
 //   fc_norm.* vs norm.*                -> fc_norm
-//   head.weight (C,E)                  -> num_classes (0 when absent)
+//   head.weight (C,E)                  -> num_classes (0 when absent); a CLIP tower's image projection or a
+//                                         classifier (projection_head) from config.json beside it and the
+//                                         head's bias (runtime/timm_head.h); ModelSpec::head_note says which
 //   blocks.N.mlp.fc1.weight (M,E)      -> mlp_ratio = M / E
 //   num_heads must be given (--heads); global_pool defaults to timm's: 'token' with a class token and no
 //   fc_norm, else 'avg'; LayerNorm eps defaults to timm's 1e-6.

@@ -77,8 +77,12 @@ struct VitArch {
   // tokens; its output is the `embedding` output (runtime/outputs.h). Needs class_token and token pooling.
   bool pooler = false;
   // The head is an embedding projection, not a classifier (HF CLIP's visual_projection; a timm CLIP tower's
-  // head when the YAML says so): its output is the `embedding` output and the model has no `logits` output.
+  // head as import reads it, runtime/timm_head.h): its output is the `embedding` output and the model has no `logits` output.
   bool projection_head = false;
+  // The checkpoint's position-embedding grid (rows x columns of its pos_embed patch part) when it is not a
+  // square: a Hugging Face checkpoint trained at a non-square image_size [H, W] (H / patch x W / patch). 0: a
+  // square g x g table, g read from its length. The loader resamples from it (runtime/weights.h fit_pos_embed).
+  int pos_grid_h = 0, pos_grid_w = 0;
 
   int grid_h() const { return img_h / patch_size; }
   int grid_w() const { return img_w / patch_size; }
@@ -133,6 +137,7 @@ struct ModelSpec {
   AttentionImpl attention = AttentionImpl::kAuto;
   int max_batch = 1;
   Preprocess preprocess;
+  std::string head_note;          // import only, not in the YAML: how a timm head was read (runtime/timm_head.h)
   std::string labels_path;        // optional; one label per line; resolved like weights_path
   OutputSet outputs;              // runtime.outputs; empty: the model's default (every output it has but tokens)
   // precision int8 (docs/int8.md): the scale file (runtime.int8_scales, resolved like weights_path) and

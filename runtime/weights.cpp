@@ -264,14 +264,26 @@ Status WeightSource::fit_pos_embed(const VitArch& arch) {
   const int64_t out_h = arch.grid_h(), out_w = arch.grid_w();
   const int64_t cells = have[1] - prefix;
   const bool timm = naming_ == WeightNaming::kTimm;
-  // timm's checkpoint_filter_fn resamples when the lengths differ; HF's interpolate_pos_encoding unless the
-  // length agrees and the input is square (with a square patch: the same g x g grid).
-  if (cells == out_h * out_w && (timm || out_h == out_w)) return Status::Ok();
-  int64_t g = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(cells, 0)))));
-  if (cells <= 0 || g * g != cells)
+  // timm's checkpoint_filter_fn resamples when the lengths differ; HF's interpolate_pos_encoding unless the grid
+  // is the checkpoint's own (transformers: the length agrees and the input is square).
+  if (timm && cells == out_h * out_w) return Status::Ok();
+  int64_t src_h = arch.pos_grid_h, src_w = arch.pos_grid_w;
+  if (src_h <= 0) src_h = src_w = std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(cells, 0))));
+  const std::string target = std::to_string(out_h) + "x" + std::to_string(out_w);
+  if (cells <= 0 || src_h * src_w != cells)
     return checkpoint_error(file_.path() + ": pos_embed " + shape_string(have) + " with " + std::to_string(prefix) +
-                            " prefix row(s) does not hold a square patch grid; cannot resample it to " +
-                            std::to_string(out_h) + "x" + std::to_string(out_w));
+                            " prefix row(s) does not hold a " +
+                            (arch.pos_grid_h > 0 ? std::to_string(src_h) + "x" + std::to_string(src_w) +
+                                                       " patch grid (architecture.pos_embed_grid)"
+                                                 : std::string("square patch grid")) +
+                            "; cannot resample it to " + target);
+  if (src_h == out_h && src_w == out_w) return Status::Ok();
+  if (src_h != src_w)
+    return checkpoint_error(file_.path() + ": pos_embed holds a non-square " + std::to_string(src_h) + "x" +
+                            std::to_string(src_w) + " patch grid (architecture.pos_embed_grid); transformers' "
+                            "interpolate_pos_encoding resamples only square tables, so it cannot be resampled to " +
+                            target + ": run the model at its checkpoint's size");
+  const int64_t g = src_h;
   std::string source = "pos_embed";
   auto d = derived_.find("pos_embed");
   if (d != derived_.end()) {  // already a fold (HF DINOv2 with registers): resample its result

@@ -98,18 +98,20 @@ class WeightSource {
   // Source tensor names with no canonical counterpart (always errors in check()).
   const std::vector<std::string>& unmapped() const { return unmapped_; }
 
-  // Position embeddings for arch's patch grid: when the checkpoint's pos_embed (1, prefix + g * g, E) covers
+  // Position embeddings for arch's patch grid: when the checkpoint's pos_embed (1, prefix + gh * gw, E) covers
   // another grid than arch's (grid_h x grid_w, square or not), pos_embed becomes a fold that resizes its
-  // patch part from g x g to grid_h x grid_w (kernels/cpu resample_pos_embed_bicubic) and keeps the prefix
+  // patch part from gh x gw to grid_h x grid_w (kernels/cpu resample_pos_embed_bicubic) and keeps the prefix
   // rows (class, distillation, register tokens unless no_embed_class) unchanged, as the checkpoint's own
-  // library does it:
+  // library does it. The checkpoint's grid is arch.pos_grid_h x pos_grid_w when set (an HF checkpoint of a
+  // non-square image_size), else the square g x g its length gives.
   //   timm naming: resample_abs_pos_embed as checkpoint_filter_fn calls it (timm 1.0: bicubic to
   //     size=grid_size, antialias=True), only when the token counts differ: a g x g table whose cell count
   //     equals grid_h * grid_w (e.g. 4x4 for 8x2) is loaded as it is, row-major, as timm loads it;
-  //   HF naming: DINOv2's interpolate_pos_encoding (transformers 5.x: bicubic to size=(grid_h, grid_w),
-  //     align_corners=False, no antialias; Dinov2WithRegisters passes antialias=True; older versions'
-  //     scale_factor (new + 0.1) / old form is not it), unless the grid is the same g x g; the other HF
-  //     families get the same plain bicubic.
+  //   HF naming: each family's interpolate_pos_encoding (transformers 5.x ViT, DeiT, DINOv2, CLIP, SigLIP:
+  //     bicubic to size=(grid_h, grid_w), align_corners=False, no antialias; Dinov2WithRegisters passes
+  //     antialias=True; older versions' scale_factor (new + 0.1) / old form is not it), unless the grid is the
+  //     checkpoint's own. A non-square checkpoint grid is loaded only at its own grid (transformers reshapes
+  //     the table to sqrt(length) x sqrt(length) and cannot resample it): another grid is a checkpoint error.
   // No-op when nothing is resampled or there is no pos_embed. Call before check().
   Status fit_pos_embed(const VitArch& arch);
 

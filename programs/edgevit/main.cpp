@@ -610,6 +610,7 @@ int cmd_import(const std::string& from, const std::string& checkpoint, const ev:
   std::printf("wrote %s: img %dx%d, patch %d, chans %d, embed %d, depth %d, heads %d, classes %d, tokens %d (%s pool%s)\n",
               out.c_str(), a.img_h, a.img_w, a.patch_size, a.in_chans, a.embed_dim, a.depth, a.num_heads, a.num_classes,
               a.num_tokens(), ev::to_string(a.global_pool), a.fc_norm ? ", fc_norm" : "");
+  if (!spec->head_note.empty()) std::printf("head: %s\n", spec->head_note.c_str());
   if (!spec->preprocess.note.empty()) std::printf("preprocess: %s\n", spec->preprocess.note.c_str());
   return 0;
 }

@@ -4,8 +4,8 @@
 // tol::kFp16EndToEnd) and the same top-1, fp32 within tol::kFp32EndToEnd; the class-token tail (the default)
 // and every token (all_tokens, which also asks for every output: tokens included), fused and explicit
 // attention. Every output the golden holds is compared (testutil::golden_outputs: logits, embedding,
-// pre_logits, and tokens when asked for), as families_test does on the CPU. CudaFamiliesResized: five of
-// them imported at 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load)
+// pre_logits, and tokens when asked for), as families_test does on the CPU. CudaFamiliesResized: ten of
+// them (timm and Hugging Face) imported at 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load)
 // against timm's and transformers' outputs at that size (tests/data/families/resize, as
 // families_resize_test on the CPU).
 #include <gtest/gtest.h>
@@ -136,7 +136,10 @@ constexpr ResizeCase kResizeCases[] = {
     {"timm_vit_nohead", 1e-6, 48, 48}, {"timm_dinov2", 1e-6, 48, 48}, {"timm_dinov2_reg4", 1e-6, 48, 48},
     {"timm_clip", 1e-5, 48, 48},       {"hf_dinov2", 1e-6, 48, 48},   {"timm_vit_nohead", 1e-6, 48, 32},
     {"timm_dinov2", 1e-6, 48, 32},     {"timm_dinov2_reg4", 1e-6, 48, 32}, {"timm_clip", 1e-5, 48, 32},
-    {"hf_dinov2", 1e-6, 48, 32},
+    {"hf_dinov2", 1e-6, 48, 32},       {"hf_dinov2_reg4", 0, 48, 48},  {"hf_vit_model", 0, 48, 48},
+    {"hf_deit_distilled", 0, 48, 48},  {"hf_clip_vision", 0, 48, 48},  {"hf_siglip_vision", 0, 48, 48},
+    {"hf_dinov2_reg4", 0, 48, 32},     {"hf_vit_model", 0, 48, 32},    {"hf_deit_distilled", 0, 48, 32},
+    {"hf_clip_vision", 0, 48, 32},     {"hf_siglip_vision", 0, 48, 32},
 };
 
 class CudaFamiliesResized : public ::testing::TestWithParam<std::tuple<ResizeCase, Precision, AttentionImpl>> {};

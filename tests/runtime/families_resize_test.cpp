@@ -1,11 +1,13 @@
-// The input size is the user's (issue #24): the tests/data/families checkpoints (32 x 32, patch 8) run at
-// 48 x 48 and 48 x 32 (height x width: a 6 x 4 grid) on the CPU engine in fp32, their position embeddings
-// resampled once at load
-// (WeightSource::fit_pos_embed, kernels/cpu resample_pos_embed_bicubic), against timm's and transformers'
-// own outputs at that size (tests/data/families/resize, tools/gpu/make_resize_goldens.py):
+// The input size is the user's (issue #24): the tests/data/families checkpoints (32 x 32, patch 8; and the HF
+// ViTForImageClassification tests/data/hf/vit-hf-micro) run at 48 x 48 and 48 x 32 (height x width: a 6 x 4
+// grid) on the CPU engine in fp32, their position embeddings resampled once at load
+// (WeightSource::fit_pos_embed, kernels/cpu resample_pos_embed_bicubic), against timm's and transformers' own
+// outputs at that size (tests/data/families/resize, tools/gpu/make_resize_goldens.py): timm models built at the
+// size; HF DINOv2 (with and without registers) as its forward interpolates; HF ViT (ViTModel,
+// ViTForImageClassification), DeiT distilled, CLIP and SigLIP vision towers with interpolate_pos_encoding=True.
 //   - the resampled table against the golden `pos_embed` (timm: the model's table after
-//     resample_abs_pos_embed; HF DINOv2: what interpolate_pos_encoding returns);
-//   - the outputs within tol::kFp32EndToEnd normwise and the same top-1.
+//     resample_abs_pos_embed; HF: what the family's interpolate_pos_encoding returns);
+//   - every output the golden has within tol::kFp32EndToEnd normwise, and the same top-1.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -22,11 +24,13 @@
 #include "platform/device_registry.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
+#include "runtime/graph.h"
 #include "runtime/importer.h"
 #include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/checkpoint_fixtures.h"
+#include "tests/runtime/family_goldens.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -51,9 +55,12 @@ std::string golden_path(const std::string& name, int h, int w) {
 }
 
 struct ResizeCase {
-  const char* name;
-  double eps;  // timm: what the checkpoint cannot say (the CLIP case was built with nn.LayerNorm's 1e-5)
+  const char* name;  // the golden's name: resize/<name>.size<H>x<W>.golden.safetensors
+  double eps;        // timm: what the checkpoint cannot say (the CLIP case was built with nn.LayerNorm's 1e-5)
+  const char* checkpoint = nullptr;  // a Hugging Face folder under tests/data when not families/<name>
 };
+
+bool is_hf(const ResizeCase& c) { return c.checkpoint != nullptr || std::string(c.name).rfind("hf_", 0) == 0; }
 
 // The input sizes checked, (height, width): a larger square and a non-square one.
 struct Size {
@@ -63,10 +70,11 @@ constexpr Size kSizes[] = {{48, 48}, {48, 32}};
 
 // h > 0: imported as `import --image-size HxW` does it.
 Result<ModelSpec> import_case(const ResizeCase& c, int h = 0, int w = 0) {
-  const std::string base = family_path(c.name);
+  const std::string base = c.checkpoint ? testutil::source_path(std::string("tests/data/") + c.checkpoint)
+                                         : family_path(c.name);
   ImportOptions io;
   if (h > 0) io.image_size = std::make_pair(h, w);
-  if (std::string(c.name).rfind("hf_", 0) == 0) return infer_model_spec_hf(base, io);
+  if (is_hf(c)) return infer_model_spec_hf(base, io);
   io.heads = 2;
   io.eps = c.eps;
   return infer_model_spec_timm(base + ".safetensors", io);
@@ -130,7 +138,7 @@ TEST_P(FamilyResize, PosEmbedResampledAtLoad) {
   const int e = spec->arch.embed_dim;
   size_t skip = 0;
   // HF DINOv2 with registers: the registers carry no position; edgevit folds the class row into cls_token.
-  if (std::string(c.name).rfind("hf_", 0) == 0 && spec->arch.no_embed_class) skip = static_cast<size_t>(e);
+  if (is_hf(c) && spec->arch.no_embed_class) skip = static_cast<size_t>(e);
   std::vector<float> got(static_cast<size_t>(spec->arch.pos_embed_len() * e));
   ASSERT_EQ(got.size() + skip, want.size());
   ASSERT_TRUE(w->read_f32("pos_embed", got.data(), got.size()).ok());
@@ -167,25 +175,33 @@ TEST_P(FamilyResize, OutputsMatchReference) {
   ASSERT_TRUE(dev.ok());
   EngineOptions o;
   o.plan.batch = n;
+  o.plan.outputs = available_outputs(spec->arch);  // tokens too
   o.threads = 2;
   auto engine = Engine::create(*spec, *dev, o);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
-  int checked = 0;
-  for (const char* name : {"pre_logits", "embedding"}) {
-    if (golden->find(name) == nullptr) continue;
-    const std::vector<float> want = read_tensor(*golden, name);
-    EXPECT_LE(testutil::rel_error((*engine)->pre_logits(), want.data(), want.size()), tol::kFp32EndToEnd) << name;
-    ++checked;
+  // Every output the golden holds (testutil::golden_outputs: logits and its top-1, embedding, pre_logits,
+  // tokens), each within kFp32EndToEnd; every golden tensor but the input and the table is checked.
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(**engine, *golden);
+  for (const testutil::GoldenOutput& check : checks) {
+    const std::vector<float> want = read_tensor(*golden, check.golden);
+    const float* got = (*engine)->output(check.kind);
+    ASSERT_NE(got, nullptr) << to_string(check.kind);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * (*engine)->output_numel_per_image(check.kind)))
+        << to_string(check.kind);
+    EXPECT_LE(testutil::rel_error(got, want.data(), want.size()), tol::kFp32EndToEnd)
+        << to_string(check.kind) << " against the golden's " << check.golden;
+    if (check.kind == OutputKind::kLogits) {
+      const int classes = static_cast<int>(want.size()) / n;
+      EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes));
+    }
   }
-  if (golden->find("logits") != nullptr) {
-    const std::vector<float> want = read_tensor(*golden, "logits");
-    const int classes = static_cast<int>(want.size()) / n;
-    EXPECT_LE(testutil::rel_error((*engine)->logits(), want.data(), want.size()), tol::kFp32EndToEnd);
-    EXPECT_EQ(testutil::argmax_rows((*engine)->logits(), n, classes), testutil::argmax_rows(want.data(), n, classes));
-    ++checked;
+  for (const TensorInfo& t : golden->tensors()) {
+    if (t.name == "input" || t.name == "pos_embed") continue;
+    bool checked = false;
+    for (const testutil::GoldenOutput& check : checks) checked = checked || check.golden == t.name;
+    EXPECT_TRUE(checked) << t.name << " is not checked";
   }
-  EXPECT_GT(checked, 0);
   // plan states the token count at the model's size (48 x 48: 6 x 6 = 36 patches; 48 x 32: 6 x 4 = 24) + the
   // prefix tokens, and its JSON the size as (height, width).
   const int patches = (size.h / 8) * (size.w / 8);
@@ -244,8 +260,8 @@ TEST(ImportImageSize, SameLengthOtherGridFollowsTheLibrary) {
 }
 
 // HF DINOv2 with registers: Dinov2WithRegistersEmbeddings.interpolate_pos_encoding passes antialias=True
-// (plain DINOv2 does not), read from transformers' source; no golden covers it, so this pins the choice:
-// the loader's table at 48 x 32 is the antialiased resize of the table at the checkpoint's 4 x 4 grid.
+// (plain DINOv2 does not): the loader's table at 48 x 32 is the antialiased resize of the table at the
+// checkpoint's 4 x 4 grid, and not the plain one (its golden, FamilyResize hf_dinov2_reg4, agrees).
 TEST(ResamplePosEmbed, HfDinov2WithRegistersAntialiases) {
   auto spec = import_case(ResizeCase{"hf_dinov2_reg4", 1e-6});
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
@@ -274,17 +290,212 @@ TEST(ResamplePosEmbed, HfDinov2WithRegistersAntialiases) {
   }
 }
 
+// A Hugging Face checkpoint trained at a non-square size: config.json's image_size [48, 32] (ViTConfig,
+// CLIPVisionConfig and SiglipVisionConfig take an int or [height, width]) and a 6 x 4 position table. Built from
+// the 32 x 32 checkpoint with the table its family's interpolate_pos_encoding gives at 48 x 32 (the golden's
+// pos_embed): transformers runs such a checkpoint at 48 x 32 with that table as it is, so its outputs are the
+// 48 x 32 golden's. `clip_full`: the same tower as the vision_config of a full `clip` config.
+struct NonSquareCase {
+  const char* name;
+  bool clip_full;
+};
+
+std::string write_non_square_checkpoint(const NonSquareCase& c, const std::string& dir, const nlohmann::json& size) {
+  const std::string src = family_path(c.name);
+  testutil::TensorMap tensors = testutil::read_all_f32(src + "/model.safetensors");
+  auto golden = SafetensorsFile::open(golden_path(c.name, 48, 32));
+  EXPECT_TRUE(golden.ok());
+  if (!golden.ok()) return dir;
+  const std::vector<float> table = read_tensor(*golden, "pos_embed");
+  for (auto& [name, t] : tensors) {
+    if (name.find("position_embedding") == std::string::npos) continue;
+    const int64_t e = t.shape.back(), rows = static_cast<int64_t>(table.size()) / e;
+    t.data = table;
+    t.shape[t.shape.size() - 2] = rows;
+  }
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(testutil::write_tensors(dir + "/model.safetensors", tensors).ok());
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(src + "/config.json"));
+  cfg["image_size"] = size;
+  if (c.clip_full) cfg = {{"model_type", "clip"}, {"projection_dim", 16}, {"vision_config", cfg}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  return dir;
+}
+
+class HfNonSquareCheckpoint : public ::testing::TestWithParam<NonSquareCase> {};
+
+// Imported at its own size, the YAML says the input and the table's grid (pos_embed_grid), and the engine's
+// outputs are transformers' at 48 x 32 (no resampling).
+TEST_P(HfNonSquareCheckpoint, RunsAtItsOwnSize) {
+  const NonSquareCase c = GetParam();
+  const std::string dir = testutil::make_temp_dir("nonsquare");
+  const std::string ckpt = write_non_square_checkpoint(c, dir + "/ckpt", nlohmann::json::array({48, 32}));
+  auto imported = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  EXPECT_EQ(imported->arch.img_h, 48);
+  EXPECT_EQ(imported->arch.img_w, 32);
+  EXPECT_EQ(imported->arch.pos_grid_h, 6);
+  EXPECT_EQ(imported->arch.pos_grid_w, 4);
+  ASSERT_TRUE(save_imported_spec(*imported, dir + "/model.yaml").ok());
+  std::stringstream yaml;
+  yaml << std::ifstream(dir + "/model.yaml").rdbuf();
+  EXPECT_NE(yaml.str().find("img_size: [48, 32]"), std::string::npos) << yaml.str();
+  EXPECT_NE(yaml.str().find("pos_embed_grid: [6, 4]"), std::string::npos) << yaml.str();
+  auto spec = load_model_spec(dir + "/model.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_TRUE(same_model_spec(*spec, *imported));
+  auto golden = SafetensorsFile::open(golden_path(c.name, 48, 32));
+  ASSERT_TRUE(golden.ok());
+  const std::vector<float> input = read_tensor(*golden, "input");
+  const int n = 2;
+  spec->max_batch = n;
+  auto dev = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(dev.ok());
+  EngineOptions o;
+  o.plan.batch = n;
+  o.plan.outputs = available_outputs(spec->arch);
+  o.threads = 2;
+  auto engine = Engine::create(*spec, *dev, o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_TRUE((*engine)->infer(input.data(), n).ok());
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(**engine, *golden);
+  EXPECT_EQ(checks.size(), 2u);  // tokens and embedding
+  for (const testutil::GoldenOutput& check : checks) {
+    const std::vector<float> want = read_tensor(*golden, check.golden);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * (*engine)->output_numel_per_image(check.kind)));
+    EXPECT_LE(testutil::rel_error((*engine)->output(check.kind), want.data(), want.size()), tol::kFp32EndToEnd)
+        << check.golden;
+  }
+  // The transposed size has the same 24 positions: the recorded grid tells them apart, and transformers
+  // cannot resample a non-square table (it reshapes it to sqrt(length) squared), so both are refused.
+  for (const auto& [h, w] : {std::make_pair(32, 48), std::make_pair(48, 48)}) {
+    ModelSpec other = *spec;
+    other.arch.img_h = h;
+    other.arch.img_w = w;
+    auto refused = Engine::create(other, *dev, o);
+    ASSERT_FALSE(refused.ok()) << h << "x" << w;
+    EXPECT_EQ(refused.status().code(), StatusCode::kCheckpointError);
+    EXPECT_NE(refused.status().message().find("non-square 6x4 patch grid"), std::string::npos)
+        << refused.status().message();
+    ImportOptions io;
+    io.image_size = std::make_pair(h, w);
+    auto at_size = infer_model_spec_hf(ckpt, io);
+    ASSERT_FALSE(at_size.ok());
+    EXPECT_EQ(at_size.status().code(), StatusCode::kCheckpointError);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Malformed sizes are refused naming the file, the key (vision_config.image_size inside a full CLIP config) and
+// the reason: config_error (exit 3), or unsupported (exit 7) for non-square patches.
+TEST_P(HfNonSquareCheckpoint, RefusesMalformedSizes) {
+  const NonSquareCase c = GetParam();
+  const std::string key = std::string(c.clip_full ? "vision_config." : "") + "image_size";
+  struct Bad {
+    nlohmann::json size;
+    const char* reason;
+  };
+  const Bad bad[] = {
+      {0, "expected a positive integer or [height, width], got 0"},
+      {-48, "expected a positive integer or [height, width], got -48"},
+      {"48", "expected a positive integer or [height, width], got \"48\""},
+      {48.5, "expected a positive integer or [height, width], got 48.5"},
+      {true, "expected a positive integer or [height, width], got true"},
+      {nlohmann::json::array({48, 32, 3}), "expected an integer or [height, width], got a list of 3 entries"},
+      {nlohmann::json::array({48}), "expected an integer or [height, width], got a list of 1 entries: [48]"},
+      {nlohmann::json::array({48, 0}), "width must be a positive integer, got 0"},
+      {nlohmann::json::array({-8, 32}), "height must be a positive integer, got -8"},
+      {nlohmann::json::array({48, "32"}), "width must be a positive integer, got \"32\""},
+      {nlohmann::json::array({48, nlohmann::json::array({32})}), "width must be a positive integer, got [32]"},
+      {44, "size 44 is not a multiple of patch_size 8"},
+      {nlohmann::json::array({48, 36}), "width 36 is not a multiple of patch_size 8"},
+  };
+  const std::string dir = testutil::make_temp_dir("nonsquare_bad");
+  int i = 0;
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.size.dump());
+    const std::string ckpt = write_non_square_checkpoint(c, dir + "/" + std::to_string(i++), b.size);
+    auto spec = infer_model_spec_hf(ckpt, {});
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), StatusCode::kConfigError) << spec.status().to_string();
+    EXPECT_EQ(exit_code_for(spec.status().code()), 3);
+    EXPECT_NE(spec.status().message().find(ckpt + "/config.json: key '" + key + "': " + b.reason), std::string::npos)
+        << spec.status().message();
+  }
+  // Non-square patches are valid for transformers and not supported by edgevit.
+  std::string ckpt = write_non_square_checkpoint(c, dir + "/patch", nlohmann::json::array({48, 32}));
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(ckpt + "/config.json"));
+  (c.clip_full ? cfg["vision_config"] : cfg)["patch_size"] = nlohmann::json::array({8, 16});
+  std::ofstream(ckpt + "/config.json") << cfg.dump(2);
+  auto spec = infer_model_spec_hf(ckpt, {});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(spec.status().message().find("non-square patches [8,16] are not supported"), std::string::npos)
+      << spec.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// The checkpoint's preprocessor_config.json at that size: {height: 48, width: 32} resizes to exactly 32 wide x 48
+// high (as ViTImageProcessor does); the transposed size is refused naming both (W x H, as the message writes
+// sizes); without a size the processor's default is the model's own 48 x 32.
+TEST(HfNonSquareCheckpoint, PreprocessorConfigEndsAtItsSize) {
+  const std::string dir = testutil::make_temp_dir("nonsquare_pre");
+  const std::string ckpt =
+      write_non_square_checkpoint(NonSquareCase{"hf_vit_model", false}, dir + "/ckpt", nlohmann::json::array({48, 32}));
+  const nlohmann::json base = {{"do_resize", true},          {"resample", 2},           {"do_rescale", true},
+                               {"rescale_factor", 1.0 / 255}, {"do_normalize", true},    {"image_mean", {0.5, 0.5, 0.5}},
+                               {"image_std", {0.5, 0.5, 0.5}}};
+  nlohmann::json pre = base;
+  pre["size"] = {{"height", 48}, {"width", 32}};
+  std::ofstream(ckpt + "/preprocessor_config.json") << pre.dump();
+  auto spec = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->preprocess.resize_mode, ResizeMode::kExact);
+  EXPECT_EQ(spec->preprocess.resize_h, 48);
+  EXPECT_EQ(spec->preprocess.resize_w, 32);
+  pre["size"] = {{"height", 32}, {"width", 48}};
+  std::ofstream(ckpt + "/preprocessor_config.json") << pre.dump();
+  auto transposed = infer_model_spec_hf(ckpt, {});
+  ASSERT_FALSE(transposed.ok());
+  EXPECT_EQ(transposed.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(transposed.status().message().find(
+                "preprocessor_config.json: key 'size': the pipeline ends at 48x32 but the model's input is 32x48"),
+            std::string::npos)
+      << transposed.status().message();
+  std::ofstream(ckpt + "/preprocessor_config.json") << base.dump();
+  auto unsized = infer_model_spec_hf(ckpt, {});
+  ASSERT_TRUE(unsized.ok()) << unsized.status().to_string();
+  EXPECT_EQ(unsized->preprocess.resize_h, 48);
+  EXPECT_EQ(unsized->preprocess.resize_w, 32);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfNonSquareCheckpoint,
+                         ::testing::Values(NonSquareCase{"hf_vit_model", false}, NonSquareCase{"hf_clip_vision", true},
+                                           NonSquareCase{"hf_siglip_vision", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.name) + (info.param.clip_full ? "_full_clip" : "");
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyResize,
                          ::testing::Combine(::testing::Values(ResizeCase{"timm_vit_nohead", 1e-6},
                                                               ResizeCase{"timm_dinov2", 1e-6},
                                                               ResizeCase{"timm_dinov2_reg4", 1e-6},
                                                               ResizeCase{"timm_clip", 1e-5},
-                                                              ResizeCase{"hf_dinov2", 1e-6}),
+                                                              ResizeCase{"hf_dinov2", 0},
+                                                              ResizeCase{"hf_dinov2_reg4", 0},
+                                                              ResizeCase{"hf_vit_model", 0},
+                                                              ResizeCase{"vit-hf-micro", 0, "hf/vit-hf-micro"},
+                                                              ResizeCase{"hf_deit_distilled", 0},
+                                                              ResizeCase{"hf_clip_vision", 0},
+                                                              ResizeCase{"hf_siglip_vision", 0}),
                                             ::testing::ValuesIn(kSizes)),
                          [](const auto& info) {
                            const Size s = std::get<1>(info.param);
-                           return std::string(std::get<0>(info.param).name) + "_" + std::to_string(s.h) + "x" +
-                                  std::to_string(s.w);
+                           std::string name = std::get<0>(info.param).name;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name + "_" + std::to_string(s.h) + "x" + std::to_string(s.w);
                          });
 
 }  // namespace

@@ -6,6 +6,7 @@
 //     tol::kFp32EndToEnd normwise and with the same top-1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -286,6 +287,153 @@ TEST(FamilyConfig, FullClipCheckpointRunsItsVisionTower) {
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
   EXPECT_EQ(spec->arch.num_classes, 16);
   expect_matches_golden(*spec, src + ".golden.safetensors");
+  std::filesystem::remove_all(dir);
+}
+
+// ---- a timm CLIP tower's head: the image projection or a classifier (runtime/timm_head.h) -------------------
+
+// timm_clip (a pre_norm tower with a 16-wide head) as a hub folder: model.safetensors with the head's bias as
+// trained, all zeros (timm's OpenAI/OpenCLIP conversion) or absent, and a config.json as timm's save_for_hf
+// writes it (or none); import must tell the projection from a classifier, and the model then gives timm's
+// outputs: head(pre_logits) as `embedding` (no `logits`) or as `logits`.
+enum class Bias { kTrained, kZero, kAbsent };
+
+nlohmann::json timm_hub_config(const std::string& architecture, const std::string& tag) {
+  return {{"architecture", architecture},
+          {"num_classes", 16},
+          {"num_features", 64},
+          {"global_pool", "token"},
+          {"pretrained_cfg",
+           {{"tag", tag},
+            {"custom_load", false},
+            {"input_size", {3, 32, 32}},
+            {"fixed_input_size", true},
+            {"interpolation", "bicubic"},
+            {"crop_pct", 0.9},
+            {"crop_mode", "center"},
+            {"mean", {0.48145466, 0.4578275, 0.40821073}},
+            {"std", {0.26862954, 0.26130258, 0.27577711}},
+            {"num_classes", 512},
+            {"pool_size", nullptr},
+            {"first_conv", "patch_embed.proj"},
+            {"classifier", "head"},
+            {"license", "apache-2.0"}}}};
+}
+
+struct TimmHeadCase {
+  const char* name;
+  Bias bias;
+  nlohmann::json config;  // config.json beside the checkpoint; null: none
+  bool projection;
+  const char* note;  // in import's head note
+};
+
+std::vector<TimmHeadCase> timm_head_cases() {
+  const std::string clip = "vit_base_patch16_clip_224";
+  return {
+      {"weights_trained", Bias::kTrained, nullptr, false,
+       "a classifier (logits): no timm config.json beside the checkpoint; norm_pre and a head with a trained"},
+      {"weights_zero", Bias::kZero, nullptr, true,
+       "the CLIP image projection (embedding, no logits): no timm config.json beside the checkpoint; norm_pre and "
+       "a head with an all-zero bias"},
+      {"weights_absent", Bias::kAbsent, nullptr, true, "norm_pre and a head with no bias"},
+      {"hub_openai", Bias::kZero, timm_hub_config(clip, "openai"), true,
+       "the CLIP image projection (embedding, no logits): "},
+      {"hub_laion_no_bias", Bias::kAbsent, timm_hub_config("vit_large_patch14_clip_quickgelu_224", "laion2b"), true,
+       "names vit_large_patch14_clip_quickgelu_224.laion2b, a CLIP tower; norm_pre and a head with no bias"},
+      {"hub_openai_trained", Bias::kTrained, timm_hub_config(clip, "openai"), false,
+       "names vit_base_patch16_clip_224.openai, a CLIP tower; norm_pre and a head with a trained"},
+      {"hub_fine_tuned", Bias::kZero, timm_hub_config(clip, "openai_ft_in1k"), false,
+       "names vit_base_patch16_clip_224.openai_ft_in1k, a CLIP tower fine-tuned as a classifier"},
+      {"hub_dotted_name", Bias::kZero, {{"architecture", clip + ".laion2b_ft_in12k"}}, false,
+       "fine-tuned as a classifier"},
+      {"hub_not_clip", Bias::kZero, timm_hub_config("vit_base_patch16_224", "augreg_in21k"), false,
+       "names vit_base_patch16_224.augreg_in21k, not a CLIP tower (vit_*_clip_*)"},
+      {"hf_config_beside", Bias::kZero, {{"model_type", "vit"}}, true, "no timm config.json beside the checkpoint"},
+  };
+}
+
+class TimmClipHead : public ::testing::TestWithParam<TimmHeadCase> {};
+
+TEST_P(TimmClipHead, ImportTellsProjectionFromClassifier) {
+  const TimmHeadCase c = GetParam();
+  const std::string dir = testutil::make_temp_dir("timm_head");
+  testutil::TensorMap w = testutil::read_all_f32(family_path("timm_clip.safetensors"));
+  const std::vector<float> trained = w["head.bias"].data;
+  if (c.bias == Bias::kZero) std::fill(w["head.bias"].data.begin(), w["head.bias"].data.end(), 0.0f);
+  if (c.bias == Bias::kAbsent) w.erase("head.bias");
+  ASSERT_TRUE(testutil::write_tensors(dir + "/model.safetensors", w).ok());
+  if (!c.config.is_null()) std::ofstream(dir + "/config.json") << c.config.dump(2);
+  ImportOptions io;
+  io.heads = 2;
+  io.eps = 1e-5;
+  auto spec = infer_model_spec_timm(dir + "/model.safetensors", io);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->arch.projection_head, c.projection);
+  EXPECT_EQ(spec->arch.head_bias, c.bias != Bias::kAbsent);
+  EXPECT_NE(spec->head_note.find(c.note), std::string::npos) << spec->head_note;
+  // The YAML keeps the decision.
+  ASSERT_TRUE(save_imported_spec(*spec, dir + "/model.yaml").ok());
+  auto back = load_model_spec(dir + "/model.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->arch.projection_head, c.projection);
+  // timm's head output with this bias: the golden's logits less the trained bias unless it is kept.
+  auto golden = SafetensorsFile::open(family_path("timm_clip.golden.safetensors"));
+  ASSERT_TRUE(golden.ok());
+  testutil::TensorMap want;
+  for (const char* name : {"input", "pre_logits", "tokens", "logits"})
+    want[name] = {golden->find(name)->shape, read_tensor(*golden, name)};
+  if (c.bias != Bias::kTrained)
+    for (size_t i = 0; i < want["logits"].data.size(); ++i) want["logits"].data[i] -= trained[i % trained.size()];
+  if (c.projection) {
+    want["embedding"] = want["logits"];
+    want.erase("logits");
+  }
+  ASSERT_TRUE(testutil::write_tensors(dir + "/golden.safetensors", want).ok());
+  expect_matches_golden(*spec, dir + "/golden.safetensors");
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TimmClipHead, ::testing::ValuesIn(timm_head_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A plain timm ViT with a head (no norm_pre) stays a classifier and says so; a model without a head says nothing.
+TEST(TimmClipHead, NonClipModelsKeepTheirClassifier) {
+  ImportOptions io;
+  io.heads = 2;
+  auto dinov2 = infer_model_spec_timm(family_path("timm_dinov2.safetensors"), io);
+  ASSERT_TRUE(dinov2.ok()) << dinov2.status().to_string();
+  EXPECT_FALSE(dinov2->arch.projection_head);
+  EXPECT_NE(dinov2->head_note.find("the checkpoint has no norm_pre, so it is not a CLIP tower"), std::string::npos)
+      << dinov2->head_note;
+  auto nohead = infer_model_spec_timm(family_path("timm_vit_nohead.safetensors"), io);
+  ASSERT_TRUE(nohead.ok()) << nohead.status().to_string();
+  EXPECT_TRUE(nohead->head_note.empty()) << nohead->head_note;
+}
+
+// A timm config.json whose architecture or pretrained tag is not a string: a config error (exit 3) naming the
+// file and the key.
+TEST(TimmClipHead, MalformedTimmConfigIsRefused) {
+  const std::string dir = testutil::make_temp_dir("timm_head_bad");
+  std::filesystem::copy_file(family_path("timm_clip.safetensors"), dir + "/model.safetensors");
+  nlohmann::json tag_number = timm_hub_config("vit_base_patch16_clip_224", "openai");
+  tag_number["pretrained_cfg"]["tag"] = 7;
+  const std::pair<nlohmann::json, const char*> cases[] = {
+      {{{"architecture", 42}}, "config.json: key 'architecture': expected a timm model name, got 42"},
+      {{{"architecture", ""}}, "config.json: key 'architecture': expected a timm model name, got \"\""},
+      {tag_number, "config.json: key 'pretrained_cfg.tag': expected a string, got 7"},
+  };
+  ImportOptions io;
+  io.heads = 2;
+  for (const auto& [cfg, message] : cases) {
+    SCOPED_TRACE(cfg.dump());
+    std::ofstream(dir + "/config.json") << cfg.dump();
+    auto spec = infer_model_spec_timm(dir + "/model.safetensors", io);
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), StatusCode::kConfigError);
+    EXPECT_EQ(exit_code_for(spec.status().code()), 3);
+    EXPECT_NE(spec.status().message().find(message), std::string::npos) << spec.status().message();
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -245,7 +245,7 @@ TEST(HostileCorpus, ExtremeAspectRatioIsRefusedBeforeResizing) {
 // 1.18 GB). It is written at test time (all-zero samples, ~3.4 MB here) and must be refused from its
 // header, naming the image, its size and depth and the budget, before stb_image allocates anything.
 TEST(HostileCorpus, SixteenBitRgbaDecodeBombIsRefusedFromItsHeader) {
-  const std::string path = ::testing::TempDir() + "/decode_bomb_rgba16_8192x8191.png";
+  const std::string path = testutil::temp_dir() + "decode_bomb_rgba16_8192x8191.png";
   ASSERT_TRUE(testutil::write_zero_png(path, 8192, 8191, 6, 16)) << path;
   EXPECT_LT(fs::file_size(path), size_t{4} << 20);
   std::ifstream in(path, std::ios::binary);

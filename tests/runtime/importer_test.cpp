@@ -237,7 +237,11 @@ TEST_F(ImporterTest, HfConfigIsCrossCheckedAgainstTensors) {
       {"type", {{"model_type", "swin"}}, StatusCode::kUnsupported, "model_type"},
       {"labels", {{"id2label", {{"0", "a"}, {"1", "b"}}}}, StatusCode::kCheckpointError, "id2label has 2 labels"},
       {"heads", {{"num_attention_heads", 3}}, StatusCode::kConfigError, "not divisible by num_attention_heads 3"},
-      {"rect", {{"image_size", {32, 48}}}, StatusCode::kUnsupported, "only square sizes"},
+      // [height, width] is read as ViTConfig reads it; this checkpoint's table holds 4 x 4 positions, not 4 x 6.
+      {"rect", {{"image_size", {32, 48}}}, StatusCode::kCheckpointError,
+       "pos_embed: expected [1,25,64], checkpoint has [1,17,64]"},
+      {"rect_bad", {{"image_size", {32, 48, 3}}}, StatusCode::kConfigError,
+       "config.json: key 'image_size': expected an integer or [height, width], got a list of 3 entries"},
       {"type_error", {{"hidden_size", "64"}}, StatusCode::kConfigError, "key 'hidden_size': expected a positive integer"},
   };
   for (const Case& c : cases) {

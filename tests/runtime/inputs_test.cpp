@@ -244,7 +244,7 @@ int64_t decode_peak_in_fresh_process(const std::vector<uint8_t>& bytes, const st
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return -1;
   exe[n] = '\0';
-  const std::string path = ::testing::TempDir() + "/decode_peak_" + name;
+  const std::string path = testutil::temp_dir() + "decode_peak_" + name;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                               static_cast<std::streamsize>(bytes.size()));
   const std::string cmd = "EDGEVIT_DECODE_PEAK='" + path + " " + std::to_string(spec.arch.in_chans) + " " +
@@ -266,7 +266,7 @@ int64_t decode_peak_in_fresh_process(const std::vector<uint8_t>& bytes, const st
 // JPEG fits the default budget).
 TEST(DecodeBudget, HeaderEstimateBoundsTheMeasuredPeak) {
   EDGEVIT_SKIP_IF_EMULATED();  // 39 decodes of up to 2048x2047x4 16-bit images, each in a fresh process
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = testutil::temp_dir();
   struct Image {
     std::string name;
     std::vector<uint8_t> bytes;

@@ -98,7 +98,7 @@ Digits calibrated_digits(const DeviceProfile& cpu) {
   auto scales = calibrate_int8(*spec, cpu, cx.data(), static_cast<int>(cx.size() / 64), CalibOptions());
   EXPECT_TRUE(scales.ok()) << scales.status().to_string();
   d.int8 = *spec;
-  d.int8.int8_scales_path = testing::TempDir() + "int8_cuda_digits.scales.safetensors";
+  d.int8.int8_scales_path = testutil::temp_dir() + "int8_cuda_digits.scales.safetensors";
   EXPECT_TRUE(scales.ok() && write_int8_scales(d.int8.int8_scales_path, *scales).ok());
   return d;
 }

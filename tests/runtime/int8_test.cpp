@@ -32,7 +32,7 @@ std::vector<float> read(const SafetensorsFile& f, const char* name) {
   return v;
 }
 
-std::string tmp_path(const std::string& leaf) { return testing::TempDir() + "edgevit_int8_" + leaf; }
+std::string tmp_path(const std::string& leaf) { return testutil::temp_dir() + "edgevit_int8_" + leaf; }
 
 ModelSpec digits_spec() {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));

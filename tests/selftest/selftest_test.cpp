@@ -358,7 +358,7 @@ TEST(Selftest, MissingModelOrExpectedOutputsCannotRun) {
   EXPECT_EQ(selftest_exit_code(r), 2);
 
   o = repo_options();
-  o.testdata_dir = ::testing::TempDir() + "selftest_empty_testdata";
+  o.testdata_dir = testutil::temp_dir() + "selftest_empty_testdata";
   fs::create_directories(o.testdata_dir);
   r = run_selftest(o);
   ASSERT_FALSE(r.ok());
@@ -400,7 +400,7 @@ TEST(Selftest, CudaProfileWithoutCudaBackendRunsTheEngineOnTheHost) {
 }
 
 TEST(Selftest, PlanThatDoesNotFitFailsAndSkipsTheEngineChecks) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "selftest_tiny_device";
+  const fs::path dir = fs::path(testutil::temp_dir()) / "selftest_tiny_device";
   write_file(dir / "tiny.yaml",
              "name: tiny\ndescription: 1 MiB budget\nkind: cpu\nmemory:\n  total_mib: 64\n  budget_mib: 1\n"
              "  unified: false\n  cuda_context_mib: 0\n  bandwidth_gbps: 1\ncpu:\n  cores: 1\n  model: test\n");

@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <gtest/gtest.h>
 
 namespace edgevit::testutil {
 
@@ -72,6 +75,21 @@ bool under_emulator() {
 }
 
 double emulation_time_scale() { return under_emulator() ? 20.0 : 1.0; }
+
+std::string temp_dir() {
+  static const std::string dir = [] {
+    const std::string d = ::testing::TempDir() + "edgevit_test." + std::to_string(getpid()) + "/";
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  static const struct Remover {  // destroyed before `dir` (constructed after it)
+    ~Remover() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remover;
+  return dir;
+}
 
 ProgramRun run_program(const std::string& binary_relative, const std::string& args, Stderr mode) {
   const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");

@@ -24,6 +24,12 @@ std::string source_path(const std::string& relative);
 std::string golden_path(const std::string& name);
 std::string binary_path(const std::string& relative);
 
+// A directory of this test process's own (GoogleTest's TempDir(), i.e. $TEST_TMPDIR or /tmp, then
+// edgevit_test.<pid>/, with the trailing slash): tests that write files under fixed names put them here, so
+// test runs side by side (two build trees, CI beside a developer's run) never write the same file. Made on
+// first use, removed with its contents when the process exits.
+std::string temp_dir();
+
 // Index of the largest element of each row of x (rows, cols).
 std::vector<int> argmax_rows(const float* x, int rows, int cols);
 

@@ -23,7 +23,7 @@ const std::string kDigits = testutil::source_path("config/models/vit-digits.yaml
 const std::string kCalib = testutil::source_path("tests/data/digits/calib_split.safetensors");
 
 TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
-  const std::string out = ::testing::TempDir() + "cli_int8_digits.yaml";
+  const std::string out = testutil::temp_dir() + "cli_int8_digits.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --method mse -o " + out);
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_NE(c.out.find("calibrated vit-digits on 64 images (mse): 16 scales"), std::string::npos) << c.out;
@@ -78,7 +78,7 @@ TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
 }
 
 TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {
-  const std::string out = ::testing::TempDir() + "cli_int8_cmp.yaml";
+  const std::string out = testutil::temp_dir() + "cli_int8_cmp.yaml";
   ASSERT_EQ(run("calibrate " + kDigits + " --images " + kCalib + " --samples 32 -o " + out).code, 0);
   const Ran c = run("compare " + out + " --precisions fp32,int8 -i " +
                     testutil::source_path("tests/data/digits/test_split.safetensors") + " --samples 40");
@@ -111,7 +111,7 @@ TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {
 }
 
 TEST(CliInt8, BadInputExitsWithItsDocumentedCode) {
-  const std::string out = ::testing::TempDir() + "cli_int8_bad.yaml";
+  const std::string out = testutil::temp_dir() + "cli_int8_bad.yaml";
   EXPECT_EQ(run("calibrate " + kDigits + " --images /nonexistent.safetensors -o " + out).code, 8);
   EXPECT_EQ(run("calibrate " + kDigits + " --images " + kCalib + " --method wrong -o " + out).code, 2);
   EXPECT_EQ(run("compare " + kDigits + " --precisions fp32,fp16 -i " + kCalib).code, 2);

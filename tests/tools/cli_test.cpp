@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -15,6 +17,8 @@
 
 #include "runtime/safetensors.h"
 #include "base/status.h"
+#include "base/tolerances.h"
+#include "tests/runtime/checkpoint_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -38,7 +42,7 @@ Ran run(const std::string& args) {
   return r;
 }
 
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "edgevit_cli_" + name; }
+std::string tmp(const std::string& name) { return testutil::temp_dir() + "edgevit_cli_" + name; }
 
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary) << data;
@@ -230,6 +234,55 @@ TEST(Cli, ImportAtANonSquareSizeThenPlanAndRun) {
     EXPECT_NE(b.code, 0) << bad;
     EXPECT_NE(b.out.find("--image-size"), std::string::npos) << bad << ": " << b.out;
   }
+}
+
+// import says how it read a timm head (runtime/timm_head.h, docs/models.md): timm_clip with an all-zero head
+// bias (timm's OpenAI/OpenCLIP conversion) is a CLIP tower's image projection: the YAML says projection_head,
+// `run --output` writes `embedding` (timm's head output) and no `logits`. The same folder with a config.json
+// naming a fine-tuned tag is a classifier; a config.json whose architecture is not a string exits 3.
+TEST(Cli, ImportSaysHowItReadATimmHead) {
+  const std::string dir = tmp("timm_head");
+  std::filesystem::create_directories(dir);
+  testutil::TensorMap w =
+      testutil::read_all_f32(testutil::source_path("tests/data/families/timm_clip.safetensors"));
+  const std::vector<float> bias = w["head.bias"].data;
+  std::fill(w["head.bias"].data.begin(), w["head.bias"].data.end(), 0.0f);
+  ASSERT_TRUE(testutil::write_tensors(dir + "/model.safetensors", w).ok());
+  const std::string import = "import --from timm " + dir + "/model.safetensors --heads 2 --eps 1e-5 -o " + dir + "/m.yaml";
+  Ran imp = run(import);
+  ASSERT_EQ(imp.code, 0) << imp.out;
+  EXPECT_NE(imp.out.find("head: the CLIP image projection (embedding, no logits): no timm config.json beside the "
+                         "checkpoint; norm_pre and a head with an all-zero bias"),
+            std::string::npos)
+      << imp.out;
+  EXPECT_NE(read_file(dir + "/m.yaml").find("projection_head: true"), std::string::npos);
+  const std::string golden = testutil::source_path("tests/data/families/timm_clip.golden.safetensors");
+  Ran r = run("run " + dir + "/m.yaml --device host-cpu --threads 2 --input " + golden + " --output " + dir + "/o.st");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<float> want = tensor(golden, "logits");
+  for (size_t i = 0; i < want.size(); ++i) want[i] -= bias[i % bias.size()];
+  const std::vector<float> got = tensor(dir + "/o.st", "embedding");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LE(testutil::rel_error(got.data(), want.data(), want.size()), tol::kFp32EndToEnd);
+  auto out = SafetensorsFile::open(dir + "/o.st");
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->find("logits"), nullptr);
+  write_file(dir + "/config.json",
+             R"({"architecture": "vit_base_patch16_clip_224", "pretrained_cfg": {"tag": "openai_ft_in1k"}})");
+  imp = run(import);
+  ASSERT_EQ(imp.code, 0) << imp.out;
+  EXPECT_NE(imp.out.find("head: a classifier (logits): " + dir + "/config.json names "
+                         "vit_base_patch16_clip_224.openai_ft_in1k, a CLIP tower fine-tuned as a classifier"),
+            std::string::npos)
+      << imp.out;
+  EXPECT_EQ(read_file(dir + "/m.yaml").find("projection_head"), std::string::npos);
+  write_file(dir + "/config.json", R"({"architecture": 42})");
+  imp = run(import);
+  EXPECT_EQ(imp.code, 3) << imp.out;
+  EXPECT_NE(imp.out.find(dir + "/config.json: key 'architecture': expected a timm model name, got 42"),
+            std::string::npos)
+      << imp.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, ImportWithoutHeadsSaysWhatIsMissing) {
