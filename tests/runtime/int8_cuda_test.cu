@@ -197,7 +197,7 @@ GoldenInt8 golden_int8(const char* config, const char* golden, const DeviceProfi
   EXPECT_TRUE(scales.ok()) << scales.status().to_string();
   if (!scales.ok()) return g;
   g.spec = *spec;
-  g.spec.int8_scales_path = testing::TempDir() + spec->name + "_int8_cuda.scales.safetensors";
+  g.spec.int8_scales_path = testutil::temp_dir() + spec->name + "_int8_cuda.scales.safetensors";
   EXPECT_TRUE(write_int8_scales(g.spec.int8_scales_path, *scales).ok());
   return g;
 }
