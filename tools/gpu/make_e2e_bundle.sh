@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) host, what tools/gpu/run_e2e_on_gpu.sh runs on the lent GPU machine, into
 # build-e2e-bundle/ (git-ignored by /build*/; pass it as `carry` to the device run):
-#   payload.tar.xz  bin/: edgevit, edgevit-selftest and the CUDA tests below (ops, engine, mha, gemm_lt, op cases, families, footprint, gemm_i8, mha_i8, quantize_i8, int8)
+#   payload.tar.xz  bin/: edgevit, edgevit-selftest and the CUDA tests below (ops, engine, mha, gemm_lt, op cases, families, footprint, gemm_i8, mha_i8, quantize_i8, int8, layernorm_i8_f64)
 #                   (sm_87 + sm_90 SASS)
 #                   lib/: the shared libraries they need beyond glibc, libstdc++ (the GPU machine's is newer)
 #                   and CUDA's own (yaml-cpp, spdlog, fmt, OpenBLAS, ...: tools/lib/bundle_libs.sh);
@@ -17,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-cb}
 bundle=${BUNDLE:-$root/build-e2e-bundle}
-targets=${TARGETS:-edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test}
+targets=${TARGETS:-edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test}
 cd "$root"
 . tools/lib/bundle_libs.sh
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"

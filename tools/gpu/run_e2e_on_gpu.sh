@@ -2,7 +2,8 @@
 # Runs on the lent GPU machine, from the repository root, with build-e2e-bundle/ carried
 # (tools/gpu/make_e2e_bundle.sh):
 #   1. the CUDA tests: ops_cuda_test, cuda_engine_test, mha_cuda_test, gemm_lt_cuda_test, op_cases_cuda_test,
-#      families_cuda_test, gemm_i8_cuda_test, mha_i8_cuda_test, quantize_i8_cuda_test, int8_cuda_test
+#      families_cuda_test, gemm_i8_cuda_test, mha_i8_cuda_test, quantize_i8_cuda_test, int8_cuda_test,
+#      layernorm_i8_f64_cuda_test
 #   2. compute-sanitizer memcheck on a reduced filter of cuda_engine_test (200 s cap, GEMM tuning off), then on
 #      its tuned-engine test alone (300 s cap)
 #   3. edgevit-selftest on the GPU: --quick, full, --json, and both injected faults (must exit 1)
@@ -75,7 +76,7 @@ if [ "$what" = selftest ]; then
 fi
 if [ "$what" != bench ]; then
   selftest_on_gpu
-  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test"
+  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test"
   [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
   for t in $tests; do
     "$B/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
