@@ -175,23 +175,24 @@ TEST_P(CudaFamiliesResized, MatchesReference) {
   Engine& e = **engine;
   ASSERT_TRUE(e.infer(input.data(), n).ok());
   const double bound = precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32EndToEnd;
-  int checked = 0;
-  for (const char* name : {"pre_logits", "embedding", "logits"}) {
-    if (golden->find(name) == nullptr) continue;
-    const std::vector<float> want = read_tensor(*golden, name);
-    const bool is_logits = std::string(name) == "logits";
-    const float* got = is_logits ? e.logits() : e.pre_logits();
+  // Every output the golden holds, by name (testutil::golden_outputs: a pooler's or a projection's embedding
+  // is not pre_logits).
+  const std::vector<testutil::GoldenOutput> checks = testutil::golden_outputs(e, *golden);
+  for (const testutil::GoldenOutput& check : checks) {
+    const std::vector<float> want = read_tensor(*golden, check.golden);
+    const float* got = e.output(check.kind);
+    ASSERT_NE(got, nullptr) << to_string(check.kind);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n * e.output_numel_per_image(check.kind))) << to_string(check.kind);
     const double err = testutil::rel_error(got, want.data(), want.size());
-    EXPECT_LE(err, bound) << c.name << " " << size << " " << name;
+    EXPECT_LE(err, bound) << c.name << " " << size << " " << check.golden;
     std::printf("%s %s %s %s %s: rel err %.3g\n", c.name, size.c_str(), to_string(precision),
-                to_string(e.plan().graph.attention), name, err);
-    if (is_logits) {
+                to_string(e.plan().graph.attention), check.golden.c_str(), err);
+    if (check.kind == OutputKind::kLogits) {
       const int classes = static_cast<int>(want.size()) / n;
       EXPECT_EQ(testutil::argmax_rows(got, n, classes), testutil::argmax_rows(want.data(), n, classes)) << c.name;
     }
-    ++checked;
   }
-  EXPECT_GT(checked, 0);
+  EXPECT_FALSE(checks.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaFamiliesResized,
