@@ -19,9 +19,13 @@ const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
   return "?";
 }
 
-void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc) {
+namespace {
+
+// acc (m, n) = x (m, k) @ w (n, k)^T in int32, for int8 or uint8 x.
+template <class X>
+void accumulate(int64_t m, int64_t n, int64_t k, const X* x, const int8_t* w, int32_t* acc) {
   for (int64_t i = 0; i < m; ++i) {
-    const int8_t* xr = x + i * k;
+    const X* xr = x + i * k;
     for (int64_t j = 0; j < n; ++j) {
       const int8_t* wr = w + j * k;
       int32_t s = 0;
@@ -31,16 +35,14 @@ void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, co
   }
 }
 
+}  // namespace
+
+void gemm_i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const int8_t* x, const int8_t* w, int32_t* acc) {
+  accumulate(m, n, k, x, w, acc);
+}
+
 void gemm_u8i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const uint8_t* x, const int8_t* w, int32_t* acc) {
-  for (int64_t i = 0; i < m; ++i) {
-    const uint8_t* xr = x + i * k;
-    for (int64_t j = 0; j < n; ++j) {
-      const int8_t* wr = w + j * k;
-      int32_t s = 0;
-      for (int64_t p = 0; p < k; ++p) s += static_cast<int32_t>(xr[p]) * static_cast<int32_t>(wr[p]);
-      acc[i * n + j] = s;
-    }
-  }
+  accumulate(m, n, k, x, w, acc);
 }
 
 float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias) {

@@ -7,9 +7,14 @@
 #include <cstdint>
 
 #include "kernels/cuda/layernorm_i8_f64.h"
+#include "kernels/cuda/quantize_i8_device.cuh"
 
 namespace edgevit::gpu {
 namespace {
+
+using i8prod::quantize;
+using i8prod::row_scale;
+using i8prod::warp_max_f;
 
 constexpr int kRowsPerBlock = 4;
 
@@ -17,18 +22,6 @@ __device__ double warp_sum_d(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-__device__ float warp_max_f(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// gemm_i8_quantize_ref(y / s): an IEEE division, round to nearest even, saturate to [-127, 127], NaN -> 0.
-__device__ int8_t quantize(float y, float s) {
-  const float v = __fdiv_rn(y, s);
-  if (v != v) return 0;
-  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, rintf(v))));
 }
 
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
@@ -58,7 +51,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   if (scale == nullptr)
     for (int i = lane; i < c; i += 32) amax = fmaxf(amax, fabsf(y_at(i)));
   amax = warp_max_f(amax);
-  const float sr = scale != nullptr ? *scale : amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
+  const float sr = row_scale(amax, scale);
   int8_t* qr = q + static_cast<int64_t>(row) * c;
   for (int i = lane; i < c; i += 32) qr[i] = quantize(y_at(i), sr);
   if (lane == 0) s[row] = sr;

@@ -16,9 +16,14 @@
 #include <cstdint>
 
 #include "kernels/cuda/quantize_i8.h"
+#include "kernels/cuda/quantize_i8_device.cuh"
 
 namespace edgevit::gpu {
 namespace {
+
+using i8prod::quantize;
+using i8prod::row_scale;
+using i8prod::warp_max_f;
 
 constexpr int kChunk = 8;  // elements per 16-byte fp16 load (two loads for fp32)
 
@@ -26,19 +31,6 @@ __device__ float warp_sum_f(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-__device__ float warp_max_f(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// gemm_i8_quantize_ref: round to nearest even, saturate to [-127, 127] (NaN -> 0).
-__device__ int8_t quantize(float v, float s) {
-  const float q = __fdiv_rn(v, s);
-  if (q != q) return 0;
-  const float r = rintf(q);
-  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
 }
 
 // quantize() without the division on the common path: rne(v * inv), inv = 1 / s (IEEE), gives the same code
@@ -60,11 +52,6 @@ __device__ int8_t quantize(float v, const Quantizer& z) {
   if (z.divide || t != t || (fabsf(t) < 128.f && !(fabsf(fabsf(__fsub_rn(t, r)) - 0.5f) >= 1e-4f)))
     return quantize(v, z.s);
   return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
-}
-
-__device__ float row_scale(float amax, const float* scale) {
-  if (scale != nullptr) return *scale;
-  return amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
 }
 
 __device__ float to_f(__half v) { return __half2float(v); }
