@@ -391,11 +391,10 @@ Result<ModelSpec> load_model_spec(const std::string& path) {
   return spec;
 }
 
-Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string& base_dir) {
-  const VitArch& a = spec.arch;
-  YAML::Emitter e;
-  e << YAML::BeginMap;
-  if (!spec.name.empty()) e << YAML::Key << "name" << YAML::Value << spec.name;  // else the file stem
+namespace {
+
+// The `architecture` section of a model config (model_spec_to_yaml).
+void emit_architecture(YAML::Emitter& e, const VitArch& a) {
   e << YAML::Key << "architecture" << YAML::Value << YAML::BeginMap;
   // A square input is written as one number, as configs always had it (their text and plan hashes stay).
   if (a.square())
@@ -431,6 +430,38 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
     e << YAML::Key << "pos_embed_grid" << YAML::Value << YAML::Flow << YAML::BeginSeq << a.pos_grid_h << a.pos_grid_w
       << YAML::EndSeq;
   e << YAML::EndMap;
+}
+
+// The `preprocess` section of a model config (model_spec_to_yaml).
+void emit_preprocess(YAML::Emitter& e, const Preprocess& pp) {
+  e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
+  if (pp.crop_pct > 0) {
+    e << YAML::Key << "crop_pct" << YAML::Value << format_double_exact(pp.crop_pct);
+  } else if (pp.resize_mode == ResizeMode::kExact || pp.resize_mode == ResizeMode::kKeepRatio) {
+    e << YAML::Key << (pp.resize_mode == ResizeMode::kExact ? "resize_exact" : "resize_keep_ratio") << YAML::Value
+      << YAML::Flow << YAML::BeginSeq << pp.resize_h << pp.resize_w << YAML::EndSeq;
+  } else {
+    e << YAML::Key << "resize" << YAML::Value << pp.resize;
+  }
+  e << YAML::Key << "interpolation" << YAML::Value << to_string(pp.interpolation);
+  e << YAML::Key << "crop_rounding" << YAML::Value << to_string(pp.crop_rounding);
+  e << YAML::Key << "rescale" << YAML::Value << format_double_exact(pp.rescale);
+  for (const char* key : {"mean", "std"}) {
+    const auto& values = std::string(key) == "mean" ? pp.mean : pp.std;
+    e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double v : values) e << format_double_exact(v);
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndMap;
+}
+
+}  // namespace
+
+Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string& base_dir) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  if (!spec.name.empty()) e << YAML::Key << "name" << YAML::Value << spec.name;  // else the file stem
+  emit_architecture(e, spec.arch);
   e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << relative_path(base_dir, spec.weights_path);
   e << YAML::Key << "naming" << YAML::Value << to_string(spec.weights_naming);
@@ -449,26 +480,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
     e << YAML::EndSeq;
   }
   e << YAML::EndMap;
-  e << YAML::Key << "preprocess" << YAML::Value << YAML::BeginMap;
-  const Preprocess& pp = spec.preprocess;
-  if (pp.crop_pct > 0) {
-    e << YAML::Key << "crop_pct" << YAML::Value << format_double_exact(pp.crop_pct);
-  } else if (pp.resize_mode == ResizeMode::kExact || pp.resize_mode == ResizeMode::kKeepRatio) {
-    e << YAML::Key << (pp.resize_mode == ResizeMode::kExact ? "resize_exact" : "resize_keep_ratio") << YAML::Value
-      << YAML::Flow << YAML::BeginSeq << pp.resize_h << pp.resize_w << YAML::EndSeq;
-  } else {
-    e << YAML::Key << "resize" << YAML::Value << pp.resize;
-  }
-  e << YAML::Key << "interpolation" << YAML::Value << to_string(pp.interpolation);
-  e << YAML::Key << "crop_rounding" << YAML::Value << to_string(pp.crop_rounding);
-  e << YAML::Key << "rescale" << YAML::Value << format_double_exact(pp.rescale);
-  for (const char* key : {"mean", "std"}) {
-    const auto& values = std::string(key) == "mean" ? spec.preprocess.mean : spec.preprocess.std;
-    e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
-    for (double v : values) e << format_double_exact(v);
-    e << YAML::EndSeq;
-  }
-  e << YAML::EndMap;
+  emit_preprocess(e, spec.preprocess);
   if (!spec.labels_path.empty()) {
     e << YAML::Key << "labels" << YAML::Value << relative_path(base_dir, spec.labels_path);
   }

@@ -267,6 +267,33 @@ std::string format_plan_text(const Plan& p, bool verbose) {
   return os.str();
 }
 
+namespace {
+
+// The plan JSON's `ops` (each op's row, kernel, reason, cost and, on CUDA, the roofline's prediction) and
+// `predicted_total_us` (format_plan_json).
+void add_ops_json(const Plan& p, nlohmann::ordered_json* out) {
+  using nlohmann::ordered_json;
+  const Graph& g = p.graph;
+  ordered_json& j = *out;
+  ordered_json ops = ordered_json::array();
+  double total_us = 0;
+  for (const Op& o : g.ops) {
+    ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"row", o.row}, {"kernel", o.kernel}, {"reason", o.reason},
+                    {"flops", o.flops}, {"bytes", o.bytes}};
+    if (g.precision == Precision::kInt8) jo["precision"] = to_string(op_precision(o, g));
+    if (p.device.kind == DeviceKind::kCuda) {
+      const Predicted pr = predict(o, p.device);
+      jo["predicted_us"] = pr.us;
+      total_us += pr.us;
+    }
+    ops.push_back(jo);
+  }
+  j["ops"] = ops;
+  if (p.device.kind == DeviceKind::kCuda) j["predicted_total_us"] = total_us;
+}
+
+}  // namespace
+
 std::string format_plan_json(const Plan& p) {
   using nlohmann::ordered_json;
   ordered_json j;
@@ -331,21 +358,7 @@ std::string format_plan_json(const Plan& p) {
                        {"last_op", t.last_op}});
   }
   j["tensors"] = tensors;
-  ordered_json ops = ordered_json::array();
-  double total_us = 0;
-  for (const Op& o : g.ops) {
-    ordered_json jo{{"name", o.name}, {"op", to_string(o.kind)}, {"row", o.row}, {"kernel", o.kernel}, {"reason", o.reason},
-                    {"flops", o.flops}, {"bytes", o.bytes}};
-    if (g.precision == Precision::kInt8) jo["precision"] = to_string(op_precision(o, g));
-    if (p.device.kind == DeviceKind::kCuda) {
-      const Predicted pr = predict(o, p.device);
-      jo["predicted_us"] = pr.us;
-      total_us += pr.us;
-    }
-    ops.push_back(jo);
-  }
-  j["ops"] = ops;
-  if (p.device.kind == DeviceKind::kCuda) j["predicted_total_us"] = total_us;
+  add_ops_json(p, &j);
   return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

@@ -346,8 +346,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
       // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
       if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, t);
       online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
-      accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv,
-                                                                                                 n_pairs);
+      accumulate_pv_f16<kM, kM, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv, n_pairs);
     }
     __syncthreads();
     reload_single_buffer<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);

@@ -68,9 +68,11 @@ TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
     ASSERT_EQ(orin.code, 0) << orin.err;
     const nlohmann::json jo = nlohmann::json::parse(orin.out);
     EXPECT_EQ(jo["int8"]["float"], f);
-    for (const auto& o : jo["ops"])
-      if (o["op"] == "layernorm" && o["precision"] == "int8")
+    for (const auto& o : jo["ops"]) {
+      if (o["op"] == "layernorm" && o["precision"] == "int8") {
         EXPECT_EQ(o["row"], std::string("cuda.layernorm_f") + (f + 2) + "->int8") << o.dump();
+      }
+    }
   }
   const Ran bad = run("plan " + out + " --device orin-nx-16gb --int8-float bf16");
   EXPECT_EQ(bad.code, 2) << bad.err;
