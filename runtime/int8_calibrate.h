@@ -31,7 +31,7 @@ enum class CalibMethod { kMinmax, kPercentile, kMse };
 const char* to_string(CalibMethod m);  // "minmax" | "percentile" | "mse"
 
 struct CalibOptions {
-  CalibMethod method = CalibMethod::kPercentile;
+  CalibMethod method = CalibMethod::kMse;  // docs/int8.md "Calibrating": why mse is the default
   double percentile = 99.99;  // kPercentile
   int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
 };

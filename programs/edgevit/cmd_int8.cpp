@@ -82,7 +82,7 @@ Int8Commands add_int8_commands(CLI::App& app) {
   c.calibrate->add_option("model", c.model, "model YAML")->required();
   c.calibrate->add_option("--images", c.images,
                           "directory of images, or a safetensors file with tensor 'input' [N,C,H,W]")->required();
-  c.calibrate->add_option("--method", c.method, "minmax | percentile | mse (default percentile, 99.99%)")
+  c.calibrate->add_option("--method", c.method, "minmax | percentile (99.99%) | mse (default)")
       ->check(CLI::IsMember({"minmax", "percentile", "mse"}));
   c.calibrate->add_option("--samples", c.samples, "images to use (0 = all)")->check(CLI::Range(0, 1000000));
   c.calibrate->add_option("--warn-sqnr", c.warn_db, "warn about tensors under this SQNR in dB (default 20)");

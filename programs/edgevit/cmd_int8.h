@@ -9,7 +9,7 @@
 struct Int8Commands {
   CLI::App* calibrate = nullptr;
   CLI::App* compare = nullptr;
-  std::string model, images, method = "percentile", output;
+  std::string model, images, method = "mse", output;
   int samples = 0;
   double warn_db = 20;
   int threads = 1;

@@ -487,7 +487,9 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
   for (const Op& op : f32->graph.ops) {
     if (!op.int8) {
       EXPECT_EQ(op_precision(op, f32->graph), Precision::kFp32) << op.name;
-      if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cuda.mha_f32") << op.name;
+      if (op.kind == OpKind::kAttention) {
+        EXPECT_EQ(op.kernel, "cuda.mha_f32") << op.name;
+      }
       continue;
     }
     if (op.kind == OpKind::kLayerNorm) {
@@ -504,8 +506,11 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
   }
   EXPECT_EQ(norms, 24);
   EXPECT_EQ(gemms, 48);
-  for (const Op& op : f16->graph.ops)
-    if (op.int8 && op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.row, "cuda.layernorm_f16->int8") << op.name;
+  for (const Op& op : f16->graph.ops) {
+    if (op.int8 && op.kind == OpKind::kLayerNorm) {
+      EXPECT_EQ(op.row, "cuda.layernorm_f16->int8") << op.name;
+    }
+  }
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f32))["int8"]["float"], "fp32");
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f16))["int8"]["float"], "fp16");
   EXPECT_NE(format_plan_text(*f32, false).find("the other ops fp32"), std::string::npos);
