@@ -17,13 +17,14 @@
 #   usage: tools/gpu/run_e2e_on_gpu.sh [tests|check|bench|quick|selftest|footprint|families|all]   (default all;
 #          check: steps 1, 3 and 5, no sanitizer, no benchmark;
 #          quick: ops_cuda_test and cuda_engine_test, no sanitizer, no attention tests, then the benchmark;
-#          selftest: step 3 only; footprint: step 5 only; families: step 6 only)
+#          selftest: step 3 only; footprint: step 5 only; families: step 6 only;
+#          B=DIR: another bundle; TESTS="a b": only those CUDA tests in step 1)
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-/tmp/edgevit-out}
 mkdir -p "$out"
 repo=$(pwd -P)
-B=$repo/build-e2e-bundle
+B=${B:-$repo/build-e2e-bundle}
 tar xJf "$B/payload.tar.xz" -C "$B" || { echo "cannot unpack $B/payload.tar.xz"; exit 1; }
 libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
             python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
@@ -78,6 +79,7 @@ if [ "$what" != bench ]; then
   selftest_on_gpu
   tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test"
   [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
+  tests=${TESTS:-$tests}
   for t in $tests; do
     "$B/bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
     summary+=("$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | paste -sd' ')")
