@@ -77,7 +77,8 @@ struct VitArch {
   // tokens; its output is the `embedding` output (runtime/outputs.h). Needs class_token and token pooling.
   bool pooler = false;
   // The head is an embedding projection, not a classifier (HF CLIP's visual_projection; a timm CLIP tower's
-  // head as import reads it, runtime/timm_head.h): its output is the `embedding` output and the model has no `logits` output.
+  // head as import reads it, runtime/timm_head.h): its output is the `embedding` output and the model has no
+  // `logits` output.
   bool projection_head = false;
   // The checkpoint's position-embedding grid (rows x columns of its pos_embed patch part) when it is not a
   // square: a Hugging Face checkpoint trained at a non-square image_size [H, W] (H / patch x W / patch). 0: a

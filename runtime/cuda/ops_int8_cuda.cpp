@@ -6,8 +6,8 @@
 // those codes, x_u8, its bias carrying the shift: docs/int8.md). The float precision is the graph's
 // Graph::int8_rest (runtime.int8_float), read from the tensors' element sizes. proj first quantizes the
 // attention's output into its scratch (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per row from
-// the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale (a weight of fc1 and fc2; fc1
-// does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
+// the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale
+// (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
 // prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
 // fastest row timed on the arena's own tensors (tuning_timer.h), split-K rows included where their partial
 // tiles fit the plan's INT8 split-K workspace (plan.h; CudaContext::i8_workspace), recorded in the plan's
@@ -130,13 +130,9 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
   f32_ = g.act_elem_bytes() == 4;
   x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
-  if (op_.epilogue == 1) {
-    epilogue_ = GemmI8Epilogue::kI8BiasGelu;
-  } else if (op_.epilogue == 2) {
-    epilogue_ = f32_ ? GemmI8Epilogue::kF32BiasResidual : GemmI8Epilogue::kF16BiasResidual;
-  } else {
-    epilogue_ = f32_ ? GemmI8Epilogue::kF32 : GemmI8Epilogue::kF16Bias;
-  }
+  epilogue_ = op_.epilogue == 1   ? GemmI8Epilogue::kI8BiasGelu
+              : op_.epilogue == 2 ? (f32_ ? GemmI8Epilogue::kF32BiasResidual : GemmI8Epilogue::kF16BiasResidual)
+                                  : (f32_ ? GemmI8Epilogue::kF32 : GemmI8Epilogue::kF16Bias);
   if (op_.epilogue == 1) {  // fc1: its output's scale is fc2's calibrated input scale
     const int id = weight_named(op_, g, ".input_scale");
     if (id < 0) return unsupported(where + ": GELU -> int8 on the GPU needs a per-tensor scale (not per_token)");

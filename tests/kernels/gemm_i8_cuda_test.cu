@@ -5,8 +5,8 @@
 // rows share one zeroed workspace per shape, which every launch must leave zeroed. Outputs are poisoned (NaN,
 // int8 -128, which no epilogue writes) before each launch, except the residual's input.
 // Unsigned activations (x_u8, fc2's input: codes 0..255) run through every variant with the kF32 (exactness)
-// and kF16BiasResidual / kF32BiasResidual (fc2's) epilogues; kI8BiasGelu writes unsigned codes (poisoned with 0x80, which is a
-// valid code: an unwritten output still shows unless the reference holds 128 there).
+// and kF16BiasResidual / kF32BiasResidual (fc2's) epilogues; kI8BiasGelu writes unsigned codes (poisoned
+// with 0x80, which is a valid code: an unwritten output still shows unless the reference holds 128 there).
 // Rule: every output equals the reference's bit for bit. The int32 accumulation is exact (kF32 with unit
 // scales and no bias equals float(acc)); the epilogue makes the same rounded fp32 operations in the same
 // order (gemm_i8_ref.h), so fp32 outputs (kF32, kF32BiasResidual over an fp32 residual that fp16 cannot

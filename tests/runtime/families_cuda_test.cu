@@ -5,8 +5,8 @@
 // and every token (all_tokens, which also asks for every output: tokens included), fused and explicit
 // attention. Every output the golden holds is compared (testutil::golden_outputs: logits, embedding,
 // pre_logits, and tokens when asked for), as families_test does on the CPU. CudaFamiliesResized: ten of
-// them (timm and Hugging Face) imported at 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings resampled at load)
-// against timm's and transformers' outputs at that size (tests/data/families/resize, as
+// them (timm and Hugging Face) imported at 48 x 48 and 48 x 32 (import --image-size HxW, position embeddings
+// resampled at load) against timm's and transformers' outputs at that size (tests/data/families/resize, as
 // families_resize_test on the CPU).
 #include <gtest/gtest.h>
 
