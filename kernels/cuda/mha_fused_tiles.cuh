@@ -69,7 +69,9 @@ struct FusedArgs {
   const __half* q;  // element (b, s, h, d) at q[b*qs.batch + s*qs.row + h*qs.head + d]
   const __half* k;  // likewise with ks, seq_kv rows
   const __half* v;  // likewise with vs, seq_kv rows
-  __half* o;        // likewise with os, seq_q rows
+  __half* o;        // likewise with os, seq_q rows (fp16 output); nullptr when o_i8 is set
+  int8_t* o_i8;     // int8 output, likewise with os; nullptr: fp16 output to o
+  const float* o_scale;  // (1) device, with o_i8: the per-tensor scale s of the codes rne(o / s)
   AttnStrides qs, ks, vs, os;
   const uint8_t* key_mask;  // (B, Skv) or nullptr
   int seq_q;
