@@ -37,7 +37,7 @@ using cuda::stage_output_i8;
 //   sum_j 2^(m_j - M) O_j / sum_j 2^(m_j - M) l_j,   M = max_j m_j,
 // and a row no slice has a valid key for (every m_j = -inf) is zeros, as without the split.
 template <class T, bool kI8Out, class OutT>
-__device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, float* buf,
+__device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, float o_scale, float* buf,
                                                  const float (&o_acc)[T::kOTiles][4], const float (&row_max)[2],
                                                  const float (&row_sum)[4], int row0, int warp, int lane) {
   const int g = lane / 4, t = lane % 4;
@@ -60,6 +60,7 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, f
   __syncthreads();
   // The group's threads take 8-column chunks of its 16 rows.
   const int group_warp0 = warp - warp % T::kKvSplit;
+  const gpu::i8prod::Quantizer z = gpu::i8prod::make_quantizer(o_scale);  // unused (removed) without kI8Out
   for (int c = (warp % T::kKvSplit) * 32 + lane; c < 16 * T::kChunks; c += T::kKvSplit * 32) {
     const int r = c / T::kChunks, ch = c % T::kChunks;
     const int row = row0 + r;
@@ -84,10 +85,14 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, f
       acc[4] += w[j] * hi.x; acc[5] += w[j] * hi.y; acc[6] += w[j] * hi.z; acc[7] += w[j] * hi.w;
     }
     if constexpr (kI8Out) {  // the fp32 normalised values quantized
-      const gpu::i8prod::Quantizer z = gpu::i8prod::make_quantizer(*a.o_scale);
       int8_t q[8];
+      bool exact = false;  // one test for the 8 values; the exact rule only next to a rounding tie (rare)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize(acc[e] * inv, z);
+      for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize_common(acc[e] * inv, z, &exact);
+      if (exact) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize(acc[e] * inv, z);
+      }
       *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = pack_i8x8(q);
     } else {
       uint4 out;
@@ -330,6 +335,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   const __half* kg = a.k + b * a.ks.batch + h * a.ks.head;
   const __half* vg = a.v + b * a.vs.batch + h * a.vs.head;
   auto* og = output_base<kI8Out>(a) + b * a.os.batch + h * a.os.head;  // (b, 0, h, 0) of o (fp16) or o_i8
+  // The int8 output's scale, loaded before the K/V loop (read at the end, its latency would add to every block).
+  float o_scale = 0.f;
+  if constexpr (kI8Out) o_scale = __ldg(a.o_scale);
   const uint8_t* mask = a.key_mask != nullptr ? a.key_mask + static_cast<int64_t>(b) * a.seq_kv : nullptr;
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
   const bool warp_active = q0 + warp_row0 < a.seq_q;
@@ -379,8 +387,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   cp_async_wait<0>();
   __syncthreads();
   if (T::kKvSplit > 1) {
-    combine_split_kv<T, kI8Out>(a, og, reinterpret_cast<float*>(s_k), o_acc[0], row_max[0], row_sum[0], q0 + warp_row0, warp,
-                        lane);
+    combine_split_kv<T, kI8Out>(a, og, o_scale, reinterpret_cast<float*>(s_k), o_acc[0], row_max[0], row_sum[0],
+                                q0 + warp_row0, warp, lane);
     return;
   }
   if (!warp_active) return;
@@ -390,7 +398,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   if constexpr (kI8Out) {
     int8_t* so8 = reinterpret_cast<int8_t*>(so);  // rows of 2 kSmemRow bytes, the fp16 staging's pitch
     stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kSmemRow>(so8, o_acc, row_sum,
-                                                            gpu::i8prod::make_quantizer(*a.o_scale), g, t);
+                                                            gpu::i8prod::make_quantizer(o_scale), g, t);
     __syncwarp();
 #pragma unroll
     for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {

@@ -112,13 +112,26 @@ __device__ __forceinline__ void stage_output_i8(int8_t* so, const float (&o_acc)
       const float l = row_sum[m][2 * r];
       inv[r] = l > 0.f ? 1.f / l : 0.f;
     }
+    // The common path, one test per 4 values; the exact rule for those 4 only when one sits next to a rounding
+    // tie (rare). The first version (a branch and a division per value, the scale read after the loop) made
+    // the int8 launches 1.3-1.6x as long as the fp16 ones on the H200.
 #pragma unroll
     for (int i = 0; i < kOTiles; ++i) {
       const int col = i * 8 + 2 * t;
-      *reinterpret_cast<char2*>(so + (m * 16 + g) * kRowBytes + col) =
-          make_char2(gpu::i8prod::quantize(o_acc[m][i][0] * inv[0], z), gpu::i8prod::quantize(o_acc[m][i][1] * inv[0], z));
-      *reinterpret_cast<char2*>(so + (m * 16 + g + 8) * kRowBytes + col) =
-          make_char2(gpu::i8prod::quantize(o_acc[m][i][2] * inv[1], z), gpu::i8prod::quantize(o_acc[m][i][3] * inv[1], z));
+      float v[4];
+      int8_t q[4];
+      bool exact = false;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[e] = o_acc[m][i][e] * inv[e / 2];
+        q[e] = gpu::i8prod::quantize_common(v[e], z, &exact);
+      }
+      if (exact) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) q[e] = gpu::i8prod::quantize(v[e], z);
+      }
+      *reinterpret_cast<char2*>(so + (m * 16 + g) * kRowBytes + col) = make_char2(q[0], q[1]);
+      *reinterpret_cast<char2*>(so + (m * 16 + g + 8) * kRowBytes + col) = make_char2(q[2], q[3]);
     }
   }
 }

@@ -50,4 +50,15 @@ __device__ __forceinline__ int8_t quantize(float v, const Quantizer& z) {
   return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
 }
 
+// quantize(v, z)'s common path alone, for callers that test a group of values once: returns rne(v * inv)
+// saturated to [-127, 127] and sets *exact when quantize(v, z) must decide instead (inv overflowed, NaN, within
+// 1e-4 of a half-integer; also at |t| >= 128 next to one, where both saturate). The caller then recomputes the
+// whole group with quantize(v, z) (rare): one branch per group instead of one per value.
+__device__ __forceinline__ int8_t quantize_common(float v, const Quantizer& z, bool* exact) {
+  const float t = __fmul_rn(v, z.inv);
+  const float r = rintf(t);
+  *exact = *exact || z.divide || !(fabsf(__fsub_rn(t, r)) <= 0.4999f);
+  return static_cast<int8_t>(max(-127, min(127, __float2int_rz(r))));
+}
+
 }  // namespace edgevit::gpu::i8prod
