@@ -53,15 +53,14 @@ struct MhaVariant {
   int threads;         // per block: 32 per warp; each warp owns q_tile / warps rows (16 or 32)
   int q_tile;          // query rows per block
   int kv_tile;         // keys per streamed K/V tile
-  int stages;          // K/V buffers in shared memory (2 = cp.async double buffering)
+  int stages;          // K/V buffers in shared memory (2 = cp.async double buffering; 3 = copies two tiles
+                       // ahead, one barrier per tile)
   bool q_smem;         // Q fragments re-read from shared memory every K/V tile instead of held in registers
   int kv_split;        // warps sharing the same query rows, each taking 1/kv_split of every K/V tile's keys
                        // (combined through shared memory at the end); 1 = each warp its own rows, all keys
   double min_blocks_per_sm;  // grid window: the row serves only grids of >= this many blocks per SM (0: any)
   double max_blocks_per_sm;  // ... and < this many (0: no upper bound)
   int max_seq_q = 0;         // the row serves only launches of at most this many query rows (0: any)
-  int exp_fma = 0;           // of every 4 n8 tiles of scores, how many take their exponentials on the FMA
-                             // pipe (a polynomial, exp2_fma) instead of MUFU's ex2; 0 = all on MUFU
 };
 
 // Default (opt-in) shared memory a block may use without cudaFuncSetAttribute.
@@ -75,11 +74,6 @@ constexpr int64_t kMhaDefaultSmemBytes = 48 * 1024;
 #define EDGEVIT_MHA_ROW_QS(D, QT, W, KT, ST)                                                               \
   MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_qs", D, MhaDtype::kF16, 80, 0,    \
              mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, true, 1, 0.0, 0.0}
-// The same with EF of every 4 n8 tiles of scores exponentiated on the FMA pipe (name suffix _ef{EF}): MUFU's
-// 16 ex2 per clock per SM are then shared with the 128 FP32 lanes (FlashAttention-4's split).
-#define EDGEVIT_MHA_ROW_QS_EF(D, QT, W, KT, ST, EF)                                                             \
-  MhaVariant{"flash_fwd_f16_d" #D "_q" #QT "_w" #W "_kv" #KT "_s" #ST "_qs_ef" #EF, D, MhaDtype::kF16, 80, 0, \
-             mha_fused_smem_bytes(D, QT, KT, ST), W * 32, QT, KT, ST, true, 1, 0.0, 0.0, 0, EF}
 // Split-KV rows (name suffix _ks{KS}): KS warps share each 16 query rows, each taking 1/KS of every K/V tile
 // (its slice); their partial (max, sum, O) are combined through shared memory at the end. A warp's chain of
 // dependent work is KS times shorter: for grids too small to fill the GPU (ViT at batch 1 on an H100:
@@ -121,17 +115,13 @@ inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW_QS(64, 64, 2, 32, 2), EDGEVIT_MHA_ROW_QS(64, 64, 2, 64, 2),
     EDGEVIT_MHA_ROW_KS(64, 16, 4, 256, 1, 4),
     EDGEVIT_MHA_ROW_KS(64, 16, 2, 64, 2, 2),
-    EDGEVIT_MHA_ROW_QS_EF(64, 128, 4, 32, 2, 1), EDGEVIT_MHA_ROW_QS_EF(64, 128, 4, 32, 2, 2),
-    EDGEVIT_MHA_ROW_QS_EF(64, 64, 4, 32, 2, 1), EDGEVIT_MHA_ROW_QS_EF(64, 128, 4, 64, 2, 1),
     EDGEVIT_MHA_ROW_QS(64, 64, 4, 32, 3), EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 3),
-    EDGEVIT_MHA_ROW_QS_EF(64, 64, 4, 32, 3, 1),
     EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(128, 64, 4, 64, 2),  EDGEVIT_MHA_ROW(128, 128, 8, 64, 2), EDGEVIT_MHA_ROW(128, 64, 4, 32, 1),
 };
 #undef EDGEVIT_MHA_ROW
 #undef EDGEVIT_MHA_ROW_QS
-#undef EDGEVIT_MHA_ROW_QS_EF
 #undef EDGEVIT_MHA_ROW_KS
 #undef EDGEVIT_MHA_WINDOW
 #undef EDGEVIT_MHA_QUERIES

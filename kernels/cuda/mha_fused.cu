@@ -54,7 +54,7 @@ template <size_t kRow>
 cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
   constexpr MhaVariant row = kMhaVariants[kRow];
   using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
-                           row.kv_split, row.exp_fma>;
+                           row.kv_split>;
   // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
   static const cudaError_t attr_status =
       T::kSmemBytes > kMhaDefaultSmemBytes
@@ -72,7 +72,7 @@ template <size_t kRow>
 cudaError_t resident_row(int* blocks) {
   constexpr MhaVariant row = kMhaVariants[kRow];
   using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
-                           row.kv_split, row.exp_fma>;
+                           row.kv_split>;
   if (T::kSmemBytes > kMhaDefaultSmemBytes) {
     const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(T::kSmemBytes));

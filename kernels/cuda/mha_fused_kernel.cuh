@@ -19,7 +19,6 @@ namespace {
 using cuda::accumulate_pv_f16;
 using cuda::cp_async_commit;
 using cuda::cp_async_wait;
-using cuda::exp2_fma;
 using cuda::fast_exp2;
 using cuda::kRescaleLog2;
 using cuda::ldmatrix_x4_at;
@@ -260,10 +259,9 @@ __device__ __forceinline__ void rescale_to_new_max(const float (&cand)[T::kMTile
   }
 }
 
-// Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score (T::kExpFma of
-// every 4 n8 tiles by exp2_fma on the FMA pipe instead), written over s. The m tiles share one vote and
-// branch, so their maxima and their exponentials each form one basic block that ptxas can interleave (a
-// vote per m tile split them).
+// Online softmax in log2 units: p = 2^(s * scale_log2 - max), one FFMA and one ex2 per score, written over
+// s. The m tiles share one vote and branch, so their maxima and their exponentials each form one basic block
+// that ptxas can interleave (a vote per m tile split them).
 // Lazy rescaling: the reference max of a row moves only when a tile's max passes it by more than
 // kRescaleLog2, so p = 2^(s - max) stays <= 2^kRescaleLog2 = 256 (fp16 keeps its relative precision
 // there, far below 65504). The test needs no row max: if no thread's own columns pass its reference,
@@ -286,12 +284,30 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
 #pragma unroll
     for (int nt = 0; nt < T::kSTiles; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float x = fmaf(s[m][nt][e], scale_log2, -m_use[e / 2]);
-        s[m][nt][e] = nt % 4 < T::kExpFma ? exp2_fma(x) : fast_exp2(x);
-      }
+      for (int e = 0; e < 4; ++e) s[m][nt][e] = fast_exp2(fmaf(s[m][nt][e], scale_log2, -m_use[e / 2]));
     }
   }
+}
+
+// One K/V tile for the warp's rows (keys from kv0; its K and V at shared byte addresses sk and sv): S = Q K^T,
+// the mask, the online softmax, O += P V.
+template <class T>
+__device__ __forceinline__ void attend_tile(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
+                                            float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
+                                            uint32_t (&q_frag)[T::kMTiles][T::kQReload ? 1 : T::kDSteps][4],
+                                            uint32_t sq, uint32_t sk, uint32_t sv, const uint8_t* mask, int kv0,
+                                            int slice0, int t) {
+  const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));  // in the warp's slice
+  // 16-key groups holding a valid key; slices of <= 32 keys compute all (the test would cost every tile more
+  // than the group it can skip; skipped groups read zero-filled rows and have p = 0).
+  const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
+  float s[T::kMTiles][T::kSTiles][4];
+  compute_scores<T>(s, q_frag, sq, sk, n_pairs);
+  // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
+  if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, t);
+  online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
+  accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv,
+                                                                                             n_pairs);
 }
 
 // The K/V loop of one- and two-stage rows (tile 0 with Q in flight, issued by the caller): per tile, the
@@ -337,74 +353,38 @@ __device__ __forceinline__ void kv_loop(const FusedArgs& a, float (&o_acc)[T::kM
   }
 }
 
-// One K/V tile of the three-stage loop (T::kStages == 3), with this tile's scores s_cur already computed:
-// after the barrier, the copies of tile it + 2 go into the buffer tile it - 1 used, S of tile it + 1 is
-// issued to the tensor pipe into s_next, and only then come this tile's mask, softmax and O += P V, so the
-// MMAs of the next tile overlap the exponentials of this one within the warp (the loop unrolled by two
-// swaps the roles of the two score arrays, so nothing is copied). One barrier per tile: at it, every warp is
-// past tile it - 1, whose buffer the copies reuse, and tile it + 1's copies (issued one tile earlier) landed.
+// The K/V loop of three-stage rows: each tile's copies are issued two tiles ahead, into the buffer the tile
+// before it used, right after the tile's one barrier (by then every warp is past that tile, and this tile's
+// copies, issued two tiles earlier, have landed); the two-stage loop needs a second barrier per tile before
+// a buffer is refilled. Every tile commits one copy group (empty past the last tile), so "all but the newest
+// group complete" always means this tile's copies are.
 template <class T>
-__device__ __forceinline__ void pipelined_tile(const FusedArgs& a, float (&s_cur)[T::kMTiles][T::kSTiles][4],
-                                               float (&s_next)[T::kMTiles][T::kSTiles][4],
-                                               float (&o_acc)[T::kMTiles][T::kOTiles][4],
+__device__ __forceinline__ void kv_loop_3stage(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
                                                float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
-                                               KvCopy& k_copy, KvCopy& v_copy, const __half* kg, const __half* vg,
-                                               __half* s_k, __half* s_v, const LdsmLanes& lanes, const uint8_t* mask,
-                                               int it, int n_kv, int slice0, bool warp_active, int tid) {
+                                               const __half* kg, const __half* vg, __half* s_k, __half* s_v,
+                                               const LdsmLanes& lanes, const uint8_t* mask, int n_kv, int slice0,
+                                               bool warp_active, int tid) {
   constexpr uint32_t kStageBytes = T::kKvSmem * 2;
-  uint32_t q_frag[T::kMTiles][1][4];  // unused: three-stage rows re-read Q (static_assert in the traits)
-  cp_async_wait<0>();
-  __syncthreads();
-  if (it + 2 < n_kv) {
-    copy_next_kv<T>(k_copy, v_copy, kg, vg, a.ks.row, a.vs.row, s_k, s_v, (it + 2) % 3, (it + 2) * T::kKvTile,
-                    a.seq_kv, tid);
-    cp_async_commit();
-  }
-  if (!warp_active) return;
-  const int kv0 = it * T::kKvTile;
-  if (it + 1 < n_kv) {
-    const int next_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - T::kKvTile - slice0));
-    const int next_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (next_valid + 15) / 16;
-    compute_scores<T>(s_next, q_frag, lanes.q, lanes.k + ((it + 1) % 3) * kStageBytes, next_pairs);
-  }
-  const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));
-  const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
-  if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s_cur, mask, kv0 + slice0, kv_valid, tid % 4);
-  online_softmax<T>(s_cur, o_acc, row_max, row_sum, a.scale_log2);
-  accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(
-      o_acc, row_sum, s_cur, lanes.v + (it % 3) * kStageBytes, n_pairs);
-}
-
-// The K/V loop of three-stage rows: tiles 0 and 1 in flight from the start (tile 0 with Q, issued by the
-// caller), S of tile 0 before the loop, then pipelined_tile per tile.
-template <class T>
-__device__ __forceinline__ void pipelined_kv_loop(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                                  float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
-                                                  const __half* kg, const __half* vg, __half* s_k, __half* s_v,
-                                                  const LdsmLanes& lanes, const uint8_t* mask, int n_kv, int slice0,
-                                                  bool warp_active, int tid) {
   KvCopy k_copy = make_kv_copy<T>(kg, a.ks.row, s_k, tid);
   KvCopy v_copy = make_kv_copy<T>(vg, a.vs.row, s_v, tid);
-  if (n_kv > 1) {
+  if (n_kv > 1)
     copy_next_kv<T>(k_copy, v_copy, kg, vg, a.ks.row, a.vs.row, s_k, s_v, 1, T::kKvTile, a.seq_kv, tid);
-    cp_async_commit();
+  cp_async_commit();
+  uint32_t q_frag[T::kMTiles][T::kQReload ? 1 : T::kDSteps][4];  // held Q (unused, optimised away, when T::kQReload)
+  int stage = 0;                                                  // the buffer of tile it
+  for (int it = 0; it < n_kv; ++it) {
     cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
-  }
-  __syncthreads();
-  float s_a[T::kMTiles][T::kSTiles][4], s_b[T::kMTiles][T::kSTiles][4];
-  if (warp_active && n_kv > 0) {
-    uint32_t q_frag[T::kMTiles][1][4];
-    const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - slice0));
-    compute_scores<T>(s_a, q_frag, lanes.q, lanes.k, T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16);
-  }
-  for (int it = 0; it < n_kv; it += 2) {
-    pipelined_tile<T>(a, s_a, s_b, o_acc, row_max, row_sum, k_copy, v_copy, kg, vg, s_k, s_v, lanes, mask, it, n_kv,
-                      slice0, warp_active, tid);
-    if (it + 1 < n_kv)
-      pipelined_tile<T>(a, s_b, s_a, o_acc, row_max, row_sum, k_copy, v_copy, kg, vg, s_k, s_v, lanes, mask, it + 1,
-                        n_kv, slice0, warp_active, tid);
+    __syncthreads();
+    if (it + 2 < n_kv)
+      copy_next_kv<T>(k_copy, v_copy, kg, vg, a.ks.row, a.vs.row, s_k, s_v, stage == 0 ? 2 : stage - 1,
+                      (it + 2) * T::kKvTile, a.seq_kv, tid);
+    cp_async_commit();
+    if (warp_active) {
+      if (!T::kQReload && it == 0) load_q_fragments<T>(q_frag, lanes.q);
+      attend_tile<T>(a, o_acc, row_max, row_sum, q_frag, lanes.q, lanes.k + stage * kStageBytes,
+                     lanes.v + stage * kStageBytes, mask, it * T::kKvTile, slice0, tid % 4);
+    }
+    stage = stage == 2 ? 0 : stage + 1;
   }
 }
 
@@ -441,7 +421,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   float o_acc[kM][T::kOTiles][4], row_max[kM][2], row_sum[kM][4];
   init_accumulators<T>(o_acc, row_max, row_sum);
   if constexpr (T::kStages == 3) {
-    pipelined_kv_loop<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
+    kv_loop_3stage<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
   } else {
     kv_loop<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
   }

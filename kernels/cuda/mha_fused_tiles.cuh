@@ -19,8 +19,7 @@ using cuda::cp_async_16;
 using cuda::smem_addr;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
-template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kQReload_, int kKvSplit_,
-          int kExpFma_>
+template <int kHeadDim_, int kQTile_, int kWarps_, int kKvTile_, int kStages_, bool kQReload_, int kKvSplit_>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kQTile = kQTile_;
@@ -29,7 +28,6 @@ struct FlashFwdTraits {
   static constexpr int kStages = kStages_;
   static constexpr bool kQReload = kQReload_;  // Q fragments re-read from shared memory per tile
   static constexpr int kKvSplit = kKvSplit_;   // warps per row group, each taking a slice of every K/V tile
-  static constexpr int kExpFma = kExpFma_;     // of every 4 n8 score tiles, those exponentiated by exp2_fma
   static constexpr int kRowGroups = kWarps / kKvSplit;
   static constexpr int kKvSlice = kKvTile / kKvSplit;  // keys of a tile one warp takes
   static constexpr int kThreads = kWarps * 32;
@@ -46,9 +44,7 @@ struct FlashFwdTraits {
   // Register target: 16-row warps with D <= 64 and 64-key tiles fit 128 registers, so 16 warps per SM stay resident.
   // 32-row warps that re-read Q with 32-key tiles fit 143 registers: 12 warps per SM (3 blocks of 4, 6 of 2).
   // 16-row warps that re-read Q with 32-key tiles: <= 102 registers, 20 warps per SM (5 blocks of 4).
-  // Three-stage rows hold a second S tile (the next tile's scores): 16-row warps 4 blocks of 4, 32-row 2.
-  static constexpr int kMinBlocks = kStages == 3 ? (kMTiles == 1 ? 16 : 8) / kWarps
-                                    : (kHeadDim <= 64 && kMTiles == 1 && kQReload && kKvSlice <= 32)   ? 20 / kWarps
+  static constexpr int kMinBlocks = (kHeadDim <= 64 && kMTiles == 1 && kQReload && kKvSlice <= 32)   ? 20 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 1 && kKvSlice <= 64)                ? 16 / kWarps
                                     : (kHeadDim <= 64 && kMTiles == 2 && kQReload && kKvTile <= 32) ? 12 / kWarps
                                                                                                    : 1;
@@ -63,8 +59,6 @@ struct FlashFwdTraits {
   static_assert(kKvSplit == 1 || kCombineBytes <= static_cast<int64_t>(2 * kStages * kKvSmem) * 2,
                 "split-KV partials must fit the K/V buffers");
   static_assert(kStages >= 1 && kStages <= 3, "one to three K/V buffers");
-  static_assert(kStages < 3 || (kQReload && kKvSplit == 1), "three stages: Q re-read, no split-KV");
-  static_assert(kExpFma >= 0 && kExpFma <= 4, "exp_fma: 0 to 4 of every 4 score tiles");
   static_assert(kThreads <= 256, "at most 8 warps");
   static_assert(kSmemBytes == mha_fused_smem_bytes(kHeadDim, kQTile, kKvTile, kStages),
                 "traits and kernels/mha_variants.h disagree on shared memory");

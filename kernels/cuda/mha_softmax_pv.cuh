@@ -25,23 +25,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// 2^x on the FMA and integer pipes instead of MUFU (FlashAttention-4's split of the exponentials: MUFU
-// does 16 ex2 per clock per SM, so at D = 64 it is busy for ~60% of the tensor pipe's time at the mma.sync
-// ceiling; the kernel computes a fixed share of its exponentials here). Cody-Waite split x = n + f with
-// n = round(x) (adding 1.5 * 2^23 rounds to nearest and leaves n in the low mantissa bits), f in
-// [-0.5, 0.5]; 2^f by a degree-3 polynomial (relative minimax fit on [-0.5, 0.5], max relative error
-// 7.5e-5, below fp16's half ulp 2.4e-4: P is rounded to fp16 next); then n is added to the exponent field.
-// x is clamped at -126 first, so the exponent add stays in range (2^-inf = 0 here is a float denormal,
-// which rounds to fp16 zero as ex2.approx's 0 does). Valid for x <= 127 (the softmax feeds x <= 8).
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
-  x = fmaxf(x, -126.f);
-  const float t = __fadd_rn(x, kRound);
-  const float f = __fsub_rn(x, __fsub_rn(t, kRound));
-  const float p = fmaf(fmaf(fmaf(0.0551716648f, f, 0.242611125f), f, 0.693260968f), f, 0.999928057f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // max(v[kLo], ..., v[kLo + kN - 1]) as a balanced tree of FMNMX (dependency depth log2 kN), every index a
 // compile-time constant so that v stays in registers.
 template <int kLo, int kN>
