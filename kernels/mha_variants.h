@@ -53,8 +53,7 @@ struct MhaVariant {
   int threads;         // per block: 32 per warp; each warp owns q_tile / warps rows (16 or 32)
   int q_tile;          // query rows per block
   int kv_tile;         // keys per streamed K/V tile
-  int stages;          // K/V buffers in shared memory (2 = cp.async double buffering; 3 = copies two tiles
-                       // ahead, one barrier per tile)
+  int stages;          // K/V buffers in shared memory (2 = cp.async double buffering)
   bool q_smem;         // Q fragments re-read from shared memory every K/V tile instead of held in registers
   int kv_split;        // warps sharing the same query rows, each taking 1/kv_split of every K/V tile's keys
                        // (combined through shared memory at the end); 1 = each warp its own rows, all keys
@@ -115,7 +114,6 @@ inline constexpr MhaVariant kMhaVariants[] = {
     EDGEVIT_MHA_ROW_QS(64, 64, 2, 32, 2), EDGEVIT_MHA_ROW_QS(64, 64, 2, 64, 2),
     EDGEVIT_MHA_ROW_KS(64, 16, 4, 256, 1, 4),
     EDGEVIT_MHA_ROW_KS(64, 16, 2, 64, 2, 2),
-    EDGEVIT_MHA_ROW_QS(64, 64, 4, 32, 3), EDGEVIT_MHA_ROW_QS(64, 128, 4, 32, 3),
     EDGEVIT_MHA_ROW(80, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(80, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(80, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(96, 64, 4, 64, 2),   EDGEVIT_MHA_ROW(96, 128, 8, 64, 2),  EDGEVIT_MHA_ROW(96, 64, 4, 64, 1),
     EDGEVIT_MHA_ROW(128, 64, 4, 64, 2),  EDGEVIT_MHA_ROW(128, 128, 8, 64, 2), EDGEVIT_MHA_ROW(128, 64, 4, 32, 1),

@@ -289,27 +289,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   }
 }
 
-// One K/V tile for the warp's rows (keys from kv0; its K and V at shared byte addresses sk and sv): S = Q K^T,
-// the mask, the online softmax, O += P V.
-template <class T>
-__device__ __forceinline__ void attend_tile(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                            float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
-                                            uint32_t (&q_frag)[T::kMTiles][T::kQReload ? 1 : T::kDSteps][4],
-                                            uint32_t sq, uint32_t sk, uint32_t sv, const uint8_t* mask, int kv0,
-                                            int slice0, int t) {
-  const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));  // in the warp's slice
-  // 16-key groups holding a valid key; slices of <= 32 keys compute all (the test would cost every tile more
-  // than the group it can skip; skipped groups read zero-filled rows and have p = 0).
-  const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
-  float s[T::kMTiles][T::kSTiles][4];
-  compute_scores<T>(s, q_frag, sq, sk, n_pairs);
-  // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
-  if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, t);
-  online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
-  accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv,
-                                                                                             n_pairs);
-}
-
 // The K/V loop of one- and two-stage rows (tile 0 with Q in flight, issued by the caller): per tile, the
 // copies of the next tile (two buffers), S = Q K^T, mask, softmax, O += P V, then a barrier before the buffer
 // is reused.
@@ -353,41 +332,6 @@ __device__ __forceinline__ void kv_loop(const FusedArgs& a, float (&o_acc)[T::kM
   }
 }
 
-// The K/V loop of three-stage rows: each tile's copies are issued two tiles ahead, into the buffer the tile
-// before it used, right after the tile's one barrier (by then every warp is past that tile, and this tile's
-// copies, issued two tiles earlier, have landed); the two-stage loop needs a second barrier per tile before
-// a buffer is refilled. Every tile commits one copy group (empty past the last tile), so "all but the newest
-// group complete" always means this tile's copies are.
-template <class T>
-__device__ __forceinline__ void kv_loop_3stage(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
-                                               float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
-                                               const __half* kg, const __half* vg, __half* s_k, __half* s_v,
-                                               const LdsmLanes& lanes, const uint8_t* mask, int n_kv, int slice0,
-                                               bool warp_active, int tid) {
-  constexpr uint32_t kStageBytes = T::kKvSmem * 2;
-  KvCopy k_copy = make_kv_copy<T>(kg, a.ks.row, s_k, tid);
-  KvCopy v_copy = make_kv_copy<T>(vg, a.vs.row, s_v, tid);
-  if (n_kv > 1)
-    copy_next_kv<T>(k_copy, v_copy, kg, vg, a.ks.row, a.vs.row, s_k, s_v, 1, T::kKvTile, a.seq_kv, tid);
-  cp_async_commit();
-  uint32_t q_frag[T::kMTiles][T::kQReload ? 1 : T::kDSteps][4];  // held Q (unused, optimised away, when T::kQReload)
-  int stage = 0;                                                  // the buffer of tile it
-  for (int it = 0; it < n_kv; ++it) {
-    cp_async_wait<1>();
-    __syncthreads();
-    if (it + 2 < n_kv)
-      copy_next_kv<T>(k_copy, v_copy, kg, vg, a.ks.row, a.vs.row, s_k, s_v, stage == 0 ? 2 : stage - 1,
-                      (it + 2) * T::kKvTile, a.seq_kv, tid);
-    cp_async_commit();
-    if (warp_active) {
-      if (!T::kQReload && it == 0) load_q_fragments<T>(q_frag, lanes.q);
-      attend_tile<T>(a, o_acc, row_max, row_sum, q_frag, lanes.q, lanes.k + stage * kStageBytes,
-                     lanes.v + stage * kStageBytes, mask, it * T::kKvTile, slice0, tid % 4);
-    }
-    stage = stage == 2 ? 0 : stage + 1;
-  }
-}
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
   constexpr int kM = T::kMTiles;
@@ -420,11 +364,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   cp_async_commit();
   float o_acc[kM][T::kOTiles][4], row_max[kM][2], row_sum[kM][4];
   init_accumulators<T>(o_acc, row_max, row_sum);
-  if constexpr (T::kStages == 3) {
-    kv_loop_3stage<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
-  } else {
-    kv_loop<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
-  }
+  kv_loop<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
   // When Skv == 0 the Q copies (issued by all threads, into every warp's rows) may still be in flight.
   cp_async_wait<0>();
   __syncthreads();

@@ -58,7 +58,7 @@ struct FlashFwdTraits {
   static constexpr int64_t kCombineBytes = static_cast<int64_t>(kWarps) * 16 * (2 + kCombineRow) * 4;
   static_assert(kKvSplit == 1 || kCombineBytes <= static_cast<int64_t>(2 * kStages * kKvSmem) * 2,
                 "split-KV partials must fit the K/V buffers");
-  static_assert(kStages >= 1 && kStages <= 3, "one to three K/V buffers");
+  static_assert(kStages == 1 || kStages == 2, "one or two K/V buffers");
   static_assert(kThreads <= 256, "at most 8 warps");
   static_assert(kSmemBytes == mha_fused_smem_bytes(kHeadDim, kQTile, kKvTile, kStages),
                 "traits and kernels/mha_variants.h disagree on shared memory");
