@@ -118,8 +118,8 @@ cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k,
     return cudaErrorInvalidValue;
   if (row < 0 || static_cast<size_t>(row) >= kNumMhaVariants || kMhaVariants[row].head_dim != p.head_dim)
     return cudaErrorInvalidValue;
-  FusedArgs args{q, k, v, o, nullptr, nullptr, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
-                 p.scale * 1.4426950408889634f};
+  FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f,
+                 nullptr, nullptr};
   return kLaunch[static_cast<size_t>(row)](args, p.batch, p.heads, stream);
 }
 
@@ -134,8 +134,8 @@ cudaError_t mha_fused_f16_i8out(const AttnParams& p, const __half* q, const __ha
     return cudaErrorInvalidValue;
   if (row < 0 || static_cast<size_t>(row) >= kNumMhaVariants || kMhaVariants[row].head_dim != p.head_dim)
     return cudaErrorInvalidValue;
-  FusedArgs args{q, k, v, nullptr, o, o_scale, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
-                 p.scale * 1.4426950408889634f};
+  FusedArgs args{q, k, v, nullptr, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f,
+                 o, o_scale};
   return kLaunchI8[static_cast<size_t>(row)](args, p.batch, p.heads, stream);
 }
 
