@@ -24,4 +24,9 @@ namespace edgevit::gpu {
 cudaError_t layernorm_i8_f32_f64(const float* x, const float* gamma, const float* beta, const float* scale,
                                  int8_t* q, float* s, int m, int c, float eps, cudaStream_t stream);
 
+// The same LayerNorm without the int8 step: y (M, C) fp32 = layernorm_ref's float64 value rounded once (y may
+// alias x). The INT8 twin row cuda.layernorm_f64 (norm_pre, the final norm, the heads' norms of the fp32 mode).
+cudaError_t layernorm_f32_f64(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
+                              float eps, cudaStream_t stream);
+
 }  // namespace edgevit::gpu
