@@ -45,7 +45,8 @@ __device__ RowStats row_stats(const float* xr, int c, float eps, int lane) {
 
 // layernorm_ref's y for element i of the row, rounded once to fp32.
 __device__ float affine(const RowStats& st, float x, float gamma, float beta) {
-  const double t = __dmul_rn(__dmul_rn(__dsub_rn(static_cast<double>(x), st.mean), st.rstd), static_cast<double>(gamma));
+  const double centred = __dsub_rn(static_cast<double>(x), st.mean);
+  const double t = __dmul_rn(__dmul_rn(centred, st.rstd), static_cast<double>(gamma));
   return __double2float_rn(__dadd_rn(t, static_cast<double>(beta)));
 }
 

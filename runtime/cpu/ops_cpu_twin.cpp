@@ -34,9 +34,9 @@ class LinearF64 final : public CpuKernel {
   Status run(ExecContext& c, int n) override {
     auto& ctx = static_cast<CpuContext&>(c);
     const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
-    linear_f64(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), op_.weights.size() > 1 ? ctx.f32(op_.weights[1]) : nullptr,
-               ctx.f32(op_.outputs[0]), rows, static_cast<int>(op_.n), static_cast<int>(op_.k), epilogue_of(op_.epilogue),
-               ctx.threads);
+    const float* bias = op_.weights.size() > 1 ? ctx.f32(op_.weights[1]) : nullptr;
+    linear_f64(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), bias, ctx.f32(op_.outputs[0]), rows,
+               static_cast<int>(op_.n), static_cast<int>(op_.k), epilogue_of(op_.epilogue), ctx.threads);
     return Status::Ok();
   }
   std::string resolved(int) const override { return planned_; }
@@ -90,8 +90,8 @@ Support attention_supports(const Op&, const Graph&, const DeviceProfile&) {
 void append_cpu_twin_rows(std::vector<OpRow>* rows) {
   rows->push_back({OpKind::kLinear, Precision::kFp32, "cpu.linear_f64", linear_supports, cpu_row_runs_everywhere,
                    bind_cpu_kernel<LinearF64>, nullptr, true});
-  rows->push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f64", layernorm_supports, cpu_row_runs_everywhere,
-                   bind_cpu_kernel<LayerNormF64>, nullptr, true});
+  rows->push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f64", layernorm_supports,
+                   cpu_row_runs_everywhere, bind_cpu_kernel<LayerNormF64>, nullptr, true});
   rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_f64", attention_supports, cpu_row_runs_everywhere,
                    bind_cpu_kernel<AttentionF64>, nullptr, true});
 }

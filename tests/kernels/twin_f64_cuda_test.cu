@@ -95,8 +95,8 @@ TEST(TwinF64Cuda, MhaF64HonoursTheKeyMaskAndSeparateLayouts) {
   std::vector<uint8_t> mask(static_cast<size_t>(b) * skv, 1);
   for (int j = 0; j < skv; j += 7) mask[static_cast<size_t>(j)] = 0;
   for (int j = 0; j < skv; ++j) mask[static_cast<size_t>(skv) + j] = 0;  // image 1: every key masked -> zeros
-  const std::vector<float> q = randn(static_cast<size_t>(b) * h * sq * d, 6),
-                           k = randn(static_cast<size_t>(b) * h * skv * d, 7), v = randn(static_cast<size_t>(b) * h * skv * d, 8);
+  const size_t kv = static_cast<size_t>(b) * h * skv * d;
+  const std::vector<float> q = randn(static_cast<size_t>(b) * h * sq * d, 6), k = randn(kv, 7), v = randn(kv, 8);
   const size_t out = static_cast<size_t>(b) * sq * h * d;
   std::vector<float> want(out);
   p.key_mask = mask.data();
@@ -112,8 +112,8 @@ TEST(TwinF64Cuda, MhaF64HonoursTheKeyMaskAndSeparateLayouts) {
 void check_linear(int m, int n, int k, Epilogue ep, bool bias, uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " epilogue " << static_cast<int>(ep)
                                     << (bias ? " bias" : " no bias"));
-  const std::vector<float> x = randn(static_cast<size_t>(m) * k, seed), w = randn(static_cast<size_t>(n) * k, seed + 1, 0.05f),
-                           b = randn(n, seed + 2);
+  const std::vector<float> x = randn(static_cast<size_t>(m) * k, seed);
+  const std::vector<float> w = randn(static_cast<size_t>(n) * k, seed + 1, 0.05f), b = randn(n, seed + 2);
   const bool acc = ep == Epilogue::kResidualAdd;
   const std::vector<float> y0 = acc ? randn(static_cast<size_t>(m) * n, seed + 3, 30.f)
                                     : std::vector<float>(static_cast<size_t>(m) * n, std::nanf(""));

@@ -64,8 +64,8 @@ TEST(TwinF64, MhaHonoursTheKeyMaskAndSeparateLayouts) {
   mask[3] = mask[7] = 0;
   for (int j = 0; j < skv; ++j) mask[static_cast<size_t>(skv) + j] = 0;  // image 1: every key masked -> zeros
   p.key_mask = mask.data();
-  const std::vector<float> q = randn(static_cast<size_t>(b) * h * sq * d, 5), k = randn(static_cast<size_t>(b) * h * skv * d, 6),
-                           v = randn(static_cast<size_t>(b) * h * skv * d, 7);
+  const size_t kv = static_cast<size_t>(b) * h * skv * d;
+  const std::vector<float> q = randn(static_cast<size_t>(b) * h * sq * d, 5), k = randn(kv, 6), v = randn(kv, 7);
   const size_t out = static_cast<size_t>(b) * sq * h * d;
   std::vector<float> want(out, std::nanf("")), got;
   mha_ref(p, q.data(), k.data(), v.data(), want.data(), 1);
