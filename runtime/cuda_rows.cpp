@@ -11,8 +11,9 @@
 //                                   unfused cuBLASLt path (S x S scratch)
 //   attention, fp32                 gpu::mha_f32
 //   INT8 twin rows, first (OpRow::int8_twin: an INT8 graph's float ops in the fp32 mode, runtime.int8_float:
-//   fp32; docs/int8.md "fp32 mode"): cuda.linear_f64, cuda.layernorm_f64, cuda.mha_f64 (kernels/cuda/twin_f64.h,
-//   gpu::layernorm_f32_f64), the CPU INT8 path's float64 arithmetic (runtime/cpu/ops_cpu_twin.cpp)
+//   fp32; docs/int8.md "fp32 mode"): cuda.linear_f64, cuda.layernorm_f64, cuda.qk_norm_f64, cuda.mha_f64
+//   (kernels/cuda/twin_f64.h, kernels/cuda/layernorm_i8_f64.h), the CPU INT8 path's float64 arithmetic
+//   (runtime/cpu/ops_cpu_twin.cpp)
 #include <string>
 #include <vector>
 
@@ -155,6 +156,11 @@ Support twin_layernorm(const Op&, const Graph&, const DeviceProfile&) {
                 "INT8 twin: float64 statistics and affine, rounded once (gpu::layernorm_f32_f64; the CPU INT8 path's "
                 "cpu.layernorm_f64)");
 }
+Support twin_qk_norm(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.qk_norm_f64",
+                "INT8 twin: LayerNorm per head on q and k in float64, rounded once (gpu::qk_norm_f32_f64; the CPU INT8 "
+                "path's cpu.qk_norm_f64)");
+}
 Support twin_mha(const Op&, const Graph& graph, const DeviceProfile&) {
   const VitArch& a = graph.arch;
   if (int64_t{a.head_dim()} + a.num_tokens() > kCudaMhaF64MaxSmemDoubles) {
@@ -194,6 +200,8 @@ const std::vector<OpRow>& cuda_op_table() {
        nullptr, true},
       {OpKind::kLayerNorm, kF32, "cuda.layernorm_f64", twin_layernorm, available_with_cuda,
        EV_CUDA_BIND(make_layernorm_f64), nullptr, true},
+      {OpKind::kQkNorm, kF32, "cuda.qk_norm_f64", twin_qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm_f64),
+       nullptr, true},
       {OpKind::kAttention, kF32, "cuda.mha_f64", twin_mha, available_with_cuda, EV_CUDA_BIND(make_mha_f64), nullptr,
        true},
       {OpKind::kIm2col, kF16, "cuda.im2col_f16", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},

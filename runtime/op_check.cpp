@@ -258,6 +258,10 @@ std::vector<OpCase> int8_op_cases() {
   clip.act = Activation::kQuickGelu;
   cases.push_back(make_case("int8 float32 twin clip norm_pre", clip, 2, "norm_pre", Precision::kInt8,
                             AttentionImpl::kAuto, false, Precision::kFp32));
+  VitArch qk = base;  // timm qk_norm: between qkv and the attention, so on the path to proj's int8 rounding
+  qk.qk_norm = true;
+  cases.push_back(make_case("int8 float32 twin qk_norm blocks.0.attn.qk_norm", qk, 2, "blocks.0.attn.qk_norm",
+                            Precision::kInt8, AttentionImpl::kAuto, false, Precision::kFp32));
   return cases;
 }
 

@@ -1,7 +1,8 @@
 // LayerNorm -> int8 in float64 (kernels/cuda/layernorm_i8_f64.h): layernorm_ref's operations in its order,
 // each one rounded (the __d*_rn intrinsics: no contraction into fma, as the CPU's -std=c++17 build does not
 // contract either); only the two sums run in another order (lanes, then a shuffle tree).
-// layernorm_f32_f64 is the same without the int8 step (fp32 out: the INT8 twin row cuda.layernorm_f64).
+// layernorm_f32_f64 is the same without the int8 step (fp32 out: the INT8 twin row cuda.layernorm_f64), and
+// qk_norm_f32_f64 the same over each head's q and k vector in place (qk_norm_ref: the twin row cuda.qk_norm_f64).
 //   variant  one warp per row, 4 rows per block: 14-15 us a call for ViT-B/16 at batch 1 on the H200 (float64
 //            arithmetic; `bench --profile` of the fp32 mode, docs/int8.md "fp32 mode"): a checking mode only.
 #include <cuda_runtime.h>
@@ -83,6 +84,23 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   for (int i = lane; i < c; i += 32) yr[i] = affine(st, xr[i], gamma[i], beta[i]);
 }
 
+// qk_norm_ref's LayerNorm of one head's q or k vector (D) per warp, in place on qkv (rows, 3, H, D).
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    qk_norm_f64_kernel(float* qkv, const float* __restrict__ q_gamma, const float* __restrict__ q_beta,
+                       const float* __restrict__ k_gamma, const float* __restrict__ k_beta, int64_t vectors,
+                       int heads, int d, float eps) {
+  const int64_t vec = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;  // (row, part, head)
+  const int lane = threadIdx.x % 32;
+  if (vec >= vectors) return;
+  const int64_t r = vec / (2 * heads);
+  const int part = static_cast<int>(vec / heads % 2), h = static_cast<int>(vec % heads);
+  float* v = qkv + ((r * 3 + part) * heads + h) * d;
+  const float* g = part == 0 ? q_gamma : k_gamma;
+  const float* b = part == 0 ? q_beta : k_beta;
+  const RowStats st = row_stats(v, d, eps, lane);
+  for (int i = lane; i < d; i += 32) v[i] = affine(st, v[i], g[i], b[i]);
+}
+
 }  // namespace
 
 cudaError_t layernorm_i8_f32_f64(const float* x, const float* gamma, const float* beta, const float* scale,
@@ -102,6 +120,20 @@ cudaError_t layernorm_f32_f64(const float* x, const float* gamma, const float* b
   if (m == 0) return cudaSuccess;
   layernorm_f64_kernel<<<(m + kRowsPerBlock - 1) / kRowsPerBlock, 32 * kRowsPerBlock, 0, stream>>>(x, gamma, beta, y,
                                                                                                   m, c, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t qk_norm_f32_f64(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma,
+                            const float* k_beta, int rows, int heads, int head_dim, float eps, cudaStream_t stream) {
+  if (rows < 0 || heads < 1 || head_dim < 1 || qkv == nullptr || q_gamma == nullptr || q_beta == nullptr ||
+      k_gamma == nullptr || k_beta == nullptr)
+    return cudaErrorInvalidValue;
+  const int64_t vectors = int64_t{rows} * 2 * heads;
+  const int64_t blocks = (vectors + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  qk_norm_f64_kernel<<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, stream>>>(
+      qkv, q_gamma, q_beta, k_gamma, k_beta, vectors, heads, head_dim, eps);
   return cudaGetLastError();
 }
 

@@ -29,4 +29,9 @@ cudaError_t layernorm_i8_f32_f64(const float* x, const float* gamma, const float
 cudaError_t layernorm_f32_f64(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
                               float eps, cudaStream_t stream);
 
+// qk_norm_ref's meaning in float64, one warp per vector: each head's q (q_gamma, q_beta) and k (k_gamma,
+// k_beta) of qkv (rows, 3, H, D) normalised in place over D, v untouched. The INT8 twin row cuda.qk_norm_f64.
+cudaError_t qk_norm_f32_f64(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma,
+                            const float* k_beta, int rows, int heads, int head_dim, float eps, cudaStream_t stream);
+
 }  // namespace edgevit::gpu

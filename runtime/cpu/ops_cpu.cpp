@@ -9,8 +9,9 @@
 //                     cpu.mha_explicit_f32 (S x S scratch per image and head)
 //   pool              cpu.pool
 //   INT8 (docs/int8.md): cpu.layernorm_f32->int8, cpu.gemm_i8_ref (runtime/cpu/ops_cpu_int8.cpp); an INT8
-//   graph's other ops take the twin rows cpu.linear_f64, cpu.layernorm_f64, cpu.mha_f64 first (float64 rounded
-//   once: runtime/cpu/ops_cpu_twin.cpp, OpRow::int8_twin; fp32 graphs never see them), else the fp32 rows
+//   graph's other ops take the twin rows cpu.linear_f64, cpu.layernorm_f64, cpu.qk_norm_f64, cpu.mha_f64 first
+//   (float64 rounded once: runtime/cpu/ops_cpu_twin.cpp, OpRow::int8_twin; fp32 graphs never see them), else the
+//   fp32 rows
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"

@@ -6,6 +6,7 @@
 //                                 head and the other non-INT8 GEMMs, every epilogue
 //   layernorm  cpu.layernorm_f64  layernorm_ref (float64 statistics and affine): norm_pre, the final norm,
 //                                 the heads' norms (the block norms are the INT8 rows' LayerNorm -> int8)
+//   qk_norm    cpu.qk_norm_f64    qk_norm_ref (timm qk_norm: LayerNorm per head on q and k, in place), float64
 //   attention  cpu.mha_f64        mha_f64 (mha_ref's arithmetic on the team): QK^T, softmax with exp in
 //                                 float64, PV, one rounding; any head_dim, masks, the class-token tail; no scratch
 #include <cmath>
@@ -55,6 +56,20 @@ class LayerNormF64 final : public CpuKernel {
   std::string resolved(int) const override { return planned_; }
 };
 
+class QkNormF64 final : public CpuKernel {
+ public:
+  using CpuKernel::CpuKernel;
+  Status run(ExecContext& c, int n) override {
+    auto& ctx = static_cast<CpuContext&>(c);
+    const VitArch& a = ctx.plan.graph.arch;
+    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
+    qk_norm_ref(ctx.f32(op_.outputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]), ctx.f32(op_.weights[2]),
+                ctx.f32(op_.weights[3]), rows, a.num_heads, a.head_dim(), static_cast<float>(op_.eps), 1);
+    return Status::Ok();
+  }
+  std::string resolved(int) const override { return planned_; }
+};
+
 class AttentionF64 final : public CpuKernel {
  public:
   using CpuKernel::CpuKernel;
@@ -80,6 +95,9 @@ Support linear_supports(const Op&, const Graph&, const DeviceProfile&) {
 Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) {
   return twin("INT8 twin: float64 statistics and affine, rounded once (docs/int8.md \"fp32 mode\")");
 }
+Support qk_norm_supports(const Op&, const Graph&, const DeviceProfile&) {
+  return twin("INT8 twin: LayerNorm per head on q and k in float64, rounded once (docs/int8.md \"fp32 mode\")");
+}
 Support attention_supports(const Op&, const Graph&, const DeviceProfile&) {
   return twin("INT8 twin: QK^T, softmax (exp in float64) and PV in float64, rounded once; the fused/explicit "
               "choice is the fp32 graphs' (docs/int8.md \"fp32 mode\")");
@@ -92,6 +110,8 @@ void append_cpu_twin_rows(std::vector<OpRow>* rows) {
                    bind_cpu_kernel<LinearF64>, nullptr, true});
   rows->push_back({OpKind::kLayerNorm, Precision::kFp32, "cpu.layernorm_f64", layernorm_supports,
                    cpu_row_runs_everywhere, bind_cpu_kernel<LayerNormF64>, nullptr, true});
+  rows->push_back({OpKind::kQkNorm, Precision::kFp32, "cpu.qk_norm_f64", qk_norm_supports, cpu_row_runs_everywhere,
+                   bind_cpu_kernel<QkNormF64>, nullptr, true});
   rows->push_back({OpKind::kAttention, Precision::kFp32, "cpu.mha_f64", attention_supports, cpu_row_runs_everywhere,
                    bind_cpu_kernel<AttentionF64>, nullptr, true});
 }

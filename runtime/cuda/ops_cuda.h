@@ -31,6 +31,7 @@ std::unique_ptr<OpKernel> make_mha_f32(const Op& op);
 std::unique_ptr<OpKernel> make_mha_f64(const Op& op);        // INT8 twin rows (runtime/cuda/ops_twin_cuda.cpp,
 std::unique_ptr<OpKernel> make_linear_f64(const Op& op);     // attention: runtime/cuda/attention_cuda.cpp)
 std::unique_ptr<OpKernel> make_layernorm_f64(const Op& op);
+std::unique_ptr<OpKernel> make_qk_norm_f64(const Op& op);
 std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op);  // INT8 (runtime/cuda/ops_int8_cuda.cpp)
 std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
 }  // namespace cuda_kernels

@@ -125,6 +125,41 @@ TEST(LayerNormI8F64Cuda, Fp32OutputEqualsLayerNormRef) {
   EXPECT_EQ(gpu::layernorm_f32_f64(nullptr, nullptr, nullptr, nullptr, 1, 8, 1e-6f, nullptr), cudaErrorInvalidValue);
 }
 
+// gpu::qk_norm_f32_f64 (the INT8 twin row cuda.qk_norm_f64) against qk_norm_ref, in place on a packed qkv: the
+// same rule; v left as it was, bit for bit.
+TEST(LayerNormI8F64Cuda, QkNormEqualsQkNormRef) {
+  for (const int heads : {1, 3, 12})
+    for (const int d : {7, 64}) {
+      SCOPED_TRACE(::testing::Message() << "H " << heads << " D " << d);
+      const int rows = 2 * 197;
+      std::mt19937 rng(static_cast<uint32_t>(heads * 100 + d));
+      std::normal_distribution<float> n01(0.f, 1.f);
+      std::vector<float> qkv(static_cast<size_t>(rows) * 3 * heads * d), g(4 * static_cast<size_t>(d));
+      for (float& v : qkv) v = 3.f * n01(rng) + 0.5f;
+      for (float& v : g) v = 1.f + 0.3f * n01(rng);
+      std::vector<float> want = qkv;
+      qk_norm_ref(want.data(), g.data(), g.data() + d, g.data() + 2 * d, g.data() + 3 * d, rows, heads, d, 1e-6f, 1);
+      Dev<float> dqkv(qkv.size()), dg(g.size());
+      up(dqkv, qkv);
+      up(dg, g);
+      ASSERT_EQ(gpu::qk_norm_f32_f64(dqkv.p, dg.p, dg.p + d, dg.p + 2 * d, dg.p + 3 * d, rows, heads, d, 1e-6f, nullptr),
+                cudaSuccess);
+      std::vector<float> got(qkv.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), dqkv.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t differ = 0, far = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+        ++differ;
+        far += !(std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <=
+                                              std::fabs(std::nextafter(want[i], 2.f * want[i] + 1.f) - want[i]));
+      }
+      EXPECT_EQ(far, 0) << "elements more than one ulp from qk_norm_ref";
+      EXPECT_LE(static_cast<double>(differ), tol::kTwinF64DifferingFraction * static_cast<double>(got.size()));
+    }
+  EXPECT_EQ(gpu::qk_norm_f32_f64(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 8, 1e-6f, nullptr),
+            cudaErrorInvalidValue);
+}
+
 TEST(LayerNormI8F64Cuda, RefusesBadArguments) {
   Dev<float> f(64);
   Dev<int8_t> q(64);

@@ -25,6 +25,7 @@
 #include "runtime/engine.h"
 #include "runtime/int8_calibrate.h"
 #include "runtime/safetensors.h"
+#include "tests/runtime/checkpoint_fixtures.h"
 #include "tests/testutil/cuda_main.h"
 #include "tests/testutil/testutil.h"
 
@@ -233,6 +234,39 @@ TEST(Int8Cuda, Fp32ModeEqualsTheCpuInt8PathOnTheGoldenVitTiny) {
   const GoldenInt8 g = golden_int8("vit-tiny-golden.yaml", "vit-tiny-patch16-224.golden.safetensors", *cpu);
   ASSERT_GE(g.count, 1);
   expect_fp32_mode_near_cpu(g.spec, *cpu, *gpu, g.x, g.count, tol::kInt8GpuFp32VsCpu);
+}
+
+// timm qk_norm (a LayerNorm per head on q and k, between qkv and the attention: on the path to proj's int8
+// rounding) on random weights: 4 blocks, 65 tokens, calibrated on 8 random images, compared on 4 others.
+TEST(Int8Cuda, Fp32ModeEqualsTheCpuInt8PathWithQkNorm) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  ModelSpec spec;
+  spec.name = "vit-qk-norm-random";
+  spec.arch.img_h = spec.arch.img_w = 64;
+  spec.arch.patch_size = 8;
+  spec.arch.embed_dim = 128;
+  spec.arch.num_heads = 4;
+  spec.arch.depth = 4;
+  spec.arch.num_classes = 10;
+  spec.arch.qk_norm = true;
+  spec.max_batch = 8;
+  const std::string dir = testutil::make_temp_dir("int8_qk_norm");
+  spec.weights_path = dir + "/model.safetensors";
+  ASSERT_TRUE(testutil::write_tensors(spec.weights_path, testutil::random_checkpoint(spec.arch, 7)).ok());
+  const std::vector<float> calib = testutil::random_floats(8 * 3 * 64 * 64, 8, -2.f, 2.f);
+  const std::vector<float> x = testutil::random_floats(4 * 3 * 64 * 64, 9, -2.f, 2.f);
+  auto scales = calibrate_int8(spec, *cpu, calib.data(), 8, CalibOptions());
+  ASSERT_TRUE(scales.ok()) << scales.status().to_string();
+  spec.int8_scales_path = dir + "/model.scales.safetensors";
+  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, *scales).ok());
+  std::vector<std::string> k32;
+  logits(spec, Precision::kInt8, *gpu, x, 4, &k32, Precision::kFp32);
+  EXPECT_EQ(count_prefix(k32, "cuda.qk_norm_f64"), spec.arch.depth);
+  expect_fp32_mode_near_cpu(spec, *cpu, *gpu, x, 4, tol::kInt8GpuFp32VsCpu);
+  std::filesystem::remove_all(dir);
 }
 
 // The INT8 GEMMs' split-K rows in an engine (runtime/plan.h's workspace, runtime/cuda/ops_int8_cuda.cpp): with
