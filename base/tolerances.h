@@ -34,10 +34,10 @@ constexpr double kInt8Top1Agreement = 0.99;
 // int8 GEMMs and their epilogues are bit-exact with the CPU's (gemm_i8_ref.h), and every fp32 value that reaches
 // an int8 rounding is float64 rounded once on both sides (the LayerNorms -> int8 and the twin rows: attention,
 // patch embedding, norms, head; docs/int8.md "fp32 mode"), so the int8 codes agree. Measured: 0 (bit-equal) on
-// vit-digits, vit-micro, ViT-Ti/16 golden and seeded timm ViT-S/16 and ViT-B/16. Left at the bound: a
-// float64 ulp of CUDA's exp against the C library's may, very rarely, move one fp32 value across an int8 tie; a
-// wrong epilogue, precision or row is >= 1e-2 (before the twin rows, fp32 attention in each side's own order:
-// 2.6e-2 on ViT-B/16).
+// vit-digits, vit-micro, ViT-Ti/16 golden, a random qk_norm ViT, seeded timm ViT-S/16 and ViT-B/16 (per tensor
+// and norm_per_token). Left at the bound: a float64 ulp of CUDA's exp against the C library's may, very
+// rarely, move one fp32 value across an int8 tie; a wrong epilogue, precision or row is >= 1e-2 (before the twin
+// rows, fp32 attention in each side's own order: 2.6e-2 on ViT-B/16).
 constexpr double kInt8GpuFp32VsCpu = 1e-3;
 // The INT8 twin kernels on CUDA (kernels/cuda/twin_f64.h, gpu::layernorm_f32_f64) against their float64
 // references (mha_ref, linear_ref, layernorm_ref): the same float64 operations, so the same fp32 result except
