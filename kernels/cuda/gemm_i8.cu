@@ -87,6 +87,8 @@ using T32x32x128 = GemmI8Traits<32, 32, 128, 2, 2, 4, 4>;
 using T64x128x64b4 = GemmI8Traits<64, 128, 64, 2, 2, 4, 4>;
 using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
 using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
+using T64x128x64s3b4 = GemmI8Traits<64, 128, 64, 2, 2, 3, 4>;  // 3 stages: 4 blocks fit Orin's 164 KB per SM
+using T128x64x64s3b4 = GemmI8Traits<128, 64, 64, 2, 2, 3, 4>;
 
 template <class T>
 constexpr GemmI8Variant row(const char* name, int split_k = 1) {
@@ -108,6 +110,7 @@ constexpr GemmI8Variant kVariants[] = {
     row<T64x64x64>("i8_64x64x64_w4_s4_k2", 2),    row<T128x64x128>("i8_128x64x128_w4_s3_k2", 2),
     row<T128x128x64w4>("i8_128x128x64_w4_s4_k2", 2), row<T64x128x64b4>("i8_64x128x64_w4_s4_b4"),
     row<T128x64x128s2>("i8_128x64x128_w4_s2_b4"),   row<T128x64x64b4>("i8_128x64x64_w4_s4_b4"),
+    row<T64x128x64s3b4>("i8_64x128x64_w4_s3_b4"),   row<T128x64x64s3b4>("i8_128x64x64_w4_s3_b4"),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
@@ -118,7 +121,7 @@ constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,   
                                    launch<T64x64x128>,    launch<T64x64x128>,     launch<T32x64x128>,
                                    launch<T64x32x128>,    launch<T64x64x64>,      launch<T128x64x128>,
                                    launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
-                                   launch<T128x64x64b4>};
+                                   launch<T128x64x64b4>,  launch<T64x128x64s3b4>, launch<T128x64x64s3b4>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 
