@@ -126,9 +126,12 @@ struct StageLoader {
     x_full = k_whole && m0 + T::kTileM <= a.m;
     w_full = k_whole && n0 + T::kTileN <= a.n;
   }
+  // kAllFull: the caller checked x_full && w_full, so the copies are compiled without predicates (a runtime
+  // flag left both paths in the loop, predicated: ~30 issue slots a k-tile spent on the unused one).
+  template <bool kAllFull>
   __device__ __forceinline__ void load(const GemmI8Args& a, uint32_t stage_base, int kt, int tid) const {
-    x.load(stage_base, a.k, kt, tid, x_full);
-    w.load(stage_base + T::kASmem, a.k, kt, tid, w_full);
+    x.load(stage_base, a.k, kt, tid, kAllFull || x_full);
+    w.load(stage_base + T::kASmem, a.k, kt, tid, kAllFull || w_full);
   }
 };
 
@@ -356,14 +359,14 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
 // The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
 // One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
 // first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
-template <class T, bool kXU8>
+template <class T, bool kXU8, bool kAllFull>
 __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
                                           const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
                                           int kt_begin, int kt_end, int tid) {
   const int k_tiles = kt_end - kt_begin;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < k_tiles) loader.load(a, base + s * T::kStageBytes, kt_begin + s, tid);
+    if (s < k_tiles) loader.template load<kAllFull>(a, base + s * T::kStageBytes, kt_begin + s, tid);
     cuda::cp_async_commit();
   }
   cuda::cp_async_wait<T::kStages - 2>();
@@ -374,7 +377,7 @@ __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4],
   for (int t = 0; t < k_tiles; ++t) {
     const uint32_t read_base = base + read_stage * T::kStageBytes;
     if (t + T::kStages - 1 < k_tiles)
-      loader.load(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
+      loader.template load<kAllFull>(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
     cuda::cp_async_commit();
     read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
     write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;
@@ -460,7 +463,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(con
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0;
   if (kt_end > kt_begin) {
     const StageLoader<T> loader(a, m0, n0, tid);
-    main_loop<T, kXU8>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    if (loader.x_full && loader.w_full) {  // block-uniform: interior tiles take the unpredicated loop
+      main_loop<T, kXU8, true>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    } else {
+      main_loop<T, kXU8, false>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    }
   }
   if (gridDim.z > 1 && !reduce_split<T>(acc, a.workspace, tid)) return;
   store_tile<T, kEpilogue>(a, acc, reinterpret_cast<int32_t*>(smem), m0, n0, warp_m, warp_n, tid);
