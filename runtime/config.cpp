@@ -24,6 +24,9 @@ const char* to_string(WeightNaming v) { return v == WeightNaming::kTimm ? "timm"
 const char* to_string(Precision v) {
   return v == Precision::kFp32 ? "fp32" : v == Precision::kFp16 ? "fp16" : "int8";
 }
+const char* to_string(Int8Activations v) {
+  return v == Int8Activations::kPerTensor ? "per_tensor" : v == Int8Activations::kPerToken ? "per_token" : "norm_per_token";
+}
 const char* to_string(Activation v) {
   return v == Activation::kGeluTanh ? "gelu_tanh" : v == Activation::kQuickGelu ? "quick_gelu" : "gelu";
 }
@@ -70,7 +73,10 @@ const std::vector<std::pair<const char*, WeightNaming>> kNamings = {{"timm", Wei
 const std::vector<std::pair<const char*, Precision>> kPrecisions = {{"fp32", Precision::kFp32},
                                                                      {"fp16", Precision::kFp16},
                                                                      {"int8", Precision::kInt8}};
-const std::vector<std::pair<const char*, bool>> kInt8Activations = {{"per_tensor", false}, {"per_token", true}};
+const std::vector<std::pair<const char*, Int8Activations>> kInt8Activations = {
+    {"norm_per_token", Int8Activations::kNormPerToken},
+    {"per_tensor", Int8Activations::kPerTensor},
+    {"per_token", Int8Activations::kPerToken}};
 const std::vector<std::pair<const char*, Precision>> kInt8Float = {{"fp16", Precision::kFp16},
                                                                    {"fp32", Precision::kFp32}};
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
@@ -297,18 +303,21 @@ Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
   return m.finish();
 }
 
-// runtime.int8_scales (the scale file, docs/int8.md), runtime.int8_activations (per_tensor: the file's
-// calibrated scales; per_token: dynamic per-row scales, no file needed) and runtime.int8_float (fp16 | fp32:
-// the other ops' precision on CUDA).
+// runtime.int8_scales (the scale file, docs/int8.md), runtime.int8_activations (norm_per_token, the default:
+// the LayerNorm outputs' scales per row at run time, the others the file's; per_tensor: the file's calibrated
+// scales; per_token: dynamic per-row scales, no file needed) and runtime.int8_float (fp16 | fp32: the other
+// ops' precision on CUDA).
 Status read_int8_keys(ConfigMap& runtime, const std::string& base_dir, ModelSpec* spec) {
   std::string scales;
   EV_RETURN_IF_ERROR(runtime.get_string("int8_scales", false, &scales));
   spec->int8_scales_path = scales.empty() ? "" : resolve_path(base_dir, scales);
-  EV_RETURN_IF_ERROR(runtime.get_enum("int8_activations", false, kInt8Activations, &spec->int8_per_token));
+  EV_RETURN_IF_ERROR(runtime.get_enum("int8_activations", false, kInt8Activations, &spec->int8_activations));
   EV_RETURN_IF_ERROR(runtime.get_enum("int8_float", false, kInt8Float, &spec->int8_float));
-  if (spec->precision == Precision::kInt8 && !spec->int8_per_token && spec->int8_scales_path.empty())
-    return runtime.error("precision", "int8 with per_tensor activations needs runtime.int8_scales (the scale "
-                                      "file `edgevit calibrate` writes, docs/int8.md)");
+  if (spec->precision == Precision::kInt8 && spec->int8_activations != Int8Activations::kPerToken &&
+      spec->int8_scales_path.empty())
+    return runtime.error("precision", std::string("int8 with ") + to_string(spec->int8_activations) +
+                                          " activations needs runtime.int8_scales (the scale file `edgevit "
+                                          "calibrate` writes, docs/int8.md)");
   return Status::Ok();
 }
 
@@ -472,7 +481,8 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   e << YAML::Key << "attention" << YAML::Value << to_string(spec.attention);
   if (!spec.int8_scales_path.empty())
     e << YAML::Key << "int8_scales" << YAML::Value << relative_path(base_dir, spec.int8_scales_path);
-  if (spec.int8_per_token) e << YAML::Key << "int8_activations" << YAML::Value << "per_token";
+  if (spec.int8_activations != Int8Activations::kNormPerToken)
+    e << YAML::Key << "int8_activations" << YAML::Value << to_string(spec.int8_activations);
   if (spec.int8_float != Precision::kFp16) e << YAML::Key << "int8_float" << YAML::Value << to_string(spec.int8_float);
   if (!spec.outputs.empty()) {
     e << YAML::Key << "outputs" << YAML::Value << YAML::Flow << YAML::BeginSeq;

@@ -46,7 +46,7 @@ Support layernorm_i8(const Graph& g, Precision in) {
   s.reason = std::string(in == Precision::kFp32 ? "float64 statistics and affine (the CPU INT8 path's)"
                                                  : "fp32 statistics") +
              " over the " + to_string(in) + " residual; int8 output with " +
-             (g.int8_per_token ? "per-token scales" : "the calibrated per-tensor scale");
+             (g.int8_activations != Int8Activations::kPerTensor ? "per-token scales" : "the calibrated per-tensor scale");
   return s;
 }
 Support layernorm_f16_i8(const Op&, const Graph& g, const DeviceProfile&) { return layernorm_i8(g, Precision::kFp16); }
@@ -54,7 +54,7 @@ Support layernorm_f32_i8(const Op&, const Graph& g, const DeviceProfile&) { retu
 
 Support gemm_i8(const Op& op, const Graph& g, const DeviceProfile& d) {
   Support s;
-  if (g.int8_per_token && op.epilogue == 1) {
+  if (g.int8_per_token() && op.epilogue == 1) {
     s.reason = "GELU -> int8 in the GEMM epilogue needs fc2's per-tensor scale; per_token INT8 runs on the CPU";
     return s;
   }

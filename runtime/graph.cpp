@@ -256,8 +256,9 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
 
 // Block i of an INT8 graph (docs/int8.md): the same ops as add_block, with the four GEMMs W8A8. norm1 and
 // norm2 write int8 and per-row scales (LayerNorm -> int8), fc1 writes int8 through its GELU epilogue, proj
-// quantizes the attention's fp32 output itself (into its scratch). Per-tensor mode: each GEMM input's
-// calibrated scale `<gemm>.input_scale` (1) is a weight from the scale file; per-token mode: none.
+// quantizes the attention's fp32 output itself (into its scratch). A calibrated scale `<gemm>.input_scale` (1)
+// is a weight from the scale file for every GEMM input in per-tensor mode, for proj's and fc2's in
+// norm-per-token mode (the LayerNorms then scale each row at run time), for none in per-token mode.
 int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
   const VitArch& a = g.arch;
   const std::string blk = "blocks." + std::to_string(i);
@@ -265,7 +266,10 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   const int64_t sq = last ? 1 : d.T;
   const int64_t r = last ? d.B : rows;
   auto in_scale = [&](const std::string& gemm) {
-    return g.int8_per_token ? -1 : b.tensor(blk + gemm + ".input_scale", {1}, TensorKind::kWeight, 4);
+    const bool calibrated = g.int8_activations == Int8Activations::kPerTensor ||
+                            (g.int8_activations == Int8Activations::kNormPerToken && gemm != ".attn.qkv" &&
+                             gemm != ".mlp.fc1");
+    return calibrated ? b.tensor(blk + gemm + ".input_scale", {1}, TensorKind::kWeight, 4) : -1;
   };
   auto ln_i8 = [&](const std::string& name, int src, int64_t m, const std::string& gemm, int* q, int* s) {
     *q = b.tensor(name + ".out", {m, d.E}, TensorKind::kActivation, 1);
@@ -452,8 +456,8 @@ int output_tensor(const Graph& g, OutputKind k) {
 }
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
-                      int64_t explicit_scratch_bytes, bool all_tokens, OutputSet outputs, bool int8_per_token,
-                      Precision int8_rest) {
+                      int64_t explicit_scratch_bytes, bool all_tokens, OutputSet outputs,
+                      Int8Activations int8_activations, Precision int8_rest) {
   Graph g;
   g.arch = a;
   g.outputs = outputs.empty() ? default_outputs(a) : outputs;
@@ -471,7 +475,7 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
       !all_tokens && !want_tokens && a.global_pool == GlobalPool::kToken && a.class_token && !a.dist_token &&
       !a.head_mean_tokens;
   int xc = -1;  // tail: the class token's row per image, (B, E)
-  g.int8_per_token = precision == Precision::kInt8 && int8_per_token;
+  if (precision == Precision::kInt8) g.int8_activations = int8_activations;
   for (int i = 0; i < a.depth; ++i) {
     const int c = precision == Precision::kInt8
                       ? add_block_int8(b, g, d, i, x, tail && i == a.depth - 1, explicit_scratch_bytes)

@@ -110,7 +110,9 @@ struct Graph {
   Precision precision = Precision::kFp32;
   AttentionPath attention = AttentionPath::kFused;
   AttentionImpl attention_request = AttentionImpl::kAuto;  // the config's or flag's ask (op-table rows read it)
-  bool int8_per_token = false;  // precision kInt8: activation scales per row at run time (else the scale file's)
+  // precision kInt8: where the activation scales come from (model_spec.h Int8Activations)
+  Int8Activations int8_activations = Int8Activations::kNormPerToken;
+  bool int8_per_token() const { return int8_activations == Int8Activations::kPerToken; }
   Precision int8_rest = Precision::kFp32;  // precision kInt8: every other op's (fp32 on the CPU, fp16 on CUDA)
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
@@ -143,10 +145,11 @@ Precision op_precision(const Op& op, const Graph& graph);
 // dependent; 0 for the fused path). `outputs`: the named outputs to produce, a subset of
 // available_outputs(arch) (empty: default_outputs(arch)). Never fails on a validated ModelSpec. Precision
 // kInt8: each block's qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md);
-// int8_per_token picks dynamic per-row activation scales instead of the scale file's; int8_rest is the
-// other ops' precision.
+// int8_activations says which activation scales are per row at run time and which the scale file's;
+// int8_rest is the other ops' precision.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
                       int64_t explicit_scratch_bytes, bool all_tokens = false, OutputSet outputs = {},
-                      bool int8_per_token = false, Precision int8_rest = Precision::kFp32);
+                      Int8Activations int8_activations = Int8Activations::kNormPerToken,
+                      Precision int8_rest = Precision::kFp32);
 
 }  // namespace edgevit

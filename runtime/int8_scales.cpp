@@ -136,7 +136,7 @@ bool is_int8_tensor(const TensorDesc& t) {
 Status load_int8_weights(const Plan& plan, const WeightSource& weights, const Int8Put& put) {
   const Graph& g = plan.graph;
   Int8Scales scales;
-  if (!g.int8_per_token) {
+  if (!g.int8_per_token()) {
     if (plan.int8_scales_path.empty())
       return config_error("model '" + plan.model_name + "': precision int8 with per-tensor activation scales needs "
                           "runtime.int8_scales (run `edgevit calibrate`)");

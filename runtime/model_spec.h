@@ -18,6 +18,11 @@ enum class WeightNaming { kTimm, kHf };
 // kInt8: W8A8 on the block GEMMs, everything else fp32 (CPU) / fp16 or fp32 (CUDA: runtime.int8_float):
 // docs/int8.md.
 enum class Precision { kFp32, kFp16, kInt8 };
+// runtime.int8_activations: where an INT8 graph's activation scales come from (docs/int8.md "The scheme").
+// kNormPerToken (the default): the LayerNorm outputs (qkv's and fc1's inputs) take each row's own scale at
+// run time, the attention's output (proj's input) and GELU's output (fc2's input) the scale file's calibrated
+// per-tensor scales; kPerTensor: every input the file's; kPerToken: every input its rows' own (no file; CPU).
+enum class Int8Activations { kNormPerToken, kPerTensor, kPerToken };
 // Attention path request: kAuto lets the planner choose from the device profile; the others force one.
 enum class AttentionImpl { kAuto, kFused, kExplicit };
 
@@ -25,6 +30,7 @@ const char* to_string(GlobalPool v);    // "token" | "avg" | "map"
 const char* to_string(WeightNaming v);  // "timm" | "hf"
 const char* to_string(Precision v);     // "fp32" | "fp16" | "int8"
 const char* to_string(AttentionImpl v); // "auto" | "fused" | "explicit"
+const char* to_string(Int8Activations v);  // "norm_per_token" | "per_tensor" | "per_token"
 
 // The MLP's activation: exact (erf) GELU (timm's default, nn.GELU()), its tanh approximation
 // (nn.GELU(approximate='tanh'): timm's `gelu_tanh`, SigLIP's `gelu_pytorch_tanh`), or QuickGELU
@@ -141,10 +147,10 @@ struct ModelSpec {
   std::string head_note;          // import only, not in the YAML: how a timm head was read (runtime/timm_head.h)
   std::string labels_path;        // optional; one label per line; resolved like weights_path
   OutputSet outputs;              // runtime.outputs; empty: the model's default (every output it has but tokens)
-  // precision int8 (docs/int8.md): the scale file (runtime.int8_scales, resolved like weights_path) and
-  // whether the block GEMMs' activation scales are per token at run time instead of the file's per tensor.
+  // precision int8 (docs/int8.md): the scale file (runtime.int8_scales, resolved like weights_path) and where
+  // the block GEMMs' activation scales come from (runtime.int8_activations).
   std::string int8_scales_path;
-  bool int8_per_token = false;
+  Int8Activations int8_activations = Int8Activations::kNormPerToken;
   // runtime.int8_float: the floating-point precision of a CUDA INT8 graph's other ops (Graph::int8_rest):
   // kFp16 (the fast mode) or kFp32 (the CPU INT8 path's twin: the residual stream, LayerNorms, attention
   // and qkv's output in fp32). The CPU's INT8 graphs are always fp32.

@@ -226,8 +226,9 @@ VitArch small_arch(int img, int patch, int embed, int heads, int depth) {
 
 OpCase make_case(const std::string& name, const VitArch& a, int batch, const std::string& op, Precision p,
                  AttentionImpl att = AttentionImpl::kAuto, bool all_tokens = true,
-                 Precision int8_float = Precision::kFp16) {
-  return OpCase{name, a, batch, op, p, att, all_tokens, int8_float};
+                 Precision int8_float = Precision::kFp16,
+                 Int8Activations int8_activations = Int8Activations::kPerTensor) {
+  return OpCase{name, a, batch, op, p, att, all_tokens, int8_float, int8_activations};
 }
 
 }  // namespace
@@ -239,15 +240,20 @@ std::unique_ptr<OpCaseDevice> cuda_op_case_device() { return nullptr; }
 
 // INT8 (docs/int8.md): the four block GEMMs and the LayerNorms that write their int8 input, in a full block
 // and in the class-token tail (one row per image after the attention), with each runtime.int8_float (on
-// CUDA: the fp16 or fp32 residual, LayerNorm input, qkv output and proj input).
+// CUDA: the fp16 or fp32 residual, LayerNorm input, qkv output and proj input), with per-tensor scales; and
+// the ops norm_per_token changes (the LayerNorms scale each row, qkv and fc1 read those row scales).
 std::vector<OpCase> int8_op_cases() {
   std::vector<OpCase> cases;
   const VitArch base = small_arch(40, 8, 64, 2, 2);
-  for (Precision f : {Precision::kFp16, Precision::kFp32})
+  for (Precision f : {Precision::kFp16, Precision::kFp32}) {
+    const std::string stem = f == Precision::kFp16 ? "int8 vit-40/8 " : "int8 float32 vit-40/8 ";
     for (const char* op : {"blocks.0.norm1", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.norm2",
                            "blocks.0.mlp.fc1", "blocks.0.mlp.fc2", "blocks.1.attn.proj", "blocks.1.mlp.fc2"})
-      cases.push_back(make_case(std::string(f == Precision::kFp16 ? "int8 vit-40/8 " : "int8 float32 vit-40/8 ") + op,
-                                base, 3, op, Precision::kInt8, AttentionImpl::kAuto, false, f));
+      cases.push_back(make_case(stem + op, base, 3, op, Precision::kInt8, AttentionImpl::kAuto, false, f));
+    for (const char* op : {"blocks.0.norm1", "blocks.0.attn.qkv", "blocks.1.norm2", "blocks.1.mlp.fc1"})
+      cases.push_back(make_case(stem + "norm_per_token " + op, base, 3, op, Precision::kInt8, AttentionImpl::kAuto,
+                                false, f, Int8Activations::kNormPerToken));
+  }
   return cases;
 }
 
@@ -343,7 +349,8 @@ std::vector<OpCase> model_op_cases(const ModelSpec& spec, int batch, Precision p
   }
   if (a.pooler) ops.push_back("pooler.dense");
   for (const std::string& op : ops)
-    cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true, spec.int8_float));
+    cases.push_back(make_case(spec.name + " " + op, a, batch, op, p, spec.attention, true, spec.int8_float,
+                              spec.int8_activations));
   return cases;
 }
 
@@ -353,6 +360,7 @@ Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfi
   spec.name = "op-case";
   spec.arch = c.arch;
   spec.max_batch = c.batch;
+  spec.int8_activations = c.int8_activations;
   PlanOptions o;
   o.batch = c.batch;
   o.precision = c.precision;

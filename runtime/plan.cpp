@@ -74,7 +74,11 @@ uint64_t hash_plan(const Plan& p) {
   hash_i64(st, p.graph.batch);
   hash_i64(st, static_cast<int64_t>(p.graph.precision));
   hash_i64(st, static_cast<int64_t>(p.graph.attention));
-  if (p.graph.precision == Precision::kInt8) hash_i64(st, p.graph.int8_per_token ? 1 : 0);
+  // per_tensor 0 and per_token 1 as before the third mode; norm_per_token 2
+  if (p.graph.precision == Precision::kInt8)
+    hash_i64(st, p.graph.int8_activations == Int8Activations::kPerTensor  ? 0
+                 : p.graph.int8_activations == Int8Activations::kPerToken ? 1
+                                                                         : 2);
   char eps[64];
   std::snprintf(eps, sizeof eps, "%.17g", p.graph.arch.layer_norm_eps);
   hash_str(st, eps);
@@ -114,12 +118,12 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
                   Precision precision, Plan* plan) {
   const AttentionImpl requested = options.attention ? *options.attention : spec.attention;
   const VitArch& a = spec.arch;
-  const bool per_token = spec.int8_per_token;
+  const Int8Activations scales = spec.int8_activations;
   const Precision cuda_rest = options.int8_float ? *options.int8_float : spec.int8_float;
   const Precision rest = device.kind == DeviceKind::kCuda ? cuda_rest : Precision::kFp32;  // INT8 graphs
   EV_ASSIGN_OR_RETURN(const OutputSet outputs, planned_outputs(spec, options));
   Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs,
-                                per_token, rest);
+                                scales, rest);
   graph.attention_request = requested;
   const Op* first_attention = nullptr;
   for (const Op& o : graph.ops)
@@ -128,7 +132,7 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens, outputs, per_token, rest);
+                            options.all_tokens, outputs, scales, rest);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);

@@ -105,10 +105,14 @@ void header_text(const Plan& p, std::ostringstream& os) {
     const Int8Summary s = int8_summary(p);
     os << "int8: " << s.gemms << " block GEMMs W8A8 (" << s.gemm_kernel << "): int8 weights " << s.weight_bytes
        << " bytes, per-channel weight scales " << s.weight_scale_bytes << " bytes, activation scales "
-       << (g.int8_per_token ? std::string("per token at run time")
-                            : "per tensor, " + std::to_string(s.input_scale_bytes) + " bytes from " +
-                                  (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
-                                                              : p.int8_scales_path))
+       << (g.int8_per_token()
+               ? std::string("per token at run time")
+               : std::string(g.int8_activations == Int8Activations::kNormPerToken
+                                 ? "the LayerNorm outputs' per token at run time, proj's and fc2's inputs' per tensor, "
+                                 : "per tensor, ") +
+                     std::to_string(s.input_scale_bytes) + " bytes from " +
+                     (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
+                                                 : p.int8_scales_path))
        << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest) << " (docs/int8.md)\n";
   }
   for (const TuningRecord& t : p.tuning)
@@ -344,7 +348,7 @@ std::string format_plan_json(const Plan& p) {
     const Int8Summary s = int8_summary(p);
     j["int8"] = {{"gemms", s.gemms}, {"weight_bytes", s.weight_bytes}, {"weight_scale_bytes", s.weight_scale_bytes},
                  {"input_scale_bytes", s.input_scale_bytes},
-                 {"activation_scales", g.int8_per_token ? "per_token" : "per_tensor"},
+                 {"activation_scales", to_string(g.int8_activations)},
                  {"scales_file", p.int8_scales_path}, {"float", to_string(g.int8_rest)}};
   }
   ordered_json tuning = ordered_json::array();

@@ -55,7 +55,7 @@ Result<CheckResult> compare(const ModelSpec& spec, const DeviceProfile& host, co
   EV_ASSIGN_OR_RETURN(Int8Scales scales, calibrate_int8(fp32, host, in.data.data(), count, CalibOptions()));
   ModelSpec int8 = fp32;
   int8.precision = Precision::kInt8;
-  int8.int8_per_token = false;
+  int8.int8_activations = Int8Activations::kNormPerToken;
   int8.int8_scales_path =
       (fs::temp_directory_path() / ("edgevit-selftest-int8-" + std::to_string(getpid()) + ".safetensors")).string();
   EV_RETURN_IF_ERROR(write_int8_scales(int8.int8_scales_path, scales));

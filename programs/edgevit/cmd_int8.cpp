@@ -118,7 +118,8 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
   if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".yaml") == 0) stem.resize(stem.size() - 5);
   ev::ModelSpec int8 = fp32;
   int8.precision = ev::Precision::kInt8;
-  int8.int8_per_token = false;
+  // the model's mode unless it needs no scale file (per_token): then the default, which reads this one
+  if (int8.int8_activations == ev::Int8Activations::kPerToken) int8.int8_activations = ev::Int8Activations::kNormPerToken;
   int8.int8_scales_path = stem + ".scales.safetensors";
   ev::Status s = ev::write_int8_scales(int8.int8_scales_path, *scales);
   if (s.ok()) s = ev::save_model_spec(int8, c.output);

@@ -162,7 +162,8 @@ class GemmI8 final : public CpuKernel {
 
 Support layernorm_i8_supports(const Op&, const Graph& g, const DeviceProfile&) {
   return Support{true, std::string("float64 statistics and affine (layernorm_ref's arithmetic); int8 output with ") +
-                           (g.int8_per_token ? "per-token scales (amax / 127)" : "the calibrated per-tensor scale"),
+                           (g.int8_activations != Int8Activations::kPerTensor ? "per-token scales (amax / 127)"
+                                                                              : "the calibrated per-tensor scale"),
                  "", false};
 }
 Support gemm_i8_supports(const Op& o, const Graph& g, const DeviceProfile&) {

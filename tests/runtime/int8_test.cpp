@@ -281,7 +281,7 @@ std::vector<int> predict(const ModelSpec& spec, Precision p, const Split& test) 
 TEST(Int8Weights, Fc2BiasCarriesTheShiftFoldedFromTheQuantizedWeights) {
   ModelSpec spec = digits_spec();
   spec.precision = Precision::kInt8;
-  spec.int8_per_token = true;
+  spec.int8_activations = Int8Activations::kPerToken;
   EngineOptions o;
   o.plan.precision = Precision::kInt8;
   auto e = Engine::create(spec, host(), o);
@@ -327,10 +327,11 @@ TEST(Int8Weights, Fc2BiasCarriesTheShiftFoldedFromTheQuantizedWeights) {
 TEST(Int8Digits, UnsignedHiddenKeepsFc2sInputAccurate) {
   const ModelSpec fp32 = digits_spec();
   const Split calib = load_split("calib_split.safetensors"), test = load_split("test_split.safetensors");
-  for (bool per_token : {false, true}) {
+  for (Int8Activations mode : {Int8Activations::kPerTensor, Int8Activations::kNormPerToken, Int8Activations::kPerToken}) {
+    const bool per_token = mode == Int8Activations::kPerToken;
     ModelSpec spec = fp32;
     spec.precision = Precision::kInt8;
-    spec.int8_per_token = per_token;
+    spec.int8_activations = mode;
     if (!per_token) {
       auto scales = calibrate_int8(fp32, host(), calib.input.data(), calib.n, CalibOptions{});
       ASSERT_TRUE(scales.ok()) << scales.status().to_string();
@@ -344,7 +345,7 @@ TEST(Int8Digits, UnsignedHiddenKeepsFc2sInputAccurate) {
     for (const LayerError& l : *layers) {
       if (l.tensor.find(".mlp.hidden") == std::string::npos) continue;
       ++hidden;
-      EXPECT_GE(l.sqnr_db, per_token ? 34.0 : 24.0) << l.tensor << (per_token ? " per token" : " per tensor");
+      EXPECT_GE(l.sqnr_db, per_token ? 34.0 : 24.0) << l.tensor << " " << to_string(mode);
     }
     EXPECT_EQ(hidden, fp32.arch.depth);
   }
@@ -362,14 +363,16 @@ TEST(Int8Digits, CalibratedOnTheCalibSplitMatchesFp32OnTheTestSplit) {
   struct Variant {
     std::string name;
     CalibMethod method;
-    bool per_token;
+    Int8Activations mode;
   };
-  for (const Variant& v : {Variant{"percentile", CalibMethod::kPercentile, false}, Variant{"minmax", CalibMethod::kMinmax, false},
-                           Variant{"mse", CalibMethod::kMse, false}, Variant{"per_token", CalibMethod::kPercentile, true}}) {
+  const Int8Activations tensor = Int8Activations::kPerTensor, norm = Int8Activations::kNormPerToken;
+  for (const Variant& v : {Variant{"percentile", CalibMethod::kPercentile, tensor}, Variant{"minmax", CalibMethod::kMinmax, tensor},
+                           Variant{"mse", CalibMethod::kMse, tensor}, Variant{"mse_norm_per_token", CalibMethod::kMse, norm},
+                           Variant{"per_token", CalibMethod::kPercentile, Int8Activations::kPerToken}}) {
     ModelSpec spec = fp32;
     spec.precision = Precision::kInt8;
-    spec.int8_per_token = v.per_token;
-    if (!v.per_token) {
+    spec.int8_activations = v.mode;
+    if (v.mode != Int8Activations::kPerToken) {
       CalibOptions o;
       o.method = v.method;
       auto scales = calibrate_int8(fp32, host(), calib.input.data(), calib.n, o);
@@ -449,7 +452,7 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
   EXPECT_FALSE(nlohmann::json::parse(format_plan_json(*fp16)).contains("int8"));
   // Per-token INT8 is refused on CUDA at plan time, naming why (fc1's GELU -> int8 needs a per-tensor scale).
   ModelSpec per_token = *spec;
-  per_token.int8_per_token = true;
+  per_token.int8_activations = Int8Activations::kPerToken;
   auto refused = make_plan(per_token, *orin, o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
