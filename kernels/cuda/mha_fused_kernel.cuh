@@ -289,6 +289,49 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   }
 }
 
+// The K/V loop of one- and two-stage rows (tile 0 with Q in flight, issued by the caller): per tile, the
+// copies of the next tile (two buffers), S = Q K^T, mask, softmax, O += P V, then a barrier before the buffer
+// is reused.
+template <class T>
+__device__ __forceinline__ void kv_loop(const FusedArgs& a, float (&o_acc)[T::kMTiles][T::kOTiles][4],
+                                        float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][4],
+                                        const __half* kg, const __half* vg, __half* s_k, __half* s_v,
+                                        const LdsmLanes& lanes, const uint8_t* mask, int n_kv, int slice0,
+                                        bool warp_active, int tid) {
+  // Per-thread K / V copy state (unused, and optimised away, without the fast copy layout).
+  KvCopy k_copy = make_kv_copy<T>(kg, a.ks.row, s_k, tid);
+  KvCopy v_copy = make_kv_copy<T>(vg, a.vs.row, s_v, tid);
+  // This tile's K / V ldmatrix bases, loop-carried like the copy pointers (else rematerialised per LDSM).
+  uint32_t sk_cur = lanes.k, sv_cur = lanes.v;
+  const uint32_t k_toggle = T::kStages == 2 ? lanes.k ^ (lanes.k + T::kKvSmem * 2) : 0u;
+  const uint32_t v_toggle = T::kStages == 2 ? lanes.v ^ (lanes.v + T::kKvSmem * 2) : 0u;
+  uint32_t q_frag[T::kMTiles][T::kQReload ? 1 : T::kDSteps][4];  // held Q (unused, optimised away, when T::kQReload)
+  for (int it = 0; it < n_kv; ++it) {
+    const int kv0 = it * T::kKvTile;
+    prefetch_next_kv<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);
+    __syncthreads();
+    if (warp_active) {
+      if (!T::kQReload && it == 0) load_q_fragments<T>(q_frag, lanes.q);
+      const uint32_t sk = sk_cur, sv = sv_cur;
+      const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));  // in the warp's slice
+      // 16-key groups holding a valid key; slices of <= 32 keys compute all (the test would cost every tile
+      // more than the group it can skip; skipped groups read zero-filled rows and have p = 0).
+      const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
+      float s[T::kMTiles][T::kSTiles][4];
+      compute_scores<T>(s, q_frag, lanes.q, sk, n_pairs);
+      // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
+      if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, tid % 4);
+      online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
+      accumulate_pv_f16<T::kMTiles, T::kMTiles, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s,
+                                                                                                 sv, n_pairs);
+    }
+    __syncthreads();
+    reload_single_buffer<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);
+    sk_cur ^= k_toggle;
+    sv_cur ^= v_toggle;
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
   constexpr int kM = T::kMTiles;
@@ -312,7 +355,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
   const bool warp_active = q0 + warp_row0 < a.seq_q;
   const LdsmLanes lanes = ldsm_lanes<T>(s_q, s_k, s_v, warp_row0, slice0, lane);
-  const uint32_t sq_lane = lanes.q, sk_lane = lanes.k, sv_lane = lanes.v;
 
   load_tile<T, T::kQTile>(s_q, qg, a.qs.row, q0, a.seq_q, tid);
   if (n_kv > 0) {
@@ -322,37 +364,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   cp_async_commit();
   float o_acc[kM][T::kOTiles][4], row_max[kM][2], row_sum[kM][4];
   init_accumulators<T>(o_acc, row_max, row_sum);
-  // Per-thread K / V copy state (unused, and optimised away, without the fast copy layout).
-  KvCopy k_copy = make_kv_copy<T>(kg, a.ks.row, s_k, tid);
-  KvCopy v_copy = make_kv_copy<T>(vg, a.vs.row, s_v, tid);
-  // This tile's K / V ldmatrix bases, loop-carried like the copy pointers (else rematerialised per LDSM).
-  uint32_t sk_cur = sk_lane, sv_cur = sv_lane;
-  const uint32_t k_toggle = T::kStages == 2 ? sk_lane ^ (sk_lane + T::kKvSmem * 2) : 0u;
-  const uint32_t v_toggle = T::kStages == 2 ? sv_lane ^ (sv_lane + T::kKvSmem * 2) : 0u;
-  uint32_t q_frag[kM][T::kQReload ? 1 : T::kDSteps][4];  // held Q (unused, optimised away, when T::kQReload)
-  for (int it = 0; it < n_kv; ++it) {
-    const int kv0 = it * T::kKvTile;
-    prefetch_next_kv<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);
-    __syncthreads();
-    if (warp_active) {
-      if (!T::kQReload && it == 0) load_q_fragments<T>(q_frag, sq_lane);
-      const uint32_t sk = sk_cur, sv = sv_cur;
-      const int kv_valid = max(0, min(T::kKvSlice, a.seq_kv - kv0 - slice0));  // in the warp's slice
-      // 16-key groups holding a valid key; slices of <= 32 keys compute all (the test would cost every tile
-      // more than the group it can skip; skipped groups read zero-filled rows and have p = 0).
-      const int n_pairs = T::kKvSlice <= 32 ? T::kSTiles / 2 : (kv_valid + 15) / 16;
-      float s[kM][T::kSTiles][4];
-      compute_scores<T>(s, q_frag, sq_lane, sk, n_pairs);
-      // Keys past Skv or masked out become -inf; only tiles that hold such keys pay for the test.
-      if (kv_valid < T::kKvSlice || mask != nullptr) mask_scores<T>(s, mask, kv0 + slice0, kv_valid, t);
-      online_softmax<T>(s, o_acc, row_max, row_sum, a.scale_log2);
-      accumulate_pv_f16<kM, kM, T::kOTiles, T::kSTiles, T::kHeadDim, T::kSmemRow>(o_acc, row_sum, s, sv, n_pairs);
-    }
-    __syncthreads();
-    reload_single_buffer<T>(a, k_copy, v_copy, kg, vg, s_k, s_v, it, n_kv, kv0, tid);
-    sk_cur ^= k_toggle;
-    sv_cur ^= v_toggle;
-  }
+  kv_loop<T>(a, o_acc, row_max, row_sum, kg, vg, s_k, s_v, lanes, mask, n_kv, slice0, warp_active, tid);
   // When Skv == 0 the Q copies (issued by all threads, into every warp's rows) may still be in flight.
   cp_async_wait<0>();
   __syncthreads();

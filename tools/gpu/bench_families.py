@@ -108,7 +108,10 @@ def check(edgevit, work, key, yaml_path, ref):
         if p.returncode != 0:
             res[name] = {"ok": False, "rc": p.returncode, "error": p.stderr.strip()[-600:]}
             continue
-        ours = load_file(out)["logits"]
+        outs = load_file(out)
+        # Backbones without a head (timm's DINOv2 with num_classes=0) write no logits; timm's forward returns
+        # their pooled feature, which is our `embedding`.
+        ours = outs["logits"] if "logits" in outs else outs["embedding"]
         e = rel_err(ours, ref)
         same, ties = top1_agrees(ours, ref)
         res[name] = {"ok": e <= tol and same, "rel_err": e, "same_top1": same, "top1_ties": ties, "tol": tol}

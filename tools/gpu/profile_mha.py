@@ -4,9 +4,11 @@ head dim and the launcher's choice), torch SDPA flash (FA2) and cuDNN. Each laun
 named after it, so `ncu --nvtx` reports say which candidate a kernel belongs to.
 
 usage (on the GPU machine, tools/gpu/run_on_gpu.sh profile runs it):
-  ncu --nvtx -k 'regex:flash|fmha|sdpa|cudnn' --section SpeedOfLight ... python3 tools/gpu/profile_mha.py --lib .bundle/libedgevit_mha_bench.so [--shape B H S D ...]
+  ncu --nvtx -k 'regex:flash|fmha|sdpa|cudnn' --section SpeedOfLight ... python3 tools/gpu/profile_mha.py --lib .bundle/libedgevit_mha_bench.so [--shape B H S D ...] [--rows REGEX]
+--rows REGEX launches only the fused rows whose names match (the launcher's choice always runs).
 """
 import argparse
+import re
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--shape", type=int, nargs=4, action="append", metavar=("B", "H", "S", "D"))
+    ap.add_argument("--rows", default="", help="only the fused rows whose names match this regex")
     args = ap.parse_args()
     shapes = args.shape or [(64, 12, 197, 64), (4, 16, 1025, 64)]
     lib = load_lib(args.lib)
@@ -30,7 +33,8 @@ def main():
         stream = torch.cuda.current_stream().cuda_stream
         cands = [("ours", -1)] + [(lib.edgevit_mha_variant_name(i).decode(), i)
                                   for i in range(lib.edgevit_mha_variant_count())
-                                  if lib.edgevit_mha_variant_head_dim(i) == D]
+                                  if lib.edgevit_mha_variant_head_dim(i) == D
+                                  and re.search(args.rows, lib.edgevit_mha_variant_name(i).decode())]
         tag = f"B{B}_H{H}_S{S}_D{D}"
         for name, idx in cands:
             torch.cuda.nvtx.range_push(f"prof/{tag}/{name}")
