@@ -57,7 +57,7 @@ std::string mib(int64_t bytes) { return fmt_g(static_cast<double>(bytes) / (1 <<
 // grow: on CUDA the context's device memory exists before the window opens (the kernel checks and
 // cuda_device_used_bytes() create it), so that line is left out. Its host line stays: cuBLASLt's handle and
 // the kernel images create() loads grow the heap inside the window (+304 MB for the digits model on an
-// H200, of the 254 MiB + graphs the plan counts), while the bound is only an upper one.
+// H200, of the 265 MiB + graphs the plan counts), while the bound is only an upper one.
 struct PlannedBytes {
   int64_t host = 0;
   int64_t device = 0;

@@ -490,6 +490,14 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
       << refused.status().message();
 }
 
+// The twin row (docs/int8.md "fp32 mode") an INT8 graph's float op of this kind runs on `dev`, or "".
+std::string twin_row(OpKind kind, const std::string& dev) {
+  return kind == OpKind::kAttention   ? dev + ".mha_f64"
+         : kind == OpKind::kLinear    ? dev + ".linear_f64"
+         : kind == OpKind::kLayerNorm ? dev + ".layernorm_f64"
+                                      : "";
+}
+
 // runtime.int8_float: fp32 (or --int8-float fp32) on a CUDA profile: the INT8 rows read and write fp32 (the
 // LayerNorm -> int8 over the fp32 residual, qkv to fp32, proj and fc2 into the fp32 residual) and every other
 // op takes its INT8 twin row (float64 rounded once), as on the CPU; the plan says so (text and JSON) and hashes
@@ -522,9 +530,10 @@ TEST(Int8Plan, Fp32FloatModeRunsTheTwinRowsOnCudaAsTheCpuPathDoes) {
     if (!op.int8) {
       EXPECT_EQ(op_precision(op, f32->graph), Precision::kFp32) << op.name;
       // The twin rows (docs/int8.md "fp32 mode"): float64 rounded once, as the CPU INT8 path.
-      if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cuda.mha_f64") << op.name;
-      if (op.kind == OpKind::kLinear) EXPECT_EQ(op.kernel, "cuda.linear_f64") << op.name;
-      if (op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.kernel, "cuda.layernorm_f64") << op.name;
+      const std::string want = twin_row(op.kind, "cuda");
+      if (!want.empty()) {
+        EXPECT_EQ(op.kernel, want) << op.name;
+      }
       continue;
     }
     if (op.kind == OpKind::kLayerNorm) {
@@ -575,9 +584,10 @@ TEST(Int8Plan, Fp32FloatModeRunsTheTwinRowsOnCudaAsTheCpuPathDoes) {
   // The CPU INT8 path runs the same twin rows; an fp32 plan of the same model never does.
   for (const Op& op : cpu_default->graph.ops) {
     if (op.int8) continue;
-    if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cpu.mha_f64") << op.name;
-    if (op.kind == OpKind::kLinear) EXPECT_EQ(op.kernel, "cpu.linear_f64") << op.name;
-    if (op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.kernel, "cpu.layernorm_f64") << op.name;
+    const std::string want = twin_row(op.kind, "cpu");
+    if (!want.empty()) {
+      EXPECT_EQ(op.kernel, want) << op.name;
+    }
   }
   c.precision = Precision::kFp32;
   auto cpu_fp32 = make_plan(*spec, *cpu, c);

@@ -17,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-cb}
 bundle=${BUNDLE:-$root/build-e2e-bundle}
-targets=${TARGETS:-edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test}
+targets=${TARGETS:-edgevit edgevit-selftest ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test footprint_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test twin_f64_cuda_test}
 cd "$root"
 . tools/lib/bundle_libs.sh
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DEDGEVIT_CUDA=ON -DEDGEVIT_CUDA_ARCHS="87;90"

@@ -77,7 +77,7 @@ if [ "$what" = selftest ]; then
 fi
 if [ "$what" != bench ]; then
   selftest_on_gpu
-  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test"
+  tests="ops_cuda_test cuda_engine_test mha_cuda_test gemm_lt_cuda_test op_cases_cuda_test families_cuda_test gemm_i8_cuda_test mha_i8_cuda_test quantize_i8_cuda_test int8_cuda_test layernorm_i8_f64_cuda_test twin_f64_cuda_test"
   [ "$what" = quick ] && tests="ops_cuda_test cuda_engine_test"
   tests=${TESTS:-$tests}
   for t in $tests; do
