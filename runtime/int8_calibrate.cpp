@@ -120,9 +120,10 @@ std::vector<float> factors_from_ranges(const std::vector<double>& range) {
 }
 
 // The fold's first pass: for every block LayerNorm, its factors from the fp32 outputs on the images, into
-// `factors` ("blocks.N.normK.channel_factor" -> r) and `by_id` (the output tensor's id -> r).
+// `factors` ("blocks.N.normK.channel_factor" -> r). `e` runs every token through the last block (all_tokens):
+// a class-token tail's norm2 would otherwise give one row per image, too few for a per-channel maximum.
 Status fold_factors(Engine& e, const VitArch& arch, const float* images, int count,
-                    std::map<std::string, std::vector<float>>* factors, std::map<int, const std::vector<float>*>* by_id) {
+                    std::map<std::string, std::vector<float>>* factors) {
   const Graph& g = e.plan().graph;
   const std::vector<std::string> norms = int8_fold_norm_names(arch);
   const size_t ch = static_cast<size_t>(arch.embed_dim);
@@ -145,8 +146,7 @@ Status fold_factors(Engine& e, const VitArch& arch, const float* images, int cou
   for (size_t l = 0; l < norms.size(); ++l) {
     for (double r : range[l])
       if (!std::isfinite(r)) return check_failed("calibration: the output of '" + norms[l] + "' is not finite");
-    const std::vector<float>& r = (*factors)[norms[l] + ".channel_factor"] = factors_from_ranges(range[l]);
-    (*by_id)[ids[l]] = &r;
+    (*factors)[norms[l] + ".channel_factor"] = factors_from_ranges(range[l]);
   }
   return Status::Ok();
 }
@@ -191,7 +191,15 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
   }
   Int8Scales out;
   std::map<int, const std::vector<float>*> folded;  // input tensor id -> its LayerNorm's factors
-  if (options.ln_fold) EV_RETURN_IF_ERROR(fold_factors(*e, spec.arch, images, count, &out.channel_factors, &folded));
+  if (options.ln_fold) {
+    EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> all,
+                        observing_engine(spec, Precision::kFp32, device, count, options.threads, true));
+    EV_RETURN_IF_ERROR(fold_factors(*all, spec.arch, images, count, &out.channel_factors));
+    for (const auto& kv : out.channel_factors) {
+      const std::string norm = kv.first.substr(0, kv.first.size() - std::string(".channel_factor").size());
+      folded[tensor_id(g, norm + ".out")] = &kv.second;
+    }
+  }
   const int64_t per_image = e->input_numel_per_image();
   std::vector<double> amax(gemms.size(), 0.0);
   std::vector<std::vector<double>> hist(gemms.size(), std::vector<double>(kCalibBins, 0.0));

@@ -12,7 +12,7 @@
 // with qmax = 127, except for fc2's input, which is observed as u = x + kGemmI8GeluShift clipped at 0 (the
 // unsigned value fc1's epilogue quantizes: kernels/cpu/gemm_i8_ref.h) with qmax = 255.
 // With ln_fold (RepQ-ViT, `--ln-fold`), a first pass takes each block LayerNorm's (norm1, norm2) largest |y_c|
-// per output channel c, range_c, and gives it the factor r_c = range_c / mean_c range_c clamped to
+// per output channel c over every token (the last block too: PlanOptions::all_tokens), range_c, and gives it the factor r_c = range_c / mean_c range_c clamped to
 // [kLnFoldMinFactor, kLnFoldMaxFactor] (1 for a channel that is zero on every image, and for every channel of
 // an all-zero LayerNorm); qkv's and fc1's inputs are then observed folded, y_c / r_c, as the folded model
 // (runtime/int8_scales.h) computes them. The factors go into the scale file.
