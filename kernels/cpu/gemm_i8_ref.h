@@ -8,6 +8,12 @@
 //   GELU (erf)  x = clamp(v * 0.70710678, -4, 4); x2 = x * x
 //               p = x * P(x2), q = Q(x2)   (Horner, one fma a step: kGemmI8ErfP / kGemmI8ErfQ)
 //               g = (0.5 * v) * (1 + p / q)
+//               p / q without a division (gemm_i8_erf_ratio_ref): y = the float whose bits are
+//               kGemmI8RcpMagic - bits(q) (1/q within 13%), then kGemmI8RcpSteps Newton steps
+//               y = fma(y, fma(-q, y, 1), y), r = p * y, p / q = fma(y, fma(-q, r, p), r). On every fp32
+//               x in [-4, 4], 1 + this equals 1 + the IEEE quotient, so g is the division form's bit for bit
+//               (tests/kernels/gemm_i8_slow_test.cpp checks all 1.08e9 x); the GPU runs it as straight-line
+//               fma code (an IEEE division there is a reciprocal, a check and a branch an output).
 //               p / q is the rational fp32 erf of XLA and Eigen (|error| <= 4e-7 on [-4, 4]; erf(+-4) rounds
 //               to +-1 in fp32); g is within 1.5e-6 of the exact erf GELU. It replaces erfc, which costs ~75
 //               instructions an output on the GPU (this form ~28) and is not reproducible bit for bit.
@@ -34,6 +40,12 @@ constexpr float kGemmI8ErfP0 = -2.72614225801306e-10f, kGemmI8ErfP1 = 2.77068142
 constexpr float kGemmI8ErfQ0 = -1.45660718464996e-05f, kGemmI8ErfQ1 = -2.13374055278905e-04f,
                 kGemmI8ErfQ2 = -1.68282697438203e-03f, kGemmI8ErfQ3 = -7.37332916720468e-03f,
                 kGemmI8ErfQ4 = -1.42647390514189e-02f;
+
+// p / q of the rational erf without a division (above): the reciprocal's first guess is the float with bits
+// kGemmI8RcpMagic - bits(q) (relative error <= 13% for normal q; q is in [-2.4, -0.014]), refined by
+// kGemmI8RcpSteps Newton steps (error squared each: 6e-8 after three), then one residual correction.
+constexpr uint32_t kGemmI8RcpMagic = 0x7EF311C7u;
+constexpr int kGemmI8RcpSteps = 3;
 
 // The shift c of fc2's unsigned input u = GELU(v) + c. The erf GELU's minimum is -0.16997120748 (at
 // v = -0.75179); the rational fp32 GELU below is within 1.5e-6 of it. c = 0.17f (0.1700000018) exceeds both by
@@ -99,6 +111,8 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
 // One output element's fp32 steps (shared by gemm_i8_epilogue_ref and the CPU INT8 path).
 float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias);
 float gemm_i8_gelu_ref(float v);
+void gemm_i8_erf_terms_ref(float x, float* p, float* q);  // the GELU's erf(x) ~ p / q, x in [-4, 4]
+float gemm_i8_erf_ratio_ref(float p, float q);             // p / q without a division, as above
 int8_t gemm_i8_quantize_ref(float q);     // rne, saturated to [-127, 127]; NaN -> 0
 uint8_t gemm_i8_quantize_u8_ref(float q);  // rne, saturated to [0, 255]; NaN -> 0
 

@@ -5,22 +5,23 @@
 // (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
 // [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
-// TOP/s on an H200 (mma.sync s8 ceiling 1294 TOP/s; cuBLASLt fp16 638 TFLOP/s). Every shape and batch:
+// TOP/s on an H200 (mma.sync s8 ceiling 1279 TOP/s; cuBLASLt fp16 640 TFLOP/s). Every shape and batch:
 // docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
-//    0 i8_128x128x64_w8_s4       601      14 i8_64x256x64_w4_s4        458
-//    1 i8_128x64x64_w4_s4        588      15 i8_32x64x128_w4_s3        391  (batch 1: best on qkv, fc2)
-//    2 i8_64x128x64_w4_s4        588      16 i8_64x32x128_w4_s3        384
-//    3 i8_64x64x64_w4_s4         506      17 i8_32x32x128_w4_s4        292
-//    4 i8_128x128x128_w8_s3      577      18 i8_64x64x128_w4_s3_k2     433
-//    5 i8_128x128x128_w4_s3      519      19 i8_64x64x128_w4_s3_k4     337
-//    6 i8_128x256x128_w8_s3      459      20 i8_32x64x128_w4_s3_k2     345
-//    7 i8_128x64x128_w4_s3       583      21 i8_64x32x128_w4_s3_k3     285
-//    8 i8_64x64x128_w4_s3        529      22 i8_64x64x64_w4_s4_k2      410
-//    9 i8_128x256x64_w8_s4       483      23 i8_128x64x128_w4_s3_k2    460
-//   10 i8_256x128x64_w8_s4       492      24 i8_128x128x64_w4_s4_k2    412
-//   11 i8_256x128x128_w8_s3      472      25 i8_64x128x64_w4_s4_b4     584  (batch 64: best on fc1)
-//   12 i8_128x128x64_w4_s4       488      26 i8_128x64x128_w4_s2_b4    525
-//   13 i8_128x128x128_w4_s3_b2   516      27 i8_128x64x64_w4_s4_b4     586
+//    0 i8_128x128x64_w8_s4       605      15 i8_32x64x128_w4_s3        416  (batch 1: best on qkv, proj, fc2)
+//    1 i8_128x64x64_w4_s4        587      16 i8_64x32x128_w4_s3        408  (batch 1: best on fc1)
+//    2 i8_64x128x64_w4_s4        582      17 i8_32x32x128_w4_s4        306
+//    3 i8_64x64x64_w4_s4         513      18 i8_64x64x128_w4_s3_k2     437
+//    4 i8_128x128x128_w8_s3      598      19 i8_64x64x128_w4_s3_k4     334
+//    5 i8_128x128x128_w4_s3      605      20 i8_32x64x128_w4_s3_k2     355
+//    6 i8_128x256x128_w8_s3      496      21 i8_64x32x128_w4_s3_k3     288
+//    7 i8_128x64x128_w4_s3       629      22 i8_64x64x64_w4_s4_k2      408  (7: batch 64 best on proj, fc1, fc2)
+//    8 i8_64x64x128_w4_s3        545      23 i8_128x64x128_w4_s3_k2    484
+//    9 i8_128x256x64_w8_s4       467      24 i8_128x128x64_w4_s4_k2    451
+//   10 i8_256x128x64_w8_s4       469      25 i8_64x128x64_w4_s4_b4     606
+//   11 i8_256x128x128_w8_s3      509      26 i8_128x64x128_w4_s2_b4    522
+//   12 i8_128x128x64_w4_s4       577      27 i8_128x64x64_w4_s4_b4     612
+//   13 i8_128x128x128_w4_s3_b2   614      28 i8_64x128x64_w4_s3_b4     580  (28, 29: 4 blocks fit Orin's SM)
+//   14 i8_64x256x64_w4_s4        547      29 i8_128x64x64_w4_s3_b4     575
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
@@ -87,6 +88,8 @@ using T32x32x128 = GemmI8Traits<32, 32, 128, 2, 2, 4, 4>;
 using T64x128x64b4 = GemmI8Traits<64, 128, 64, 2, 2, 4, 4>;
 using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
 using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
+using T64x128x64s3b4 = GemmI8Traits<64, 128, 64, 2, 2, 3, 4>;  // 3 stages: 4 blocks fit Orin's 164 KB per SM
+using T128x64x64s3b4 = GemmI8Traits<128, 64, 64, 2, 2, 3, 4>;
 
 template <class T>
 constexpr GemmI8Variant row(const char* name, int split_k = 1) {
@@ -108,6 +111,7 @@ constexpr GemmI8Variant kVariants[] = {
     row<T64x64x64>("i8_64x64x64_w4_s4_k2", 2),    row<T128x64x128>("i8_128x64x128_w4_s3_k2", 2),
     row<T128x128x64w4>("i8_128x128x64_w4_s4_k2", 2), row<T64x128x64b4>("i8_64x128x64_w4_s4_b4"),
     row<T128x64x128s2>("i8_128x64x128_w4_s2_b4"),   row<T128x64x64b4>("i8_128x64x64_w4_s4_b4"),
+    row<T64x128x64s3b4>("i8_64x128x64_w4_s3_b4"),   row<T128x64x64s3b4>("i8_128x64x64_w4_s3_b4"),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
@@ -118,7 +122,7 @@ constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,   
                                    launch<T64x64x128>,    launch<T64x64x128>,     launch<T32x64x128>,
                                    launch<T64x32x128>,    launch<T64x64x64>,      launch<T128x64x128>,
                                    launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
-                                   launch<T128x64x64b4>};
+                                   launch<T128x64x64b4>,  launch<T64x128x64s3b4>, launch<T128x64x64s3b4>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 

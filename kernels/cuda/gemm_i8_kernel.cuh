@@ -126,9 +126,12 @@ struct StageLoader {
     x_full = k_whole && m0 + T::kTileM <= a.m;
     w_full = k_whole && n0 + T::kTileN <= a.n;
   }
+  // kAllFull: the caller checked x_full && w_full, so the copies are compiled without predicates (a runtime
+  // flag left both paths in the loop, predicated: ~30 issue slots a k-tile spent on the unused one).
+  template <bool kAllFull>
   __device__ __forceinline__ void load(const GemmI8Args& a, uint32_t stage_base, int kt, int tid) const {
-    x.load(stage_base, a.k, kt, tid, x_full);
-    w.load(stage_base + T::kASmem, a.k, kt, tid, w_full);
+    x.load(stage_base, a.k, kt, tid, kAllFull || x_full);
+    w.load(stage_base + T::kASmem, a.k, kt, tid, kAllFull || w_full);
   }
 };
 
@@ -186,6 +189,17 @@ __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], 
 
 // The epilogue's steps, in the order of gemm_i8_ref.h; __fmul_rn / __fadd_rn / __fmaf_rn keep nvcc from
 // contracting or reordering steps, so every output equals the reference's bit for bit.
+// p / q without a division (gemm_i8_erf_ratio_ref): a reciprocal guess from the bits of q, three Newton steps
+// and one residual correction of the quotient, all fma: straight-line code (an IEEE division is a MUFU.RCP,
+// an FCHK and a branch to a slow path per output, which keeps the eight outputs of a row from interleaving).
+__device__ __forceinline__ float erf_ratio(float p, float q) {
+  float y = __uint_as_float(kGemmI8RcpMagic - __float_as_uint(q));
+#pragma unroll
+  for (int i = 0; i < kGemmI8RcpSteps; ++i) y = __fmaf_rn(y, __fmaf_rn(-q, y, 1.f), y);
+  const float r = __fmul_rn(p, y);
+  return __fmaf_rn(y, __fmaf_rn(-q, r, p), r);
+}
+
 __device__ __forceinline__ float gelu_rational(float v) {
   const float x = fminf(fmaxf(__fmul_rn(v, 0.70710678f), -4.f), 4.f);
   const float x2 = __fmul_rn(x, x);
@@ -200,7 +214,7 @@ __device__ __forceinline__ float gelu_rational(float v) {
   q = __fmaf_rn(x2, q, kGemmI8ErfQ2);
   q = __fmaf_rn(x2, q, kGemmI8ErfQ3);
   q = __fmaf_rn(x2, q, kGemmI8ErfQ4);
-  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.f, __fdiv_rn(p, q)));
+  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.f, erf_ratio(p, q)));
 }
 
 __device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
@@ -209,11 +223,18 @@ __device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
   return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, -127.f), 127.f))) & 0xffu;
 }
 
-// fc1's unsigned output: u = g + kGemmI8GeluShift, then u * inv rounded to nearest even in [0, 255].
-__device__ __forceinline__ uint32_t quantize_u8(float g, float inv_out_scale) {
+// fc1's unsigned output: u = g + kGemmI8GeluShift, then u * inv rounded to nearest even in [0, 255], as the
+// float's bits: the clamp sends NaN to 0 (fmaxf returns the non-NaN operand, the reference's NaN -> 0), and
+// adding 1.5 * 2^23 rounds to an integer (to nearest even) held in the low mantissa bits, so the code is the
+// low byte (no F2I, a quarter-rate conversion). The caller packs four low bytes with byte permutes.
+__device__ __forceinline__ uint32_t quantize_u8_bits(float g, float inv_out_scale) {
   const float q = __fmul_rn(__fadd_rn(g, kGemmI8GeluShift), inv_out_scale);
-  if (q != q) return 0;
-  return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, 0.f), 255.f)));
+  return __float_as_uint(__fadd_rn(fminf(fmaxf(q, 0.f), 255.f), 12582912.f));
+}
+
+// The low bytes of a, b, c, d as one word (a in the lowest byte).
+__device__ __forceinline__ uint32_t pack_low_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 }
 
 __device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
@@ -246,8 +267,9 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if constexpr (e == GemmI8Epilogue::kI8BiasGelu) {
-        w[h] = quantize_u8(v[4 * h], inv_out_scale) | quantize_u8(v[4 * h + 1], inv_out_scale) << 8 |
-               quantize_u8(v[4 * h + 2], inv_out_scale) << 16 | quantize_u8(v[4 * h + 3], inv_out_scale) << 24;
+        w[h] = pack_low_bytes(quantize_u8_bits(v[4 * h], inv_out_scale), quantize_u8_bits(v[4 * h + 1], inv_out_scale),
+                              quantize_u8_bits(v[4 * h + 2], inv_out_scale),
+                              quantize_u8_bits(v[4 * h + 3], inv_out_scale));
       } else {
         w[h] = quantize(v[4 * h], inv_out_scale) | quantize(v[4 * h + 1], inv_out_scale) << 8 |
                quantize(v[4 * h + 2], inv_out_scale) << 16 | quantize(v[4 * h + 3], inv_out_scale) << 24;
@@ -281,6 +303,19 @@ template <class T, int kEpilogue>
 __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)[T::kMTiles][T::kNTiles][4],
                                            int32_t* tile, int64_t m0, int64_t n0, int warp_m, int warp_n, int tid) {
   const int lane = tid & 31;
+  constexpr int kGroups = T::kTileN / 8;
+  constexpr int kRowStep = T::kThreads / kGroups;
+  const int g = tid % kGroups;
+  const int64_t col = n0 + g * 8;
+  const bool group_in = col < a.n;  // N is a multiple of 8: a group is all in or all out
+  // The group's weight scales and bias, loaded before the staging so that their latency overlaps it.
+  float sw[8], bias[8], scale[8];
+  const float sx0 = a.sx[0];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    sw[j] = group_in ? a.sw[col + j] : 0.f;
+    bias[j] = group_in && a.bias ? a.bias[col + j] : 0.f;
+  }
   __syncthreads();  // every warp is done reading the pipeline's buffers
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
@@ -294,29 +329,29 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
         *reinterpret_cast<int2*>(tile + r * T::kOutRow + pos) = make_int2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
       }
   __syncthreads();
-  constexpr int kGroups = T::kTileN / 8;
-  constexpr int kRowStep = T::kThreads / kGroups;
-  const int g = tid % kGroups;
-  const int64_t col = n0 + g * 8;
-  if (col >= a.n) return;  // N is a multiple of 8: a group is all in or all out
-  float sw[8], bias[8];
+  if (!group_in) return;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    sw[j] = a.sw[col + j];
-    bias[j] = a.bias ? a.bias[col + j] : 0.f;
-  }
+  for (int j = 0; j < 8; ++j) scale[j] = __fmul_rn(sx0, sw[j]);  // per tensor: the scale product once
   const float inv_out_scale = __fdiv_rn(1.f, a.out_scale);
   const int rows = static_cast<int>(a.m - m0 < T::kTileM ? a.m - m0 : T::kTileM);
+  const bool per_token = a.sx_per_token;
+  int r = tid / kGroups;
+  float sx_next = per_token && r < rows ? a.sx[m0 + r] : sx0;  // per token: loaded a row ahead
 #pragma unroll 1
-  for (int r = tid / kGroups; r < rows; r += kRowStep) {
+  for (; r < rows; r += kRowStep) {
     const int64_t row = m0 + r;
+    if (per_token) {
+      const float sx = sx_next;
+      if (r + kRowStep < rows) sx_next = a.sx[row + kRowStep];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) scale[j] = __fmul_rn(sx, sw[j]);
+    }
     const int4 q0 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + g * 4);
     const int4 q1 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + T::kOutHalf + g * 4);
     const int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    const float sx = a.sx[a.sx_per_token ? row : 0];
     float v[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __fmaf_rn(__int2float_rn(q[j]), __fmul_rn(sx, sw[j]), bias[j]);
+    for (int j = 0; j < 8; ++j) v[j] = __fmaf_rn(__int2float_rn(q[j]), scale[j], bias[j]);
     store8<kEpilogue>(a, row * a.n + col, inv_out_scale, v);
   }
 }
@@ -324,14 +359,14 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
 // The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
 // One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
 // first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
-template <class T, bool kXU8>
+template <class T, bool kXU8, bool kAllFull>
 __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
                                           const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
                                           int kt_begin, int kt_end, int tid) {
   const int k_tiles = kt_end - kt_begin;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < k_tiles) loader.load(a, base + s * T::kStageBytes, kt_begin + s, tid);
+    if (s < k_tiles) loader.template load<kAllFull>(a, base + s * T::kStageBytes, kt_begin + s, tid);
     cuda::cp_async_commit();
   }
   cuda::cp_async_wait<T::kStages - 2>();
@@ -342,7 +377,7 @@ __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4],
   for (int t = 0; t < k_tiles; ++t) {
     const uint32_t read_base = base + read_stage * T::kStageBytes;
     if (t + T::kStages - 1 < k_tiles)
-      loader.load(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
+      loader.template load<kAllFull>(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
     cuda::cp_async_commit();
     read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
     write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;
@@ -428,7 +463,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) gemm_i8_kernel(con
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0;
   if (kt_end > kt_begin) {
     const StageLoader<T> loader(a, m0, n0, tid);
-    main_loop<T, kXU8>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    if (loader.x_full && loader.w_full) {  // block-uniform: interior tiles take the unpredicated loop
+      main_loop<T, kXU8, true>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    } else {
+      main_loop<T, kXU8, false>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    }
   }
   if (gridDim.z > 1 && !reduce_split<T>(acc, a.workspace, tid)) return;
   store_tile<T, kEpilogue>(a, acc, reinterpret_cast<int32_t*>(smem), m0, n0, warp_m, warp_n, tid);

@@ -8,9 +8,15 @@
 // --sms N: the GEMMs run on N multiprocessors only (Orin NX has 8): a spinning block holding all of a
 // multiprocessor's shared memory parks on every other one for the duration (no ceilings or cuBLASLt then:
 // its Hopper kernels use thread-block clusters).
-// --profile ROW GEMM BATCH: three launches of one row at one shape, nothing timed (for ncu).
+// --profile ROW GEMM BATCH [EPILOGUE]: three launches of one row at one shape (optionally with another
+// epilogue, by gemm_i8_epilogue_name), nothing timed (for ncu).
+// --rows LIST: time only these rows (comma-separated ids); the others print "-".
+// --split: the epilogue's share instead of the table: each GEMM at batch 8 and 64, the listed rows (--rows,
+// else all) with the block's epilogue and with cheaper ones (i8_bias: dequantize + requantize to int8, the
+// same output bytes as fc1's; f16_bias), in us.
 //   build: tools/gpu/make_i8_bundle.sh
-//   usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH]   prints a table (TOP/s = 2MNK / t)
+//   usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split] [--rows LIST]
+//   prints a table (TOP/s = 2MNK / t)
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -214,7 +220,8 @@ float time_lt(cublasLtHandle_t lt, int64_t m, const Gemm& g, const void* w, cons
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int sms = 0, profile_row = -1, profile_batch = 0;
-  std::string profile_gemm;
+  bool split = false;
+  std::string profile_gemm, profile_epilogue, row_list;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--sms" && i + 1 < argc) {
@@ -223,8 +230,15 @@ int main(int argc, char** argv) {
       profile_row = std::atoi(argv[++i]);
       profile_gemm = argv[++i];
       profile_batch = std::atoi(argv[++i]);
+      if (i + 1 < argc && argv[i + 1][0] != '-') profile_epilogue = argv[++i];
+    } else if (arg == "--rows" && i + 1 < argc) {
+      row_list = argv[++i];
+    } else if (arg == "--split") {
+      split = true;
     } else {
-      std::fprintf(stderr, "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH]\n");
+      std::fprintf(stderr,
+                   "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split] "
+                   "[--rows LIST]\n");
       return 2;
     }
   }
@@ -273,16 +287,47 @@ int main(int argc, char** argv) {
 
   int count = 0;
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  std::vector<bool> timed(count, row_list.empty());
+  for (size_t pos = 0; !row_list.empty() && pos != std::string::npos;) {
+    const size_t comma = row_list.find(',', pos);
+    const int v = std::atoi(row_list.substr(pos, comma == std::string::npos ? comma : comma - pos).c_str());
+    if (v >= 0 && v < count) timed[v] = true;
+    pos = comma == std::string::npos ? comma : comma + 1;
+  }
+  auto epilogue_named = [](const std::string& name, GemmI8Epilogue fallback) {
+    for (int e = 0; e < kGemmI8EpilogueCount; ++e)
+      if (name == gemm_i8_epilogue_name(static_cast<GemmI8Epilogue>(e))) return static_cast<GemmI8Epilogue>(e);
+    return fallback;
+  };
+  if (split) {
+    for (int batch : {8, 64})
+      for (const Gemm& g : kGemms)
+        for (int v = 0; v < count; ++v) {
+          if (!timed[v] || rows[v].split_k > 1) continue;
+          std::printf("split batch %2d %-4s %-26s", batch, g.name, rows[v].name);
+          for (GemmI8Epilogue e : {g.i8_epilogue, GemmI8Epilogue::kI8Bias, GemmI8Epilogue::kF16Bias}) {
+            gpu::GemmI8Args a;
+            a.m = 197 * batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sw = sw, a.bias = bias;
+            a.epilogue = e, a.y = y, a.out_scale = 0.05f, a.variant = v;
+            CHECK(gpu::gemm_i8(a, nullptr));
+            std::printf("  %s %7.1f", gemm_i8_epilogue_name(e), median_ms([&] { gpu::gemm_i8(a, nullptr); }) * 1e3);
+          }
+          std::printf("\n");
+        }
+    return 0;
+  }
   if (profile_row >= 0) {
     for (const Gemm& g : kGemms) {
       if (profile_gemm != g.name || profile_row >= count) continue;
       gpu::GemmI8Args a;
       a.m = 197 * profile_batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true;
-      a.sw = sw, a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = profile_row;
+      a.sw = sw, a.bias = bias, a.epilogue = epilogue_named(profile_epilogue, g.i8_epilogue), a.y = y;
+      a.out_scale = 0.05f, a.variant = profile_row;
       a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
       for (int i = 0; i < 3; ++i) CHECK(gpu::gemm_i8(a, nullptr));
       CHECK(cudaDeviceSynchronize());
-      std::printf("profiled %s at %s batch %d\n", rows[profile_row].name, g.name, profile_batch);
+      std::printf("profiled %s at %s batch %d, epilogue %s\n", rows[profile_row].name, g.name, profile_batch,
+                  gemm_i8_epilogue_name(a.epilogue));
     }
     return 0;
   }
@@ -316,6 +361,10 @@ int main(int argc, char** argv) {
       std::vector<float> t(count);
       int best = 0;
       for (int v = 0; v < count; ++v) {
+        if (!timed[v]) {
+          t[v] = INFINITY;
+          continue;
+        }
         gpu::GemmI8Args a;
         a.m = m, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true, a.sw = sw;
         a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;

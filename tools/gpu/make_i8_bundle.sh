@@ -22,12 +22,13 @@ rm -rf "$out/bin"
 mkdir -p "$out/bin" "$obj"
 nvcc "${flags[@]}" "${gencode[@]}" -c kernels/cuda/gemm_i8.cu -o "$obj/gemm_i8.o"
 g++ -std=c++17 -O3 -Wall -Wextra -I"$root" -c kernels/cpu/gemm_i8_ref.cpp -o "$obj/gemm_i8_ref.o"
+g++ -std=c++17 -O3 -Wall -Wextra -I"$root" -c kernels/cpu/quantize_i8_ref.cpp -o "$obj/quantize_i8_ref.o"
 nvcc "${flags[@]}" "${gencode[@]}" tests/kernels/gemm_i8_cuda_test.cu tests/testutil/cuda_main.cpp \
   "$obj/gemm_i8.o" "$obj/gemm_i8_ref.o" -lgtest -lpthread -o "$out/bin/gemm_i8_cuda_test"
-g++ -std=c++17 -O3 -Wall -Wextra -I"$root" tests/kernels/gemm_i8_test.cpp "$obj/gemm_i8_ref.o" \
+g++ -std=c++17 -O3 -Wall -Wextra -I"$root" tests/kernels/gemm_i8_test.cpp "$obj/gemm_i8_ref.o" "$obj/quantize_i8_ref.o" \
   -lgtest -lgtest_main -lpthread -o "$out/bin/gemm_i8_test"
 nvcc "${flags[@]}" "${gencode[@]}" tools/gpu/bench_gemm_i8.cu kernels/cuda/gemm_lt.cpp kernels/cuda/ops_elementwise.cu \
-  "$obj/gemm_i8.o" -lcublasLt -o "$out/bin/bench_gemm_i8"
+  "$obj/gemm_i8.o" "$obj/gemm_i8_ref.o" -lcublasLt -o "$out/bin/bench_gemm_i8"
 . tools/lib/bundle_libs.sh
 bundle_libs "$out/bin/lib" "$out/bin/gemm_i8_cuda_test" "$out/bin/gemm_i8_test" "$out/bin/bench_gemm_i8"
 tar cJf "$out/payload.tar.xz" -C "$out/bin" .
