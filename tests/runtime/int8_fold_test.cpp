@@ -17,6 +17,7 @@
 #include "runtime/engine.h"
 #include "runtime/int8_calibrate.h"
 #include "runtime/int8_scales.h"
+#include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/testutil/testutil.h"
@@ -190,6 +191,58 @@ TEST(Int8LnFold, ArenaHoldsTheFoldedLayerNormsAndWeightsQuantizedAfterTheFold) {
   std::vector<int8_t> wq(wf.size());
   quantize_rows_i8_ref(wf.data(), n, k, 0.f, wq.data(), sw.data());
   EXPECT_EQ(std::memcmp(data("blocks.0.attn.proj.weight"), wq.data(), wq.size()), 0);
+}
+
+// A CUDA INT8 plan (made here on the CPU, for an Orin profile; nothing runs): its fp16 LayerNorm weights are
+// rounded from the folded fp32 values, and its GEMMs get the same folded int8 weights as the CPU's.
+TEST(Int8LnFold, CudaPlansGetFp16LayerNormsRoundedFromTheFoldedValues) {
+  ModelSpec spec = digits_spec();
+  spec.precision = Precision::kInt8;
+  Int8Scales s;
+  s.method = "minmax";
+  s.samples = 1;
+  for (const std::string& g : int8_gemm_names(spec.arch)) s.input_scales[g + ".input_scale"] = 0.05f;
+  s.channel_factors = wide_factors(spec.arch);
+  spec.int8_scales_path = tmp_path("cuda_plan.safetensors");
+  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok());
+  PlanOptions o;
+  o.batch = 1;
+  o.precision = Precision::kInt8;
+  auto plan = make_plan(spec, *orin, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  std::map<int, std::string> put;
+  ASSERT_TRUE(load_int8_weights(*plan, *w, [&](int id, const void* bytes, size_t size) {
+                put[id] = std::string(static_cast<const char*>(bytes), size);
+                return Status::Ok();
+              }).ok());
+  auto bytes_of = [&](const std::string& name) -> std::string {
+    for (const TensorDesc& t : plan->graph.tensors)
+      if (t.name == name) return put.count(t.id) ? put[t.id] : "";
+    return "";
+  };
+  const int64_t k = spec.arch.embed_dim;
+  for (const auto& kv : s.channel_factors) {
+    const std::string norm = kv.first.substr(0, kv.first.rfind('.'));
+    for (const char* leaf : {".weight", ".bias"}) {
+      std::vector<float> v(static_cast<size_t>(k));
+      ASSERT_TRUE(w->read_f32(norm + leaf, v.data(), v.size()).ok());
+      std::vector<uint16_t> want(v.size());
+      for (size_t c = 0; c < v.size(); ++c) want[c] = f32_to_f16(v[c] / kv.second[c]);
+      ASSERT_EQ(bytes_of(norm + leaf), std::string(reinterpret_cast<const char*>(want.data()), want.size() * 2))
+          << norm << leaf << ": not fp16 of the folded fp32 values";
+    }
+  }
+  // The int8 weights are the backend-independent part: qkv's equal the CPU engine's.
+  ModelSpec cpu_spec = spec;
+  auto e = engine(cpu_spec, Precision::kInt8);
+  ASSERT_TRUE(e);
+  for (const TensorDesc& t : e->plan().graph.tensors)
+    if (t.name == "blocks.1.attn.qkv.weight")
+      EXPECT_EQ(bytes_of(t.name), std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())));
 }
 
 TEST(Int8LnFold, CalibrationWithTheFoldIsDeterministicAndWithoutItUnchanged) {
