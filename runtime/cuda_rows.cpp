@@ -10,6 +10,10 @@
 //   attention, fp16                 the fused kernel (its kMhaVariants row in the kernel name), then the
 //                                   unfused cuBLASLt path (S x S scratch)
 //   attention, fp32                 gpu::mha_f32
+//   INT8 twin rows, first (OpRow::int8_twin: an INT8 graph's float ops in the fp32 mode, runtime.int8_float:
+//   fp32; docs/int8.md "fp32 mode"): cuda.linear_f64, cuda.layernorm_f64, cuda.qk_norm_f64, cuda.mha_f64
+//   (kernels/cuda/twin_f64.h, kernels/cuda/layernorm_i8_f64.h), the CPU INT8 path's float64 arithmetic
+//   (runtime/cpu/ops_cpu_twin.cpp)
 #include <string>
 #include <vector>
 
@@ -142,6 +146,35 @@ Support mha_f32(const Op&, const Graph& graph, const DeviceProfile&) {
                 "fp16 only)");
 }
 
+Support twin_linear(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.linear_f64",
+                "INT8 twin: linear_ref's float64 dot product and epilogue, rounded once (gpu::linear_f64; the CPU "
+                "INT8 path's cpu.linear_f64)");
+}
+Support twin_layernorm(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.layernorm_f64",
+                "INT8 twin: float64 statistics and affine, rounded once (gpu::layernorm_f32_f64; the CPU INT8 path's "
+                "cpu.layernorm_f64)");
+}
+Support twin_qk_norm(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.qk_norm_f64",
+                "INT8 twin: LayerNorm per head on q and k in float64, rounded once (gpu::qk_norm_f32_f64; the CPU INT8 "
+                "path's cpu.qk_norm_f64)");
+}
+Support twin_mha(const Op&, const Graph& graph, const DeviceProfile&) {
+  const VitArch& a = graph.arch;
+  if (int64_t{a.head_dim()} + a.num_tokens() > kCudaMhaF64MaxSmemDoubles) {
+    Support s;
+    s.reason = "float64 attention holds a query row and its " + std::to_string(a.num_tokens()) +
+               " weights in shared memory: head_dim + tokens = " + std::to_string(a.head_dim() + a.num_tokens()) +
+               " doubles > " + std::to_string(kCudaMhaF64MaxSmemDoubles);
+    return s;
+  }
+  return serves("cuda.mha_f64",
+                "INT8 twin: QK^T, softmax (exp in float64) and PV in float64, rounded once (gpu::mha_f64; the CPU "
+                "INT8 path's cpu.mha_f64)");
+}
+
 }  // namespace
 
 std::string cuda_linear_kernel_name(bool fp16, int epilogue) {
@@ -163,6 +196,14 @@ std::vector<OpRow> with_int8_rows(std::vector<OpRow> rows) {
 const std::vector<OpRow>& cuda_op_table() {
   constexpr Precision kF16 = Precision::kFp16, kF32 = Precision::kFp32;
   static const std::vector<OpRow> rows = with_int8_rows({
+      {OpKind::kLinear, kF32, "cuda.linear_f64", twin_linear, available_with_cuda, EV_CUDA_BIND(make_linear_f64),
+       nullptr, true},
+      {OpKind::kLayerNorm, kF32, "cuda.layernorm_f64", twin_layernorm, available_with_cuda,
+       EV_CUDA_BIND(make_layernorm_f64), nullptr, true},
+      {OpKind::kQkNorm, kF32, "cuda.qk_norm_f64", twin_qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm_f64),
+       nullptr, true},
+      {OpKind::kAttention, kF32, "cuda.mha_f64", twin_mha, available_with_cuda, EV_CUDA_BIND(make_mha_f64), nullptr,
+       true},
       {OpKind::kIm2col, kF16, "cuda.im2col_f16", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
       {OpKind::kIm2col, kF32, "cuda.im2col_f32", im2col, available_with_cuda, EV_CUDA_BIND(make_im2col)},
       {OpKind::kAssembleTokens, kF16, "cuda.assemble_tokens_f16", assemble_tokens, available_with_cuda,

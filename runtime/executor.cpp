@@ -20,7 +20,7 @@ Result<std::vector<const OpRow*>> resolve_rows(const Plan& plan, std::vector<std
     bool after = false;
     for (const OpRow& row : op_table(kind)) {
       after = after || &row == planned;
-      if (!after || &row == planned || row.kind != op.kind || row.precision != op_precision(op, plan.graph)) continue;
+      if (!after || &row == planned || !row_matches(row, op, plan.graph)) continue;
       if (row.scratch_bytes != planned->scratch_bytes) continue;  // the plan's arena has no room for another's
       if (!row.supports(op, plan.graph, plan.device).ok || !row.available().empty()) continue;
       chosen = &row;

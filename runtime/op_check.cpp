@@ -241,7 +241,9 @@ std::unique_ptr<OpCaseDevice> cuda_op_case_device() { return nullptr; }
 // INT8 (docs/int8.md): the four block GEMMs and the LayerNorms that write their int8 input, in a full block
 // and in the class-token tail (one row per image after the attention), with each runtime.int8_float (on
 // CUDA: the fp16 or fp32 residual, LayerNorm input, qkv output and proj input), with per-tensor scales; and
-// the ops norm_per_token changes (the LayerNorms scale each row, qkv and fc1 read those row scales).
+// the ops norm_per_token changes (the LayerNorms scale each row, qkv and fc1 read those row scales); then the
+// float ops of an fp32 INT8 graph (the twin rows: patch embedding, attention in a full block and in the tail,
+// norms, head, norm_pre, qk_norm).
 std::vector<OpCase> int8_op_cases() {
   std::vector<OpCase> cases;
   const VitArch base = small_arch(40, 8, 64, 2, 2);
@@ -254,6 +256,19 @@ std::vector<OpCase> int8_op_cases() {
       cases.push_back(make_case(stem + "norm_per_token " + op, base, 3, op, Precision::kInt8, AttentionImpl::kAuto,
                                 false, f, Int8Activations::kNormPerToken));
   }
+  // The float ops of an fp32 INT8 graph: the twin rows (float64, OpRow::int8_twin) and the fp32 rows after them.
+  for (const char* op : {"patch_embed.proj", "blocks.0.attn.sdpa", "blocks.1.attn.sdpa", "norm", "head"})
+    cases.push_back(make_case(std::string("int8 float32 twin vit-40/8 ") + op, base, 3, op, Precision::kInt8,
+                              AttentionImpl::kAuto, false, Precision::kFp32));
+  VitArch clip = base;  // norm_pre (in place), QuickGELU: the twin LayerNorm and GEMM epilogue on CLIP's ops
+  clip.pre_norm = true;
+  clip.act = Activation::kQuickGelu;
+  cases.push_back(make_case("int8 float32 twin clip norm_pre", clip, 2, "norm_pre", Precision::kInt8,
+                            AttentionImpl::kAuto, false, Precision::kFp32));
+  VitArch qk = base;  // timm qk_norm: between qkv and the attention, so on the path to proj's int8 rounding
+  qk.qk_norm = true;
+  cases.push_back(make_case("int8 float32 twin qk_norm blocks.0.attn.qk_norm", qk, 2, "blocks.0.attn.qk_norm",
+                            Precision::kInt8, AttentionImpl::kAuto, false, Precision::kFp32));
   return cases;
 }
 
@@ -374,7 +389,7 @@ Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfi
   if (op == nullptr) return invalid_argument("op case '" + c.name + "': the model has no op '" + c.op + "'");
   std::vector<OpCaseResult> results;
   for (const OpRow& row : op_table(profile.kind)) {
-    if (row.kind != op->kind || row.precision != op_precision(*op, plan.graph)) continue;
+    if (!row_matches(row, *op, plan.graph)) continue;
     if (op->kind == OpKind::kAttention && (row.scratch_bytes != nullptr) != (op->scratch >= 0))
       continue;  // the plan's arena fits its path's rows
     if (!row.supports(*op, plan.graph, profile).ok || !row.available().empty()) continue;

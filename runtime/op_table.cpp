@@ -7,11 +7,16 @@ const std::vector<OpRow>& op_table(DeviceKind kind) {
   return kind == DeviceKind::kCpu ? cpu_op_table() : cuda_op_table();
 }
 
+bool row_matches(const OpRow& row, const Op& op, const Graph& graph) {
+  if (row.kind != op.kind || row.precision != op_precision(op, graph)) return false;
+  return !row.int8_twin || graph.precision == Precision::kInt8;
+}
+
 RowChoice choose_row(const Op& op, const Graph& graph, const DeviceProfile& device) {
   RowChoice c;
   std::string rejected;
   for (const OpRow& row : op_table(device.kind)) {
-    if (row.kind != op.kind || row.precision != op_precision(op, graph)) continue;
+    if (!row_matches(row, op, graph)) continue;
     const Support s = row.supports(op, graph, device);
     if (!s.ok) {
       rejected += std::string(rejected.empty() ? "" : "; ") + row.name + " not used: " + s.reason;

@@ -67,7 +67,16 @@ struct OpRow {
   // Attention rows that need a per-op workspace in the arena (the explicit path's S x S scores): its bytes
   // for this graph's shapes (at max batch) on this device. nullptr: none.
   int64_t (*scratch_bytes)(const Graph& graph, const DeviceProfile& device) = nullptr;
+  // An INT8 twin row (docs/int8.md "fp32 mode"): float64 arithmetic rounded once to fp32, so that the CPU INT8
+  // path and CUDA's runtime.int8_float: fp32 compute the fp32 tensors that reach an int8 rounding alike. It
+  // serves only the float ops of INT8 graphs (fp32 and fp16 graphs never see it: their plans are unchanged)
+  // and stands before the fp32 rows of its kind.
+  bool int8_twin = false;
 };
+
+// Whether `row` is a candidate for `op` of `graph`: its kind, op_precision(op, graph), and a twin row only in
+// an INT8 graph. Every walk over a table (planner, engine fallback, op cases) asks this.
+bool row_matches(const OpRow& row, const Op& op, const Graph& graph);
 
 // The table of a device kind (kCpu: runtime/cpu/ops_cpu.cpp; kCuda: runtime/cuda/ops_cuda.cpp). The CUDA
 // table's rows exist in every build (plans for CUDA devices are made on any machine); their available()

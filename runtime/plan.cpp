@@ -26,7 +26,7 @@ RowChoice choose_attention(const Op& op, const Graph& g, const DeviceProfile& de
   RowChoice c = choose_row(op, g, device);
   if (g.attention != AttentionPath::kExplicit || c.row == nullptr || c.row->scratch_bytes != nullptr) return c;
   for (const OpRow& row : op_table(device.kind)) {
-    if (row.kind != op.kind || row.precision != op_precision(op, g) || row.scratch_bytes == nullptr) continue;
+    if (!row_matches(row, op, g) || row.scratch_bytes == nullptr) continue;
     const Support s = row.supports(op, g, device);
     if (!s.ok) continue;
     return RowChoice{&row, s.kernel.empty() ? row.name : s.kernel, s.reason + " (as the model's other blocks)", c.fallback};

@@ -113,7 +113,11 @@ void header_text(const Plan& p, std::ostringstream& os) {
                      std::to_string(s.input_scale_bytes) + " bytes from " +
                      (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
                                                  : p.int8_scales_path))
-       << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest) << " (docs/int8.md)\n";
+       << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest)
+       << (g.int8_rest == Precision::kFp32 ? ", the float GEMMs, norms and attention in float64 rounded once (the "
+                                             "twin rows: the same fp32 values on CPU and CUDA)"
+                                           : "")
+       << " (docs/int8.md)\n";
   }
   for (const TuningRecord& t : p.tuning)
     os << "tuned: " << t.op << " at batch " << t.batch << ": " << t.choice << (t.detail.empty() ? "" : " (" + t.detail + ")")

@@ -53,6 +53,10 @@ void linear_f32(const float* x, const float* w, const float* bias, float* y, int
                 Epilogue ep);
 void linear_ref(const float* x, const float* w, const float* bias, float* y, int m, int n, int k,
                 Epilogue ep);
+// linear_ref's float64 arithmetic on `threads` threads (row ranges), bit-equal to it: the INT8 twin row
+// cpu.linear_f64 (kernels/cpu/twin_f64.cpp, docs/int8.md "fp32 mode").
+void linear_f64(const float* x, const float* w, const float* bias, float* y, int m, int n, int k, Epilogue ep,
+                int threads);
 
 // Pre-packed linear (kernels/cpu/gemm_packed.cpp): the same y = epilogue(x W^T + b) as linear_f32 through
 // libxsmm's JIT kernels, with W re-laid out once at load. Built when EDGEVIT_LIBXSMM is on (x86-64).
@@ -239,5 +243,8 @@ void mha_explicit_f32(const AttnParams& p, const float* q, const float* k, const
                       float* scratch, int threads);
 // Reference: the simplest loop, double accumulation.
 void mha_ref(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int threads);
+// mha_ref's float64 arithmetic on `threads` threads ((image, head) slices), bit-equal to it: the INT8 twin
+// row cpu.mha_f64 (kernels/cpu/twin_f64.cpp, docs/int8.md "fp32 mode").
+void mha_f64(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int threads);
 
 }  // namespace edgevit

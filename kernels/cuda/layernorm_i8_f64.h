@@ -24,4 +24,14 @@ namespace edgevit::gpu {
 cudaError_t layernorm_i8_f32_f64(const float* x, const float* gamma, const float* beta, const float* scale,
                                  int8_t* q, float* s, int m, int c, float eps, cudaStream_t stream);
 
+// The same LayerNorm without the int8 step: y (M, C) fp32 = layernorm_ref's float64 value rounded once (y may
+// alias x). The INT8 twin row cuda.layernorm_f64 (norm_pre, the final norm, the heads' norms of the fp32 mode).
+cudaError_t layernorm_f32_f64(const float* x, const float* gamma, const float* beta, float* y, int m, int c,
+                              float eps, cudaStream_t stream);
+
+// qk_norm_ref's meaning in float64, one warp per vector: each head's q (q_gamma, q_beta) and k (k_gamma,
+// k_beta) of qkv (rows, 3, H, D) normalised in place over D, v untouched. The INT8 twin row cuda.qk_norm_f64.
+cudaError_t qk_norm_f32_f64(float* qkv, const float* q_gamma, const float* q_beta, const float* k_gamma,
+                            const float* k_beta, int rows, int heads, int head_dim, float eps, cudaStream_t stream);
+
 }  // namespace edgevit::gpu

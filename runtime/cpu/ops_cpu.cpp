@@ -9,7 +9,9 @@
 //                     cpu.mha_explicit_f32 (S x S scratch per image and head)
 //   pool              cpu.pool
 //   INT8 (docs/int8.md): cpu.layernorm_f32->int8, cpu.gemm_i8_ref (runtime/cpu/ops_cpu_int8.cpp); an INT8
-//   graph's other ops take the fp32 rows above
+//   graph's other ops take the twin rows cpu.linear_f64, cpu.layernorm_f64, cpu.qk_norm_f64, cpu.mha_f64 first
+//   (float64 rounded once: runtime/cpu/ops_cpu_twin.cpp, OpRow::int8_twin; fp32 graphs never see them), else the
+//   fp32 rows
 #include <cmath>
 
 #include "kernels/cpu/kernels.h"
@@ -117,10 +119,12 @@ Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) { retu
 void append_cpu_linear_rows(std::vector<OpRow>* rows);
 void append_cpu_attention_rows(std::vector<OpRow>* rows);
 void append_cpu_int8_rows(std::vector<OpRow>* rows);  // runtime/cpu/ops_cpu_int8.cpp (precision int8)
+void append_cpu_twin_rows(std::vector<OpRow>* rows);  // runtime/cpu/ops_cpu_twin.cpp (INT8 graphs' float ops)
 
 const std::vector<OpRow>& cpu_op_table() {
   static const std::vector<OpRow> table = [] {
     std::vector<OpRow> t;
+    append_cpu_twin_rows(&t);  // first: where they serve (INT8 graphs), before the fp32 rows
     t.push_back({OpKind::kIm2col, Precision::kFp32, "cpu.im2col", always, cpu_row_runs_everywhere, bind_cpu_kernel<Im2col>});
     append_cpu_linear_rows(&t);
     t.push_back({OpKind::kAssembleTokens, Precision::kFp32, "cpu.assemble_tokens", always, cpu_row_runs_everywhere,

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/mha.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/twin_f64.h"
 #include "kernels/mha_variants.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
@@ -19,13 +20,15 @@ namespace edgevit {
 
 static_assert(kCudaMhaF32MaxSmemFloats == gpu::kMhaF32MaxSmemFloats,
               "the op table's fp32 attention limit must be the kernel's");
+static_assert(kCudaMhaF64MaxSmemDoubles == gpu::kMhaF64MaxSmemDoubles,
+              "the op table's float64 attention limit must be the kernel's");
 
 namespace {
 
 constexpr int kAttnChain = 8;         // attention tuning: launches per timed graph replay, at most ...
 constexpr float kAttnChainMs = 0.1f;  // ... about this long (long launches, e.g. large batches on Orin: fewer)
 
-enum class AttnPath { kFused, kUnfused, kF32 };
+enum class AttnPath { kFused, kUnfused, kF32, kF64 };  // kF64: the INT8 twin (gpu::mha_f64)
 
 // The record of a launch the path runs with no choice to make (unfused, fp32).
 AttentionChoice fixed_choice(AttnPath path, const Plan& plan, int n, int seq_q) {
@@ -36,6 +39,9 @@ AttentionChoice fixed_choice(AttnPath path, const Plan& plan, int n, int seq_q) 
     c.kernel = "cuda.mha_f32";
     c.reason = "fp32 plan: gpu::mha_f32 (one block per query row, fp32 FMAs, no tensor cores; the fused kernels "
                "are fp16 only)";
+  } else if (path == AttnPath::kF64) {
+    c.kernel = "cuda.mha_f64";
+    c.reason = "INT8 twin: gpu::mha_f64 (float64, rounded once: the CPU INT8 path's arithmetic)";
   } else {
     c.kernel = "cuda.mha_unfused_cublas";
     c.reason = "the plan's unfused path: " + plan.attention_reason;
@@ -54,10 +60,12 @@ class AttentionKernel final : public OpKernel {
     const CudaContext& c = static_cast<const CudaContext&>(ctx);
     const size_t si = c.size_index(n);
     const AttnParams& p = params_[si];
-    if (path_ == AttnPath::kF32) {
+    if (path_ == AttnPath::kF32 || path_ == AttnPath::kF64) {
       const float* q = c.arena.as<float>(op_.inputs[0]);
-      EV_CUDA_CHECK("op '" + op_.name + "'",
-                    gpu::mha_f32(p, q, q + k_offset_, q + v_offset_, c.arena.as<float>(op_.outputs[0]), c.stream));
+      float* o = c.arena.as<float>(op_.outputs[0]);
+      EV_CUDA_CHECK("op '" + op_.name + "'", path_ == AttnPath::kF32
+                                                 ? gpu::mha_f32(p, q, q + k_offset_, q + v_offset_, o, c.stream)
+                                                 : gpu::mha_f64(p, q, q + k_offset_, q + v_offset_, o, c.stream));
       return Status::Ok();
     }
     const __half* q = c.arena.as<__half>(op_.inputs[0]);
@@ -74,7 +82,8 @@ class AttentionKernel final : public OpKernel {
   }
 
   std::string resolved(int n) const override {
-    if (ctx_ == nullptr) return path_ == AttnPath::kF32 ? "cuda.mha_f32" : "(not prepared)";
+    if (ctx_ == nullptr)
+      return path_ == AttnPath::kF32 ? "cuda.mha_f32" : path_ == AttnPath::kF64 ? "cuda.mha_f64" : "(not prepared)";
     return ctx_->attention[launch_[ctx_->size_index(n)]].choice.kernel;
   }
 
@@ -134,6 +143,12 @@ Status AttentionKernel::check_workspace(const CudaContext& c) const {
     if (int64_t{a.head_dim()} + a.num_tokens() > gpu::kMhaF32MaxSmemFloats)
       return unsupported("cuda backend: op '" + op_.name + "': fp32 attention over " +
                          std::to_string(a.num_tokens()) + " tokens exceeds its shared memory; use fp16");
+    return Status::Ok();
+  }
+  if (path_ == AttnPath::kF64) {
+    if (int64_t{a.head_dim()} + a.num_tokens() > gpu::kMhaF64MaxSmemDoubles)
+      return unsupported("cuda backend: op '" + op_.name + "': float64 attention over " +
+                         std::to_string(a.num_tokens()) + " tokens exceeds its shared memory");
     return Status::Ok();
   }
   if (path_ != AttnPath::kUnfused) return Status::Ok();
@@ -279,6 +294,7 @@ std::unique_ptr<OpKernel> make_mha_unfused(const Op& op) {
   return std::make_unique<AttentionKernel>(op, AttnPath::kUnfused);
 }
 std::unique_ptr<OpKernel> make_mha_f32(const Op& op) { return std::make_unique<AttentionKernel>(op, AttnPath::kF32); }
+std::unique_ptr<OpKernel> make_mha_f64(const Op& op) { return std::make_unique<AttentionKernel>(op, AttnPath::kF64); }
 }  // namespace cuda_kernels
 
 }  // namespace edgevit

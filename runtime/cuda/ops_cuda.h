@@ -28,6 +28,10 @@ std::unique_ptr<OpKernel> make_linear(const Op& op);
 std::unique_ptr<OpKernel> make_mha_fused(const Op& op);
 std::unique_ptr<OpKernel> make_mha_unfused(const Op& op);
 std::unique_ptr<OpKernel> make_mha_f32(const Op& op);
+std::unique_ptr<OpKernel> make_mha_f64(const Op& op);        // INT8 twin rows (runtime/cuda/ops_twin_cuda.cpp,
+std::unique_ptr<OpKernel> make_linear_f64(const Op& op);     // attention: runtime/cuda/attention_cuda.cpp)
+std::unique_ptr<OpKernel> make_layernorm_f64(const Op& op);
+std::unique_ptr<OpKernel> make_qk_norm_f64(const Op& op);
 std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op);  // INT8 (runtime/cuda/ops_int8_cuda.cpp)
 std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
 }  // namespace cuda_kernels
@@ -35,5 +39,7 @@ std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
 // fp32 attention (gpu::mha_f32) holds a query and its scores in shared memory: head_dim + tokens floats at
 // most (gpu::kMhaF32MaxSmemFloats, static_asserted equal where CUDA is built).
 constexpr int64_t kCudaMhaF32MaxSmemFloats = 48 * 1024 / 4;
+// The INT8 twin's float64 attention (gpu::mha_f64) the same in doubles (gpu::kMhaF64MaxSmemDoubles).
+constexpr int64_t kCudaMhaF64MaxSmemDoubles = 48 * 1024 / 8;
 
 }  // namespace edgevit

@@ -9,9 +9,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "base/tolerances.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quantize_i8_ref.h"
 #include "kernels/cuda/layernorm_i8_f64.h"
@@ -80,6 +82,82 @@ TEST(LayerNormI8F64Cuda, EqualsTheCpuInt8PathCodeForCode) {
   for (int m : {1, 17, 197, 1000})
     for (int c : {3, 64, 192, 768, 1000})
       for (bool per_token : {false, true}) check(m, c, per_token, seed++);
+}
+
+// gpu::layernorm_f32_f64 (the INT8 twin row cuda.layernorm_f64) against layernorm_ref, out of place and in
+// place: equal bits except tol::kTwinF64DifferingFraction of the elements, each within one fp32 ulp.
+TEST(LayerNormI8F64Cuda, Fp32OutputEqualsLayerNormRef) {
+  uint32_t seed = 500;
+  for (int m : {1, 197, 1000})
+    for (int c : {3, 192, 768})
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "M " << m << " C " << c << (in_place ? " in place" : ""));
+        std::mt19937 rng(seed++);
+        std::normal_distribution<float> n01(0.f, 1.f);
+        std::vector<float> x(static_cast<size_t>(m) * c), gamma(c), beta(c);
+        for (int r = 0; r < m; ++r)
+          for (int i = 0; i < c; ++i) x[static_cast<size_t>(r) * c + i] = (r % 5 == 0 ? 300.f : 0.f) + 4.f * n01(rng);
+        for (int i = 0; i < c; ++i) {
+          gamma[i] = 1.f + 0.3f * n01(rng);
+          beta[i] = 0.2f * n01(rng);
+        }
+        std::vector<float> want(x.size());
+        layernorm_ref(x.data(), gamma.data(), beta.data(), want.data(), m, c, 1e-6f, 1);
+        Dev<float> dx(x.size()), dg(c), db(c), dy(x.size());
+        up(dx, x);
+        up(dg, gamma);
+        up(db, beta);
+        ASSERT_EQ(cudaMemset(dy.p, 0xff, x.size() * sizeof(float)), cudaSuccess);  // NaN
+        float* y = in_place ? dx.p : dy.p;
+        ASSERT_EQ(gpu::layernorm_f32_f64(dx.p, dg.p, db.p, y, m, c, 1e-6f, nullptr), cudaSuccess);
+        std::vector<float> got(x.size());
+        ASSERT_EQ(cudaMemcpy(got.data(), y, got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        int64_t differ = 0, far = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+          ++differ;
+          far += !(std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <=
+                                                std::fabs(std::nextafter(want[i], 2.f * want[i] + 1.f) - want[i]));
+        }
+        EXPECT_EQ(far, 0) << "elements more than one ulp from layernorm_ref";
+        EXPECT_LE(static_cast<double>(differ), tol::kTwinF64DifferingFraction * static_cast<double>(got.size()));
+      }
+  EXPECT_EQ(gpu::layernorm_f32_f64(nullptr, nullptr, nullptr, nullptr, 1, 8, 1e-6f, nullptr), cudaErrorInvalidValue);
+}
+
+// gpu::qk_norm_f32_f64 (the INT8 twin row cuda.qk_norm_f64) against qk_norm_ref, in place on a packed qkv: the
+// same rule; v left as it was, bit for bit.
+TEST(LayerNormI8F64Cuda, QkNormEqualsQkNormRef) {
+  for (const int heads : {1, 3, 12})
+    for (const int d : {7, 64}) {
+      SCOPED_TRACE(::testing::Message() << "H " << heads << " D " << d);
+      const int rows = 2 * 197;
+      std::mt19937 rng(static_cast<uint32_t>(heads * 100 + d));
+      std::normal_distribution<float> n01(0.f, 1.f);
+      std::vector<float> qkv(static_cast<size_t>(rows) * 3 * heads * d), g(4 * static_cast<size_t>(d));
+      for (float& v : qkv) v = 3.f * n01(rng) + 0.5f;
+      for (float& v : g) v = 1.f + 0.3f * n01(rng);
+      std::vector<float> want = qkv;
+      qk_norm_ref(want.data(), g.data(), g.data() + d, g.data() + 2 * d, g.data() + 3 * d, rows, heads, d, 1e-6f, 1);
+      Dev<float> dqkv(qkv.size()), dg(g.size());
+      up(dqkv, qkv);
+      up(dg, g);
+      ASSERT_EQ(gpu::qk_norm_f32_f64(dqkv.p, dg.p, dg.p + d, dg.p + 2 * d, dg.p + 3 * d, rows, heads, d, 1e-6f, nullptr),
+                cudaSuccess);
+      std::vector<float> got(qkv.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), dqkv.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t differ = 0, far = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+        ++differ;
+        far += !(std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <=
+                                              std::fabs(std::nextafter(want[i], 2.f * want[i] + 1.f) - want[i]));
+      }
+      EXPECT_EQ(far, 0) << "elements more than one ulp from qk_norm_ref";
+      EXPECT_LE(static_cast<double>(differ), tol::kTwinF64DifferingFraction * static_cast<double>(got.size()));
+    }
+  EXPECT_EQ(gpu::qk_norm_f32_f64(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 8, 1e-6f, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST(LayerNormI8F64Cuda, RefusesBadArguments) {

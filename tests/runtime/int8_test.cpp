@@ -462,9 +462,10 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
 
 // runtime.int8_float: fp32 (or --int8-float fp32) on a CUDA profile: the INT8 rows read and write fp32 (the
 // LayerNorm -> int8 over the fp32 residual, qkv to fp32, proj and fc2 into the fp32 residual) and every other
-// op takes its fp32 row; the plan says so (text and JSON) and hashes differently. On a CPU profile the INT8
-// graph is fp32 whatever it says: the same plan, the same hash.
-TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
+// op takes its INT8 twin row (float64 rounded once), as on the CPU; the plan says so (text and JSON) and hashes
+// differently. On a CPU profile the INT8 graph is fp32 whatever it says: the same plan, the same hash. fp32
+// graphs and the fp16 mode never see a twin row (not even in a rejection reason).
+TEST(Int8Plan, Fp32FloatModeRunsTheTwinRowsOnCudaAsTheCpuPathDoes) {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
   auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
@@ -490,9 +491,10 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
   for (const Op& op : f32->graph.ops) {
     if (!op.int8) {
       EXPECT_EQ(op_precision(op, f32->graph), Precision::kFp32) << op.name;
-      if (op.kind == OpKind::kAttention) {
-        EXPECT_EQ(op.kernel, "cuda.mha_f32") << op.name;
-      }
+      // The twin rows (docs/int8.md "fp32 mode"): float64 rounded once, as the CPU INT8 path.
+      if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cuda.mha_f64") << op.name;
+      if (op.kind == OpKind::kLinear) EXPECT_EQ(op.kernel, "cuda.linear_f64") << op.name;
+      if (op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.kernel, "cuda.layernorm_f64") << op.name;
       continue;
     }
     if (op.kind == OpKind::kLayerNorm) {
@@ -513,6 +515,7 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
     if (op.int8 && op.kind == OpKind::kLayerNorm) {
       EXPECT_EQ(op.row, "cuda.layernorm_f16->int8") << op.name;
     }
+    EXPECT_EQ(op.kernel.find("_f64"), std::string::npos) << op.name << ": the fp16 mode has no twin row";
   }
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f32))["int8"]["float"], "fp32");
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f16))["int8"]["float"], "fp16");
@@ -529,6 +532,23 @@ TEST(Int8Plan, Fp32FloatModeRunsTheFp32RowsOnCudaAndLeavesCpuPlansAlone) {
   EXPECT_EQ(cpu_default->graph.int8_rest, Precision::kFp32);
   EXPECT_EQ(cpu_f16->hash, cpu_default->hash);
   EXPECT_EQ(cpu_f32->hash, cpu_default->hash);
+  // The CPU INT8 path runs the same twin rows; an fp32 plan of the same model never does.
+  for (const Op& op : cpu_default->graph.ops) {
+    if (op.int8) continue;
+    if (op.kind == OpKind::kAttention) EXPECT_EQ(op.kernel, "cpu.mha_f64") << op.name;
+    if (op.kind == OpKind::kLinear) EXPECT_EQ(op.kernel, "cpu.linear_f64") << op.name;
+    if (op.kind == OpKind::kLayerNorm) EXPECT_EQ(op.kernel, "cpu.layernorm_f64") << op.name;
+  }
+  c.precision = Precision::kFp32;
+  auto cpu_fp32 = make_plan(*spec, *cpu, c);
+  o.precision = Precision::kFp32;
+  auto orin_fp32 = make_plan(*spec, *orin, o);
+  ASSERT_TRUE(cpu_fp32.ok() && orin_fp32.ok());
+  for (const Plan* p : {&*cpu_fp32, &*orin_fp32})
+    for (const Op& op : p->graph.ops) {
+      EXPECT_EQ(op.kernel.find("_f64"), std::string::npos) << op.name << ": fp32 graphs have no twin row";
+      EXPECT_EQ(op.reason.find("_f64"), std::string::npos) << op.name << ": " << op.reason;
+    }
 }
 
 // The INT8 GEMMs' split-K workspace (runtime/plan.h) on CUDA: planned bytes at the arena's end, just before

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/tolerances.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -115,8 +116,10 @@ TEST(CliInt8, ComparePrintsEveryBlocksTensorsWithFiniteErrors) {
     ++rows;
     EXPECT_TRUE(std::isfinite(rel) && std::isfinite(sqnr)) << line;
     const std::string n(name);
-    if (n.find("patch_embed") == 0) {  // before the first INT8 op: identical
-      EXPECT_EQ(rel, 0.0) << line;
+    // Before the first INT8 op: the same values, but the INT8 path's patch embedding is float64 rounded once
+    // (the twin row cpu.linear_f64, docs/int8.md "fp32 mode") where the fp32 path's is an fp32 GEMM: ulps apart.
+    if (n.find("patch_embed") == 0) {
+      EXPECT_LE(rel, tol::kFp32Reordered) << line;
     }
     if (n.find(".attn.qkv.out") != std::string::npos || n == "logits") {
       EXPECT_GT(rel, 0.0) << "INT8 ran: " << line;
