@@ -56,6 +56,22 @@ constexpr double kFp16EndToEnd = 1e-2;
 // and the fp16 output (2^-12 relative): 2 x 2^-11 ~ 1e-3 normwise.
 constexpr double kInt8AttnVsRef = 1e-3;
 
+// CUDA fused attention's int8 output (mha_fused_f16_i8out, the INT8 graph's proj input) vs mha_i8out_ref on the
+// same fp16 inputs, in codes: the kernel's fp32 O differs from the float64 reference by the fp16 kernel's error
+// (P rounded to fp16, ex2.approx, summation order: at most e = min(kFp16KernelVsFp16RefFactor x the fp16
+// reference's error, kFp16Kernel) normwise), far below one step (s = max |o| / 120 in the test), so a code can
+// only land on the other side of a rounding tie: never more than one step, and on a fraction of the codes of
+// about e x rms(code) (a value's error in steps; ties one step apart); allowed: twice that, plus 8 codes.
+// A wrong scale, rounding rule or index moves most codes or moves them by more than one.
+constexpr int kInt8AttnOutMaxSteps = 1;
+constexpr double kInt8AttnOutFlipFactor = 2.0;
+// The same output as an op case (runtime/op_check.cpp: dequantized, normwise against mha_i8out_ref's codes):
+// a fraction f <= 2 e rms(code) of codes one step off gives sqrt(f) / rms(code) = sqrt(2 e / rms(code)); with
+// the fp16 kernel's e ~ 3e-4 (measured 2.7-2.9e-4) and the op cases' scales (rms code ~ 20) that is ~5e-3
+// (a numpy model of the kernel's fp16 P: <= 4.5e-3 at rms code 11 over 20 draws). Truncating instead of
+// rounding gives ~3e-2, a wrong scale or index O(1).
+constexpr double kInt8AttnOutCase = 1e-2;
+
 // Image preprocessing vs the model's own pipeline (PIL/torchvision/transformers), in 8-bit levels
 // (|diff| x std x 255): at most one level per pixel (issue #24) ...
 constexpr double kPreprocessLevels = 1.0;

@@ -10,6 +10,8 @@
 //   attention, fp16                 the fused kernel (its kMhaVariants row in the kernel name), then the
 //                                   unfused cuBLASLt path (S x S scratch)
 //   attention, fp32                 gpu::mha_f32
+//   attention, INT8 graphs          the fused kernel writing proj's int8 input (mha_fused_f16_i8out), then the
+//                                   unfused path plus a quantizing pass (docs/int8.md)
 //   INT8 twin rows, first (OpRow::int8_twin: an INT8 graph's float ops in the fp32 mode, runtime.int8_float:
 //   fp32; docs/int8.md "fp32 mode"): cuda.linear_f64, cuda.layernorm_f64, cuda.qk_norm_f64, cuda.mha_f64
 //   (kernels/cuda/twin_f64.h, kernels/cuda/layernorm_i8_f64.h), the CPU INT8 path's float64 arithmetic
@@ -132,6 +134,27 @@ int64_t mha_unfused_scratch(const Graph& graph, const DeviceProfile&) {
   return mha_unfused_workspace_bytes_for(graph.arch.num_heads, tokens, tokens);
 }
 
+// INT8 graphs' attention (Op::int8: an int8 `attn.out` at proj's calibrated input scale, docs/int8.md).
+Support mha_fused_i8(const Op& op, const Graph& graph, const DeviceProfile& dev) {
+  Support s = mha_fused(op, graph, dev);
+  if (!s.ok) return s;
+  s.kernel += "->int8";
+  s.reason += "; writes int8 codes at proj's calibrated input scale from its fp32 output (no quantizing pass)";
+  return s;
+}
+
+Support mha_unfused_i8(const Op&, const Graph&, const DeviceProfile&) {
+  return serves("cuda.mha_unfused_cublas->int8",
+                "unfused, WITH A SEPARATE QUANTIZING PASS: cuBLASLt S = scale Q K^T (fp32), softmax with fp32 "
+                "statistics, cuBLASLt O = P V into fp16 scratch, then gpu::quantize_rows_i8_f16 at proj's calibrated "
+                "input scale (the fused row writes the int8 codes itself); any head_dim");
+}
+
+int64_t mha_unfused_i8_scratch(const Graph& graph, const DeviceProfile& dev) {
+  const int64_t rows = static_cast<int64_t>(graph.batch) * graph.arch.num_tokens();
+  return attn_i8_unfused_scratch(mha_unfused_scratch(graph, dev), rows, graph.arch.embed_dim).bytes;
+}
+
 Support mha_f32(const Op&, const Graph& graph, const DeviceProfile&) {
   const VitArch& a = graph.arch;
   if (int64_t{a.head_dim()} + a.num_tokens() > kCudaMhaF32MaxSmemFloats) {
@@ -194,7 +217,7 @@ std::vector<OpRow> with_int8_rows(std::vector<OpRow> rows) {
 }  // namespace
 
 const std::vector<OpRow>& cuda_op_table() {
-  constexpr Precision kF16 = Precision::kFp16, kF32 = Precision::kFp32;
+  constexpr Precision kF16 = Precision::kFp16, kF32 = Precision::kFp32, kI8 = Precision::kInt8;
   static const std::vector<OpRow> rows = with_int8_rows({
       {OpKind::kLinear, kF32, "cuda.linear_f64", twin_linear, available_with_cuda, EV_CUDA_BIND(make_linear_f64),
        nullptr, true},
@@ -218,6 +241,10 @@ const std::vector<OpRow>& cuda_op_table() {
       {OpKind::kAttention, kF16, "cuda.mha_unfused_cublas", mha_unfused, available_with_cuda,
        EV_CUDA_BIND(make_mha_unfused), mha_unfused_scratch},
       {OpKind::kAttention, kF32, "cuda.mha_f32", mha_f32, available_with_cuda, EV_CUDA_BIND(make_mha_f32)},
+      {OpKind::kAttention, kI8, "cuda.mha_fused_f16->int8", mha_fused_i8, available_with_cuda,
+       EV_CUDA_BIND(make_mha_fused)},
+      {OpKind::kAttention, kI8, "cuda.mha_unfused_cublas->int8", mha_unfused_i8, available_with_cuda,
+       EV_CUDA_BIND(make_mha_unfused), mha_unfused_i8_scratch},
       {OpKind::kQkNorm, kF16, "cuda.qk_norm_f16", qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm)},
       {OpKind::kQkNorm, kF32, "cuda.qk_norm_f32", qk_norm, available_with_cuda, EV_CUDA_BIND(make_qk_norm)},
       {OpKind::kPool, kF16, "cuda.pool_f16", pool, available_with_cuda, EV_CUDA_BIND(make_pool)},

@@ -196,8 +196,10 @@ int normed_tokens(Builder& b, Graph& g, const Dims& d, int x) {
 
 // A block's qk-norm (when the model has it: in place on the packed qkv) and attention over sq queries per
 // image (sq = 1: the class-token tail). Returns the attention output (B, sq, H, D).
+// out_scale >= 0 (CUDA INT8 graphs, per tensor): the attention writes int8 codes of its output at that
+// per-tensor scale (proj's calibrated input scale, a weight of both ops), an int8 `attn.out` (Op::int8).
 int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& blk, int qkv, int64_t rows, int64_t sq,
-                  int64_t explicit_scratch_bytes) {
+                  int64_t explicit_scratch_bytes, int out_scale = -1) {
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
   if (a.qk_norm) {
@@ -211,11 +213,15 @@ int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& 
     o.flops = 8.0 * rows * 2 * d.E;
     o.bytes = eb * (4.0 * rows * d.E + 4.0 * d.D);
   }
-  const int ctx = b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
-  Op& at = b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
+  const bool i8 = out_scale >= 0;
+  const int ctx = i8 ? b.tensor(blk + ".attn.out", {d.B, sq, d.H, d.D}, TensorKind::kActivation, 1)
+                     : b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
+  Op& at = i8 ? b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx}, {out_scale})
+              : b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
+  at.int8 = i8;
   at.seq_q = sq;
   at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
-  at.bytes = eb * (3.0 * d.B * d.T * d.E + d.B * sq * d.E);
+  at.bytes = eb * 3.0 * d.B * d.T * d.E + (i8 ? 1.0 : eb) * d.B * sq * d.E;
   if (g.attention == AttentionPath::kExplicit) {
     b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
     at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
@@ -288,7 +294,12 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   ln_i8(blk + ".norm1", x, rows, ".attn.qkv", &h1, &h1s);
   const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
   b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qkv}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
-  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes);  // on the fp qkv
+  // On CUDA with fp16 float ops and proj's input per tensor (per_tensor, norm_per_token) the attention writes
+  // proj's int8 input itself, at proj's calibrated scale (no quantizing pass); elsewhere (the CPU, the fp32
+  // mode, per token) proj quantizes the float `attn.out` into its scratch.
+  const bool attn_i8 = !g.int8_per_token() && g.int8_rest == Precision::kFp16;
+  const int attn_scale = attn_i8 ? in_scale(".attn.proj") : -1;  // else made where it was (same tensor ids)
+  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes, attn_scale);
   const double eb = static_cast<double>(g.act_elem_bytes());
   int res = x, xc = -1;
   if (last) {
@@ -297,9 +308,13 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
     o.bytes = eb * 2.0 * d.B * d.E;
     res = xc;
   }
-  Op& proj = b.linear_i8(blk + ".attn.proj", {ctx, res}, {res}, r, d.E, d.E, true, 2, in_scale(".attn.proj"));
-  // int8 (r, E), then fp32 scales (r) at the next 16-byte boundary (int8_scratch_scales_offset)
-  b.scratch(proj, blk + ".attn.proj.in_q", int8_scratch_scales_offset(r, d.E) + 4 * r);
+  const int proj_scale = attn_i8 ? attn_scale : in_scale(".attn.proj");
+  Op& proj = b.linear_i8(blk + ".attn.proj", {ctx, res}, {res}, r, d.E, d.E, true, 2, proj_scale);
+  if (attn_i8) {
+    proj.bytes -= 4.0 * r;  // reads its input's one per-tensor scale, no row scales
+  } else {  // int8 (r, E), then fp32 scales (r) at the next 16-byte boundary (int8_scratch_scales_offset)
+    b.scratch(proj, blk + ".attn.proj.in_q", int8_scratch_scales_offset(r, d.E) + 4 * r);
+  }
   int h2 = -1, h2s = -1;
   ln_i8(blk + ".norm2", res, r, ".mlp.fc1", &h2, &h2s);
   const int mq = b.tensor(blk + ".mlp.hidden", {r, d.M}, TensorKind::kActivation, 1);

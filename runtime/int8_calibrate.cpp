@@ -46,7 +46,8 @@ Result<std::unique_ptr<Engine>> observing_engine(const ModelSpec& spec, Precisio
 }
 
 // The valid elements of tensor `id` after a forward of n images, as fp32 (int8 dequantized by its rows'
-// scales, the tensor `<name>_scale`).
+// scales, the tensor `<name>_scale`; a CUDA INT8 graph's int8 `blocks.N.attn.out` by proj's per-tensor
+// `blocks.N.attn.proj.input_scale`, with which the attention wrote it).
 Status read_tensor(const Engine& e, int id, int n, std::vector<float>* out) {
   const Graph& g = e.plan().graph;
   const TensorDesc& t = g.tensors[static_cast<size_t>(id)];
@@ -57,9 +58,16 @@ Status read_tensor(const Engine& e, int id, int n, std::vector<float>* out) {
     std::copy(p, p + count, out->begin());
     return Status::Ok();
   }
-  const int sid = tensor_id(g, t.name + "_scale");
+  int sid = tensor_id(g, t.name + "_scale");
+  bool per_tensor = false;
+  const std::string attn_out = ".attn.out";
+  if (sid < 0 && t.name.size() > attn_out.size() &&
+      t.name.compare(t.name.size() - attn_out.size(), attn_out.size(), attn_out) == 0) {
+    sid = tensor_id(g, t.name.substr(0, t.name.size() - 4) + ".proj.input_scale");
+    per_tensor = true;
+  }
   if (sid < 0 || t.elem_bytes != 1) return internal_error("tensor '" + t.name + "' cannot be read as fp32");
-  const int64_t cols = t.shape.back();
+  const int64_t cols = per_tensor ? count : t.shape.back();  // per tensor: one scale for every element
   const float* s = static_cast<const float*>(e.tensor_data(sid));
   if (int8_tensor_is_u8(t)) {  // fc2's input: uint8 codes of GELU + shift
     const uint8_t* q = static_cast<const uint8_t*>(e.tensor_data(id));

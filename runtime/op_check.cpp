@@ -149,7 +149,8 @@ Status fill_inputs(const Plan& plan, const Op& op, Arena& arena, OpCaseDevice& d
 Result<OpCaseResult> run_row(const Plan& plan, const Op& op, const OpRow& row, OpCaseDevice& device, uint32_t seed) {
   OpCaseResult r;
   r.row = row.name;
-  r.bound = op.int8 ? tol::kInt8Kernel : plan.graph.precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32Kernel;
+  r.bound = op.int8 ? (op.kind == OpKind::kAttention ? tol::kInt8AttnOutCase : tol::kInt8Kernel)
+                    : plan.graph.precision == Precision::kFp16 ? tol::kFp16Kernel : tol::kFp32Kernel;
   EV_ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena, Arena::create(plan, device.memory()));
   std::vector<std::vector<float>> v;
   EV_RETURN_IF_ERROR(fill_inputs(plan, op, *arena, device, seed, &v));
@@ -256,6 +257,12 @@ std::vector<OpCase> int8_op_cases() {
       cases.push_back(make_case(stem + "norm_per_token " + op, base, 3, op, Precision::kInt8, AttentionImpl::kAuto,
                                 false, f, Int8Activations::kNormPerToken));
   }
+  // The attention writing proj's int8 input (CUDA, fp16 float ops): the fused row and the unfused one with its
+  // quantizing pass, full block and class-token tail (on the CPU and in the fp32 mode: the float attention).
+  for (AttentionImpl att : {AttentionImpl::kAuto, AttentionImpl::kExplicit})
+    for (const char* op : {"blocks.0.attn.sdpa", "blocks.1.attn.sdpa"})
+      cases.push_back(make_case(std::string("int8 vit-40/8 ") + to_string(att) + " " + op, base, 3, op,
+                                Precision::kInt8, att, false, Precision::kFp16));
   // The float ops of an fp32 INT8 graph: the twin rows (float64, OpRow::int8_twin) and the fp32 rows after them.
   for (const char* op : {"patch_embed.proj", "blocks.0.attn.sdpa", "blocks.1.attn.sdpa", "norm", "head"})
     cases.push_back(make_case(std::string("int8 float32 twin vit-40/8 ") + op, base, 3, op, Precision::kInt8,

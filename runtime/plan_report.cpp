@@ -11,6 +11,13 @@ namespace edgevit {
 
 namespace {
 
+// INT8 graphs on CUDA with per-tensor scales: the attention writes proj's int8 input (runtime/graph.cpp).
+bool attention_writes_int8(const Graph& g) {
+  for (const Op& o : g.ops)
+    if (o.kind == OpKind::kAttention && o.int8) return true;
+  return false;
+}
+
 std::string human_bytes(int64_t b) {
   char buf[64];
   const double v = static_cast<double>(b);
@@ -113,6 +120,7 @@ void header_text(const Plan& p, std::ostringstream& os) {
                      std::to_string(s.input_scale_bytes) + " bytes from " +
                      (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
                                                  : p.int8_scales_path))
+       << (attention_writes_int8(g) ? "; the attention writes proj's int8 input at its calibrated scale" : "")
        << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest)
        << (g.int8_rest == Precision::kFp32 ? ", the float GEMMs, norms and attention in float64 rounded once (the "
                                              "twin rows: the same fp32 values on CPU and CUDA)"

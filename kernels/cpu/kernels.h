@@ -243,6 +243,10 @@ void mha_explicit_f32(const AttnParams& p, const float* q, const float* k, const
                       float* scratch, int threads);
 // Reference: the simplest loop, double accumulation.
 void mha_ref(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int threads);
+// Reference of the CUDA fused attention's int8 output (kernels/cuda/mha.h mha_fused_f16_i8out): mha_ref, then
+// each output element o becomes rne(o / o_scale) saturated to [-127, 127] (gemm_i8_quantize_ref, an IEEE
+// division: quantize_i8_ref.h's rule). o: int8 codes at p.o's strides (elements); o_scale > 0.
+void mha_i8out_ref(const AttnParams& p, const float* q, const float* k, const float* v, float o_scale, int8_t* o);
 // mha_ref's float64 arithmetic on `threads` threads ((image, head) slices), bit-equal to it: the INT8 twin
 // row cpu.mha_f64 (kernels/cpu/twin_f64.cpp, docs/int8.md "fp32 mode").
 void mha_f64(const AttnParams& p, const float* q, const float* k, const float* v, float* o, int threads);

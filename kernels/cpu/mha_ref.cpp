@@ -1,8 +1,11 @@
-// mha_ref: the definition in attn_params.h, one query row at a time, in double.
+// mha_ref: the definition in attn_params.h, one query row at a time, in double; mha_i8out_ref: the same, then
+// quantized to int8 codes at one scale.
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
+#include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cpu/kernels.h"
 
 namespace edgevit {
@@ -55,6 +58,20 @@ void mha_ref(const AttnParams& p,
           for (int d = 0; d < nd; ++d) oi[d0 + d] = static_cast<float>(acc[d]);
         }
       }
+}
+
+void mha_i8out_ref(const AttnParams& p, const float* q, const float* k, const float* v, float o_scale, int8_t* o) {
+  AttnParams dense = p;
+  const int64_t e = static_cast<int64_t>(p.heads) * p.head_dim;
+  dense.o = AttnStrides{p.seq_q * e, e, p.head_dim};
+  std::vector<float> out(static_cast<size_t>(p.batch * p.seq_q * e));  // (B, Sq, H, D)
+  mha_ref(dense, q, k, v, out.data(), 1);
+  for (int b = 0; b < p.batch; ++b)
+    for (int i = 0; i < p.seq_q; ++i)
+      for (int h = 0; h < p.heads; ++h)
+        for (int d = 0; d < p.head_dim; ++d)
+          o[b * p.o.batch + i * p.o.row + h * p.o.head + d] =
+              gemm_i8_quantize_ref(out[static_cast<size_t>(((b * p.seq_q + i) * p.heads + h) * p.head_dim + d)] / o_scale);
 }
 
 }  // namespace edgevit

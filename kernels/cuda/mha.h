@@ -3,6 +3,7 @@
 //
 //   mha_fused_f16    FlashAttention-2 style kernel (kernels/cuda/mha_fused.cu), head_dim in
 //                    {32, 64, 80, 96, 128}; one row of kernels/mha_variants.h, named by the caller.
+//   mha_fused_f16_i8out  the same kernel writing int8 codes at a per-tensor scale (INT8 graphs' proj input).
 //   mha_unfused_f16  cuBLASLt GEMM (S = scale Q K^T, fp32) + fp32-statistics softmax (P, fp16) + cuBLASLt
 //                    GEMM (O = P V) (kernels/cuda/mha_unfused.cu); any head_dim; S x S scratch in workspace.
 //
@@ -15,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/attn_params.h"
 
@@ -29,6 +31,13 @@ namespace edgevit {
 // otherwise).
 cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k, const __half* v, __half* o,
                           int row, cudaStream_t stream);
+
+// The same attention writing int8 codes instead of fp16 O: o[...] = rne(o_exact / s) saturated to
+// [-127, 127] (kernels/cpu/quantize_i8_ref.h's rule, the reference mha_i8out_ref), s = *o_scale (device, one
+// float: the per-tensor scale of the INT8 graph's proj input), computed from the fp32 normalised output before
+// any fp16 rounding. o (int8, o strides as for fp16, in elements) must be 8-byte aligned; else as mha_fused_f16.
+cudaError_t mha_fused_f16_i8out(const AttnParams& p, const __half* q, const __half* k, const __half* v, int8_t* o,
+                                const float* o_scale, int row, cudaStream_t stream);
 
 // Blocks of row `variant_index` of kMhaVariants that one SM of the current device holds at once (the CUDA
 // occupancy calculator over the instantiated kernel: its registers, shared memory and threads).

@@ -12,6 +12,10 @@
 // inputs need no padding; a K/V tile's trailing 16-key groups that hold no valid key are skipped, and warps
 // whose rows all lie past Sq skip the arithmetic.
 //
+// Output: fp16 O (mha_fused_f16), or int8 codes rne(o / s) at one per-tensor scale s (mha_fused_f16_i8out: the
+// INT8 graph's proj input, quantized from the fp32 normalised O in the same epilogue): flash_fwd_kernel<T, true>,
+// a second instantiation of every row, so the fp16 ones compile as without it (docs/kernels-mha.md).
+//
 // Variants: the rows of kMhaVariants (kernels/mha_variants.h), flash_fwd_f16_d{D}_q{rows}_w{warps}_kv{keys}
 // _s{stages}, instantiated here in table order. Measured on an H200 (docs/benchmarks.md, docs/kernels-mha.md):
 //   v1 (16-row warps, exp2f, mask test on every tile, 131 regs): d64 B64 H12 S197: 96 us (q64_w4);
@@ -50,7 +54,7 @@
 namespace edgevit {
 namespace {
 
-template <size_t kRow>
+template <size_t kRow, bool kI8Out>
 cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t stream) {
   constexpr MhaVariant row = kMhaVariants[kRow];
   using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
@@ -58,12 +62,12 @@ cudaError_t launch_row(const FusedArgs& args, int batch, int heads, cudaStream_t
   // Once per instantiation: opt in to more than 48 KB of dynamic shared memory.
   static const cudaError_t attr_status =
       T::kSmemBytes > kMhaDefaultSmemBytes
-          ? cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          ? cudaFuncSetAttribute(flash_fwd_kernel<T, kI8Out>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(T::kSmemBytes))
           : cudaSuccess;
   if (attr_status != cudaSuccess) return attr_status;
   const dim3 grid((args.seq_q + T::kQTile - 1) / T::kQTile, heads, batch);
-  flash_fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
+  flash_fwd_kernel<T, kI8Out><<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 
@@ -74,25 +78,27 @@ cudaError_t resident_row(int* blocks) {
   using T = FlashFwdTraits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, row.q_smem,
                            row.kv_split>;
   if (T::kSmemBytes > kMhaDefaultSmemBytes) {
-    const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(T::kSmemBytes));
     if (err != cudaSuccess) return err;
   }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, flash_fwd_kernel<T>, T::kThreads, T::kSmemBytes);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, flash_fwd_kernel<T, false>, T::kThreads, T::kSmemBytes);
 }
 
 using LaunchFn = cudaError_t (*)(const FusedArgs&, int, int, cudaStream_t);
 using ResidentFn = cudaError_t (*)(int*);
-template <size_t... kRows>
+template <bool kI8Out, size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> make_launch_table(std::index_sequence<kRows...>) {
-  return {&launch_row<kRows>...};
+  return {&launch_row<kRows, kI8Out>...};
 }
 template <size_t... kRows>
 constexpr std::array<ResidentFn, sizeof...(kRows)> make_resident_table(std::index_sequence<kRows...>) {
   return {&resident_row<kRows>...};
 }
 constexpr std::array<LaunchFn, kNumMhaVariants> kLaunch =
-    make_launch_table(std::make_index_sequence<kNumMhaVariants>{});
+    make_launch_table<false>(std::make_index_sequence<kNumMhaVariants>{});
+constexpr std::array<LaunchFn, kNumMhaVariants> kLaunchI8 =
+    make_launch_table<true>(std::make_index_sequence<kNumMhaVariants>{});
 constexpr std::array<ResidentFn, kNumMhaVariants> kResident =
     make_resident_table(std::make_index_sequence<kNumMhaVariants>{});
 
@@ -112,9 +118,25 @@ cudaError_t mha_fused_f16(const AttnParams& p, const __half* q, const __half* k,
     return cudaErrorInvalidValue;
   if (row < 0 || static_cast<size_t>(row) >= kNumMhaVariants || kMhaVariants[row].head_dim != p.head_dim)
     return cudaErrorInvalidValue;
-  FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv,
-                 p.scale * 1.4426950408889634f};
+  FusedArgs args{q, k, v, o, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f,
+                 nullptr, nullptr};
   return kLaunch[static_cast<size_t>(row)](args, p.batch, p.heads, stream);
+}
+
+cudaError_t mha_fused_f16_i8out(const AttnParams& p, const __half* q, const __half* k, const __half* v, int8_t* o,
+                                const float* o_scale, int row, cudaStream_t stream) {
+  if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.batch > 65535 || p.heads > 65535)
+    return cudaErrorInvalidValue;
+  if (!(p.scale > 0.f) || o_scale == nullptr) return cudaErrorInvalidValue;
+  if (p.batch == 0 || p.heads == 0 || p.seq_q == 0) return cudaSuccess;
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<uintptr_t>(o) % 8 != 0 ||
+      !strides_ok(p.q) || !strides_ok(p.k) || !strides_ok(p.v) || !strides_ok(p.o))
+    return cudaErrorInvalidValue;
+  if (row < 0 || static_cast<size_t>(row) >= kNumMhaVariants || kMhaVariants[row].head_dim != p.head_dim)
+    return cudaErrorInvalidValue;
+  FusedArgs args{q, k, v, nullptr, p.q, p.k, p.v, p.o, p.key_mask, p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f,
+                 o, o_scale};
+  return kLaunchI8[static_cast<size_t>(row)](args, p.batch, p.heads, stream);
 }
 
 cudaError_t mha_fused_resident_blocks(int variant_index, int* blocks) {

@@ -27,15 +27,17 @@ using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::mma_16816_zero_c;
 using cuda::pack_half2;
+using cuda::pack_i8x8;
 using cuda::stage_output_f16;
+using cuda::stage_output_i8;
 
 // Split-KV epilogue: the kKvSplit warps of a row group hold partial results over disjoint key slices of
 // the same 16 rows (running max m_j in log2 units, sum l_j of 2^(s - m_j), O_j unnormalised). Through
 // shared memory (the K/V buffers, free now) each output element becomes
 //   sum_j 2^(m_j - M) O_j / sum_j 2^(m_j - M) l_j,   M = max_j m_j,
 // and a row no slice has a valid key for (every m_j = -inf) is zeros, as without the split.
-template <class T>
-__device__ __forceinline__ void combine_split_kv(const FusedArgs& a, __half* og, float* buf,
+template <class T, bool kI8Out, class OutT>
+__device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, float o_scale, float* buf,
                                                  const float (&o_acc)[T::kOTiles][4], const float (&row_max)[2],
                                                  const float (&row_sum)[4], int row0, int warp, int lane) {
   const int g = lane / 4, t = lane % 4;
@@ -58,6 +60,7 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, __half* og,
   __syncthreads();
   // The group's threads take 8-column chunks of its 16 rows.
   const int group_warp0 = warp - warp % T::kKvSplit;
+  const gpu::i8prod::Quantizer z = gpu::i8prod::make_quantizer(o_scale);  // unused (removed) without kI8Out
   for (int c = (warp % T::kKvSplit) * 32 + lane; c < 16 * T::kChunks; c += T::kKvSplit * 32) {
     const int r = c / T::kChunks, ch = c % T::kChunks;
     const int row = row0 + r;
@@ -81,12 +84,24 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, __half* og,
       acc[0] += w[j] * lo.x; acc[1] += w[j] * lo.y; acc[2] += w[j] * lo.z; acc[3] += w[j] * lo.w;
       acc[4] += w[j] * hi.x; acc[5] += w[j] * hi.y; acc[6] += w[j] * hi.z; acc[7] += w[j] * hi.w;
     }
-    uint4 out;
-    out.x = pack_half2(acc[0] * inv, acc[1] * inv);
-    out.y = pack_half2(acc[2] * inv, acc[3] * inv);
-    out.z = pack_half2(acc[4] * inv, acc[5] * inv);
-    out.w = pack_half2(acc[6] * inv, acc[7] * inv);
-    *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = out;
+    if constexpr (kI8Out) {  // the fp32 normalised values quantized
+      int8_t q[8];
+      bool exact = false;  // one test for the 8 values; the exact rule only next to a rounding tie (rare)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize_common(acc[e] * inv, z, &exact);
+      if (exact) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize(acc[e] * inv, z);
+      }
+      *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = pack_i8x8(q);
+    } else {
+      uint4 out;
+      out.x = pack_half2(acc[0] * inv, acc[1] * inv);
+      out.y = pack_half2(acc[2] * inv, acc[3] * inv);
+      out.z = pack_half2(acc[4] * inv, acc[5] * inv);
+      out.w = pack_half2(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = out;
+    }
   }
 }
 
@@ -289,6 +304,16 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kMTiles][T::kSTiles
   }
 }
 
+// The output's base pointer: fp16 o, or int8 o_i8 with kI8Out.
+template <bool kI8Out>
+__device__ __forceinline__ auto output_base(const FusedArgs& a) {
+  if constexpr (kI8Out) {
+    return a.o_i8;
+  } else {
+    return a.o;
+  }
+}
+
 // The K/V loop of one- and two-stage rows (tile 0 with Q in flight, issued by the caller): per tile, the
 // copies of the next tile (two buffers), S = Q K^T, mask, softmax, O += P V, then a barrier before the buffer
 // is reused.
@@ -332,7 +357,9 @@ __device__ __forceinline__ void kv_loop(const FusedArgs& a, float (&o_acc)[T::kM
   }
 }
 
-template <class T>
+// kI8Out: write int8 codes at the per-tensor scale *a.o_scale to a.o_i8 instead of fp16 O to a.o (a template
+// parameter, so that the fp16 instantiations compile exactly as without it).
+template <class T, bool kI8Out>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(const FusedArgs a) {
   constexpr int kM = T::kMTiles;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -350,7 +377,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   const __half* qg = a.q + b * a.qs.batch + h * a.qs.head;
   const __half* kg = a.k + b * a.ks.batch + h * a.ks.head;
   const __half* vg = a.v + b * a.vs.batch + h * a.vs.head;
-  __half* og = a.o + b * a.os.batch + h * a.os.head;
+  auto* og = output_base<kI8Out>(a) + b * a.os.batch + h * a.os.head;  // (b, 0, h, 0) of o (fp16) or o_i8
+  // The int8 output's scale, loaded before the K/V loop (read at the end, its latency would add to every block).
+  float o_scale = 0.f;
+  if constexpr (kI8Out) o_scale = __ldg(a.o_scale);
   const uint8_t* mask = a.key_mask != nullptr ? a.key_mask + static_cast<int64_t>(b) * a.seq_kv : nullptr;
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
   const bool warp_active = q0 + warp_row0 < a.seq_q;
@@ -369,23 +399,38 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   cp_async_wait<0>();
   __syncthreads();
   if (T::kKvSplit > 1) {
-    combine_split_kv<T>(a, og, reinterpret_cast<float*>(s_k), o_acc[0], row_max[0], row_sum[0], q0 + warp_row0, warp,
-                        lane);
+    combine_split_kv<T, kI8Out>(a, og, o_scale, reinterpret_cast<float*>(s_k), o_acc[0], row_max[0], row_sum[0],
+                                q0 + warp_row0, warp, lane);
     return;
   }
   if (!warp_active) return;
-  // Normalise and stage the warp's rows in its part of s_q, then write 16-byte chunks (this loop stays here:
-  // as a function, its lane-dependent trip count compiled to other code).
+  // Normalise and stage the warp's rows in its part of s_q, then write 16-byte chunks (8-byte chunks of int8
+  // codes; these loops stay here: as a function, their lane-dependent trip count compiled to other code).
   __half* so = s_q + warp_row0 * T::kSmemRow;
-  stage_output_f16<T::kMTiles, T::kOTiles, T::kSmemRow>(so, o_acc, row_sum, g, t);
-  __syncwarp();
+  if constexpr (kI8Out) {
+    int8_t* so8 = reinterpret_cast<int8_t*>(so);  // rows of 2 kSmemRow bytes, the fp16 staging's pitch
+    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kSmemRow>(so8, o_acc, row_sum,
+                                                            gpu::i8prod::make_quantizer(o_scale), g, t);
+    __syncwarp();
 #pragma unroll
-  for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {
-    const int r = c / T::kChunks, ch = c % T::kChunks;
-    const int row = q0 + warp_row0 + r;
-    if (row < a.seq_q)
-      *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
-          *reinterpret_cast<const uint4*>(so + r * T::kSmemRow + ch * 8);
+    for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {
+      const int r = c / T::kChunks, ch = c % T::kChunks;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint2*>(so8 + r * 2 * T::kSmemRow + ch * 8);
+    }
+  } else {
+    stage_output_f16<T::kMTiles, T::kOTiles, T::kSmemRow>(so, o_acc, row_sum, g, t);
+    __syncwarp();
+#pragma unroll
+    for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {
+      const int r = c / T::kChunks, ch = c % T::kChunks;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint4*>(so + r * T::kSmemRow + ch * 8);
+    }
   }
 }
 

@@ -69,12 +69,15 @@ struct FusedArgs {
   const __half* q;  // element (b, s, h, d) at q[b*qs.batch + s*qs.row + h*qs.head + d]
   const __half* k;  // likewise with ks, seq_kv rows
   const __half* v;  // likewise with vs, seq_kv rows
-  __half* o;        // likewise with os, seq_q rows
+  __half* o;        // likewise with os, seq_q rows (fp16 output); nullptr when o_i8 is set
   AttnStrides qs, ks, vs, os;
   const uint8_t* key_mask;  // (B, Skv) or nullptr
   int seq_q;
   int seq_kv;
   float scale_log2;  // scale * log2(e)
+  // Last, so that the fields above keep their parameter offsets in the fp16 instantiations:
+  int8_t* o_i8;          // int8 output, likewise with os; nullptr: fp16 output to o
+  const float* o_scale;  // (1) device, with o_i8: the per-tensor scale s of the codes rne(o / s)
 };
 
 // Whether load_tile<T, kRows> takes its fast path: every thread the same 16-byte chunk column of rows

@@ -9,7 +9,8 @@
 //   generic            one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
 //                      C not a multiple of 8, unaligned pointers).
 // Both give the reference's q = rne(x / s) (IEEE division): the generic kernel divides, the row kernel
-// multiplies by 1 / s and divides only next to a rounding tie (Quantizer, proof beside it).
+// multiplies by 1 / s and divides only next to a rounding tie (Quantizer in quantize_i8_device.cuh, proof
+// beside it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -21,7 +22,9 @@
 namespace edgevit::gpu {
 namespace {
 
+using i8prod::make_quantizer;
 using i8prod::quantize;
+using i8prod::Quantizer;
 using i8prod::row_scale;
 using i8prod::warp_max_f;
 
@@ -31,27 +34,6 @@ __device__ float warp_sum_f(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// quantize() without the division on the common path: rne(v * inv), inv = 1 / s (IEEE), gives the same code
-// unless v * inv is NaN, within 1e-4 of a half-integer below 128 in magnitude, or inv overflowed (s < 2^-128),
-// where quantize() decides. Why equal elsewhere: |fl(v * inv) - v / s| <= 2^-23 |v / s| < 1.6e-5 for
-// |v / s| < 128 and fl(v / s) is closer still, so away from a tie both round to the same integer; from 128 on
-// both saturate to 127 (tests/kernels/quantize_i8_cuda_test.cu checks values next to every tie).
-struct Quantizer {
-  float s, inv;
-  bool divide;  // inv overflowed: every value takes quantize()
-};
-__device__ Quantizer make_quantizer(float s) {
-  const float inv = __frcp_rn(s);
-  return Quantizer{s, inv, !(inv < INFINITY)};
-}
-__device__ int8_t quantize(float v, const Quantizer& z) {
-  const float t = __fmul_rn(v, z.inv);
-  const float r = rintf(t);
-  if (z.divide || t != t || (fabsf(t) < 128.f && !(fabsf(fabsf(__fsub_rn(t, r)) - 0.5f) >= 1e-4f)))
-    return quantize(v, z.s);
-  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
 }
 
 __device__ float to_f(__half v) { return __half2float(v); }

@@ -1,6 +1,7 @@
-// Device pieces the INT8 producers share (kernels/cuda/quantize_i8.cu, kernels/cuda/layernorm_i8_f64.cu): the
-// reference's quantization rule (kernels/cpu/quantize_i8_ref.h) and the warp reductions around it. Include
-// from those .cu files only.
+// Device pieces the INT8 producers share (kernels/cuda/quantize_i8.cu, kernels/cuda/layernorm_i8_f64.cu, and the
+// fused attention's int8 output, kernels/cuda/mha_softmax_pv.cuh): the reference's quantization rule
+// (kernels/cpu/quantize_i8_ref.h), its division-free form (Quantizer) and the warp reductions around it.
+// Include from .cu files (and the kernel headers they include) only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +27,38 @@ __device__ __forceinline__ int8_t quantize(float v, float s) {
 __device__ __forceinline__ float row_scale(float amax, const float* scale) {
   if (scale != nullptr) return *scale;
   return amax > 0.f ? __fdiv_rn(amax, 127.f) : 1.f;
+}
+
+// quantize() without the division on the common path: rne(v * inv), inv = 1 / s (IEEE), gives the same code
+// unless v * inv is NaN, within 1e-4 of a half-integer below 128 in magnitude, or inv overflowed (s < 2^-128),
+// where quantize() decides. Why equal elsewhere: |fl(v * inv) - v / s| <= 2^-23 |v / s| < 1.6e-5 for
+// |v / s| < 128 and fl(v / s) is closer still, so away from a tie both round to the same integer; from 128 on
+// both saturate to 127 (tests/kernels/quantize_i8_cuda_test.cu checks values next to every tie).
+struct Quantizer {
+  float s, inv;
+  bool divide;  // inv overflowed: every value takes quantize()
+};
+__device__ __forceinline__ Quantizer make_quantizer(float s) {
+  const float inv = __frcp_rn(s);
+  return Quantizer{s, inv, !(inv < INFINITY)};
+}
+__device__ __forceinline__ int8_t quantize(float v, const Quantizer& z) {
+  const float t = __fmul_rn(v, z.inv);
+  const float r = rintf(t);
+  if (z.divide || t != t || (fabsf(t) < 128.f && !(fabsf(fabsf(__fsub_rn(t, r)) - 0.5f) >= 1e-4f)))
+    return quantize(v, z.s);
+  return static_cast<int8_t>(fminf(127.f, fmaxf(-127.f, r)));
+}
+
+// quantize(v, z)'s common path alone, for callers that test a group of values once: returns rne(v * inv)
+// saturated to [-127, 127] and sets *exact when quantize(v, z) must decide instead (inv overflowed, NaN, within
+// 1e-4 of a half-integer; also at |t| >= 128 next to one, where both saturate). The caller then recomputes the
+// whole group with quantize(v, z) (rare): one branch per group instead of one per value.
+__device__ __forceinline__ int8_t quantize_common(float v, const Quantizer& z, bool* exact) {
+  const float t = __fmul_rn(v, z.inv);
+  const float r = rintf(t);
+  *exact = *exact || z.divide || !(fabsf(__fsub_rn(t, r)) <= 0.4999f);
+  return static_cast<int8_t>(max(-127, min(127, __float2int_rz(r))));
 }
 
 }  // namespace edgevit::gpu::i8prod

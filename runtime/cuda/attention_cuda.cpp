@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/mha.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/quantize_i8.h"
 #include "kernels/cuda/twin_f64.h"
 #include "kernels/mha_variants.h"
 #include "runtime/cuda/cuda_status.h"
@@ -31,7 +32,7 @@ constexpr float kAttnChainMs = 0.1f;  // ... about this long (long launches, e.g
 enum class AttnPath { kFused, kUnfused, kF32, kF64 };  // kF64: the INT8 twin (gpu::mha_f64)
 
 // The record of a launch the path runs with no choice to make (unfused, fp32).
-AttentionChoice fixed_choice(AttnPath path, const Plan& plan, int n, int seq_q) {
+AttentionChoice fixed_choice(AttnPath path, const Plan& plan, int n, int seq_q, bool i8_out) {
   AttentionChoice c;
   c.batch = n;
   c.seq_q = seq_q;
@@ -43,7 +44,7 @@ AttentionChoice fixed_choice(AttnPath path, const Plan& plan, int n, int seq_q) 
     c.kernel = "cuda.mha_f64";
     c.reason = "INT8 twin: gpu::mha_f64 (float64, rounded once: the CPU INT8 path's arithmetic)";
   } else {
-    c.kernel = "cuda.mha_unfused_cublas";
+    c.kernel = i8_out ? "cuda.mha_unfused_cublas->int8" : "cuda.mha_unfused_cublas";
     c.reason = "the plan's unfused path: " + plan.attention_reason;
   }
   c.table_kernel = c.kernel;
@@ -69,6 +70,7 @@ class AttentionKernel final : public OpKernel {
       return Status::Ok();
     }
     const __half* q = c.arena.as<__half>(op_.inputs[0]);
+    if (i8_out_) return run_i8(c, p, c.attention[launch_[si]].row, n);
     __half* o = c.arena.as<__half>(op_.outputs[0]);
     if (path_ == AttnPath::kFused) {
       EV_CUDA_CHECK("op '" + op_.name + "'", mha_fused_f16(p, q, q + k_offset_, q + v_offset_, o,
@@ -105,10 +107,12 @@ class AttentionKernel final : public OpKernel {
 
  private:
   Status check_workspace(const CudaContext& c) const;
+  Status run_i8(const CudaContext& c, const AttnParams& p, int row, int n) const;
   Status register_launch(CudaContext& c, int n, size_t* index) const;
 
   const Op& op_;
   const AttnPath path_;
+  bool i8_out_ = false;  // INT8 graphs (Op::int8): int8 `attn.out` at the per-tensor scale weights[0]
   const CudaContext* ctx_ = nullptr;
   int64_t k_offset_ = 0, v_offset_ = 0;  // K and V within the packed qkv (B, T, 3, H, D)
   std::vector<AttnParams> params_;       // per captured size
@@ -118,6 +122,9 @@ class AttentionKernel final : public OpKernel {
 Status AttentionKernel::prepare(ExecContext& ctx) {
   CudaContext& c = static_cast<CudaContext&>(ctx);
   const VitArch& a = c.plan.graph.arch;
+  i8_out_ = op_.int8;
+  if (i8_out_ && ((path_ != AttnPath::kFused && path_ != AttnPath::kUnfused) || op_.weights.empty()))
+    return internal_error("cuda backend: op '" + op_.name + "': int8 output needs the fp16 path and its scale");
   EV_RETURN_IF_ERROR(check_workspace(c));
   float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
   if (c.fault == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // the TensorRT 10.7 bug, on purpose
@@ -153,11 +160,39 @@ Status AttentionKernel::check_workspace(const CudaContext& c) const {
   }
   if (path_ != AttnPath::kUnfused) return Status::Ok();
   const AttnParams p = attn_params_packed_qkv(g.batch, a.num_tokens(), a.num_heads, a.head_dim(), 1.f);
-  const size_t need = mha_unfused_workspace_bytes(p);
+  const size_t ws = mha_unfused_workspace_bytes(p);
+  const int64_t rows = static_cast<int64_t>(g.batch) * a.num_tokens();
+  const size_t need =
+      i8_out_ ? static_cast<size_t>(attn_i8_unfused_scratch(static_cast<int64_t>(ws), rows, a.embed_dim).bytes) : ws;
   const size_t have = op_.scratch >= 0 ? static_cast<size_t>(g.tensors[op_.scratch].bytes()) : 0;
   if (need > have)
     return internal_error("cuda backend: op '" + op_.name + "': unfused attention needs " + std::to_string(need) +
                           " bytes of workspace, the plan reserved " + std::to_string(have));
+  return Status::Ok();
+}
+
+// INT8 graphs: the fused row writes the int8 codes itself; the unfused path writes fp16 O into the scratch
+// after its workspace and quantizes it there (its separate pass; row scales to the scratch, unused).
+Status AttentionKernel::run_i8(const CudaContext& c, const AttnParams& p, int row, int n) const {
+  const std::string where = "op '" + op_.name + "'";
+  const __half* q = c.arena.as<__half>(op_.inputs[0]);
+  int8_t* o = c.arena.as<int8_t>(op_.outputs[0]);
+  const float* scale = c.arena.as<float>(op_.weights[0]);
+  if (path_ == AttnPath::kFused) {
+    EV_CUDA_CHECK(where, mha_fused_f16_i8out(p, q, q + k_offset_, q + v_offset_, o, scale, row, c.stream));
+    return Status::Ok();
+  }
+  const Graph& g = c.plan.graph;
+  const int64_t rows = static_cast<int64_t>(g.batch) * g.arch.num_tokens();
+  const size_t ws = mha_unfused_workspace_bytes(attn_params_packed_qkv(g.batch, g.arch.num_tokens(), g.arch.num_heads,
+                                                                       g.arch.head_dim(), 1.f));
+  const AttnI8Scratch at = attn_i8_unfused_scratch(static_cast<int64_t>(ws), rows, g.arch.embed_dim);
+  unsigned char* scratch = c.arena.at(op_.scratch);
+  __half* o16 = reinterpret_cast<__half*>(scratch + at.o_offset);  // (n, Sq, H, D), dense
+  EV_CUDA_CHECK(where, mha_unfused_f16(p, q, q + k_offset_, q + v_offset_, o16, scratch, ws, c.lt, c.stream));
+  const int o_rows = n * p.seq_q, cols = p.heads * p.head_dim;
+  EV_CUDA_CHECK(where, gpu::quantize_rows_i8_f16(o16, scale, o, reinterpret_cast<float*>(scratch + at.scales_offset),
+                                                 o_rows, cols, c.stream));
   return Status::Ok();
 }
 
@@ -166,7 +201,7 @@ Status AttentionKernel::check_workspace(const CudaContext& c) const {
 Status AttentionKernel::register_launch(CudaContext& c, int n, size_t* index) const {
   for (size_t i = 0; i < c.attention.size(); ++i) {
     const AttentionChoice& have = c.attention[i].choice;
-    if (have.batch == n && have.seq_q == op_.seq_q) {
+    if (have.batch == n && have.seq_q == op_.seq_q && c.attention[i].i8_out == i8_out_) {
       *index = i;
       return Status::Ok();
     }
@@ -175,8 +210,9 @@ Status AttentionKernel::register_launch(CudaContext& c, int n, size_t* index) co
   const int seq_q = static_cast<int>(op_.seq_q);
   AttentionLaunch l;
   l.op = &op_;
+  l.i8_out = i8_out_;
   if (path_ != AttnPath::kFused) {
-    l.choice = fixed_choice(path_, c.plan, n, seq_q);
+    l.choice = fixed_choice(path_, c.plan, n, seq_q, i8_out_);
   } else {
     const MhaGrid grid{n, a.num_heads, seq_q, c.sm_count};
     const MhaChoice m = choose_mha(c.sm, c.smem_optin, a.head_dim(), true, false, &grid);
@@ -187,7 +223,7 @@ Status AttentionKernel::register_launch(CudaContext& c, int n, size_t* index) co
     l.row = static_cast<int>(m.variant - kMhaVariants);
     l.choice.batch = n;
     l.choice.seq_q = seq_q;
-    l.choice.kernel = std::string("cuda.") + m.variant->name;
+    l.choice.kernel = std::string("cuda.") + m.variant->name + (i8_out_ ? "->int8" : "");
     l.choice.reason = m.reason;
     l.choice.table_kernel = l.choice.kernel;
   }
@@ -208,23 +244,29 @@ Status time_attention(const CudaContext& c, const Op& o, int n, int row, double 
                                               static_cast<int>(o.seq_q));
   const int64_t ko = packed_k_offset(a.num_heads, a.head_dim()), vo = packed_v_offset(a.num_heads, a.head_dim());
   const __half* q = c.arena.as<__half>(o.inputs[0]);
-  __half* out = c.arena.as<__half>(o.outputs[0]);
+  // The op's own output: fp16, or (INT8 graphs) int8 codes at its scale weights[0].
+  const auto launch = [&]() {
+    if (o.int8)
+      return mha_fused_f16_i8out(p, q, q + ko, q + vo, c.arena.as<int8_t>(o.outputs[0]), c.arena.as<float>(o.weights[0]),
+                                 row, c.stream);
+    return mha_fused_f16(p, q, q + ko, q + vo, c.arena.as<__half>(o.outputs[0]), row, c.stream);
+  };
   // Once outside capture: module load and shared-memory opt-in, and a row that refuses is no candidate.
-  if (mha_fused_f16(p, q, q + ko, q + vo, out, row, c.stream) != cudaSuccess) {
+  if (launch() != cudaSuccess) {
     cudaGetLastError();
     return Status::Ok();
   }
   // Once more, timed: the chain holds as many launches as fit in kAttnChainMs (1 to kAttnChain).
   float one_ms = 0.f;
   EV_CUDA_CHECK(where, cudaEventRecord(c.tune_events[0], c.stream));
-  EV_CUDA_CHECK(where, mha_fused_f16(p, q, q + ko, q + vo, out, row, c.stream));
+  EV_CUDA_CHECK(where, launch());
   EV_CUDA_CHECK(where, cudaEventRecord(c.tune_events[1], c.stream));
   EV_CUDA_CHECK(where, cudaEventSynchronize(c.tune_events[1]));
   EV_CUDA_CHECK(where, cudaEventElapsedTime(&one_ms, c.tune_events[0], c.tune_events[1]));
   const int chain = std::max(1, std::min(kAttnChain, static_cast<int>(kAttnChainMs / std::max(one_ms, 1e-4f))));
   EV_CUDA_CHECK(where, cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
   cudaError_t le = cudaSuccess;
-  for (int i = 0; i < chain && le == cudaSuccess; ++i) le = mha_fused_f16(p, q, q + ko, q + vo, out, row, c.stream);
+  for (int i = 0; i < chain && le == cudaSuccess; ++i) le = launch();
   cudaGraph_t graph = nullptr;
   const cudaError_t ce = cudaStreamEndCapture(c.stream, &graph);
   if (le != cudaSuccess || ce != cudaSuccess) {
@@ -270,7 +312,7 @@ Status tune_launch(const CudaContext& c, const std::vector<const MhaVariant*>& r
   }
   if (best != table && best_ms > kTuneMargin * table_ms) best = table;
   l->row = best;
-  l->choice.kernel = std::string("cuda.") + kMhaVariants[best].name;
+  l->choice.kernel = std::string("cuda.") + kMhaVariants[best].name + (l->i8_out ? "->int8" : "");
   l->choice.candidates = timed;
   l->choice.table_us = table_ms * 1e3;
   l->choice.chosen_us = (best == table ? table_ms : best_ms) * 1e3;

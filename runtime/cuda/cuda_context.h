@@ -33,6 +33,7 @@ struct AttentionLaunch {
   const Op* op = nullptr;  // the first op of the shape: tuning times on its tensors
   int row = -1;            // pinned row of kMhaVariants (-1: not the fused kernel)
   AttentionChoice choice;  // choice.batch, choice.seq_q: the launch
+  bool i8_out = false;     // the launch writes int8 codes (INT8 graphs' attention, Op::int8)
 };
 
 struct CudaContext final : ExecContext {

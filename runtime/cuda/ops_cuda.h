@@ -36,6 +36,20 @@ std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op);  // INT8 (runtime/cud
 std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
 }  // namespace cuda_kernels
 
+// The scratch of the INT8 graph's unfused attention row (cuda.mha_unfused_cublas->int8): the unfused path's
+// workspace at 0 (`workspace` bytes), its fp16 output O (rows x e halves) at o_offset, then the fp32 row scales
+// gpu::quantize_rows_i8_f16 writes (rows floats; proj reads the per-tensor scale, not these) at scales_offset.
+struct AttnI8Scratch {
+  int64_t o_offset = 0, scales_offset = 0, bytes = 0;
+};
+inline AttnI8Scratch attn_i8_unfused_scratch(int64_t workspace, int64_t rows, int64_t e) {
+  AttnI8Scratch s;
+  s.o_offset = (workspace + 255) / 256 * 256;
+  s.scales_offset = (s.o_offset + 2 * rows * e + 255) / 256 * 256;
+  s.bytes = s.scales_offset + 4 * rows;
+  return s;
+}
+
 // fp32 attention (gpu::mha_f32) holds a query and its scores in shared memory: head_dim + tokens floats at
 // most (gpu::kMhaF32MaxSmemFloats, static_asserted equal where CUDA is built).
 constexpr int64_t kCudaMhaF32MaxSmemFloats = 48 * 1024 / 4;

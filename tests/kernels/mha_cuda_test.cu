@@ -8,7 +8,9 @@
 // Cases: every fused head dim x S in {1, 7, 64, 197, 577, 1025}, packed qkv and separate layouts (Q/O as
 // (B, S, H, D) with padded O rows, K/V as (B, H, S, D)), Sq != Skv, key masks with a fully masked batch
 // element, logits up to +-1e4 after scaling; each fused variant row of its head dim; unfused for all of
-// them and for head_dim 40.
+// them and for head_dim 40. Each fused row also runs with int8 output (mha_fused_f16_i8out) at a scale of
+// max |o| / 120, against mha_i8out_ref on the fp16-rounded inputs (tol::kInt8AttnOutMaxSteps and the flip
+// fraction bound beside it).
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -147,9 +149,10 @@ std::vector<double> reference(const AttnParams& p, const float* q, const float* 
 }
 
 struct References {
-  std::vector<double> exact;  // from the fp32 inputs
-  std::vector<float> fp16;    // from the fp16-rounded inputs, output rounded to fp16
-  double fp16_error = 0;      // rel. error of fp16 against exact
+  std::vector<double> exact;    // from the fp32 inputs
+  std::vector<float> fp16;      // from the fp16-rounded inputs, output rounded to fp16
+  double fp16_error = 0;        // rel. error of fp16 against exact
+  std::vector<float> qr, kr, vr;  // the fp16-rounded inputs, as floats (the int8 output's reference reads them)
 };
 
 References make_references(const Inputs& in) {
@@ -171,6 +174,9 @@ References make_references(const Inputs& in) {
   r.fp16.resize(rounded.size());
   for (size_t i = 0; i < rounded.size(); ++i) r.fp16[i] = round_half(static_cast<float>(rounded[i]));
   r.fp16_error = testutil::rel_error(r.fp16.data(), r.exact.data(), r.exact.size());
+  r.qr = qr;
+  r.kr = kr;
+  r.vr = vr;
   return r;
 }
 
@@ -192,10 +198,11 @@ struct DeviceBuffer {
 class DeviceCase {
  public:
   explicit DeviceCase(const Inputs& in)
-      : in_(in), q_(in.q_elems), k_(in.kv_elems), v_(in.kv_elems), o_(in.o_elems), mask_(in.mask.size()) {}
+      : in_(in), q_(in.q_elems), k_(in.kv_elems), v_(in.kv_elems), o_(in.o_elems), o8_(in.o_elems), scale_(1),
+        mask_(in.mask.size()) {}
 
   ::testing::AssertionResult upload() {
-    for (cudaError_t s : {q_.status, k_.status, v_.status, o_.status, mask_.status})
+    for (cudaError_t s : {q_.status, k_.status, v_.status, o_.status, o8_.status, scale_.status, mask_.status})
       if (s != cudaSuccess) return ::testing::AssertionFailure() << "cudaMalloc: " << cudaGetErrorString(s);
     cudaError_t s = cudaMemcpy(q_.ptr, in_.qh.data(), in_.qh.size() * 2, cudaMemcpyHostToDevice);
     if (s == cudaSuccess && !in_.kh.empty())
@@ -214,6 +221,16 @@ class DeviceCase {
   const __half* k() const { return in_.kh.empty() ? q_.ptr + in_.k_offset : k_.ptr; }
   const __half* v() const { return in_.vh.empty() ? q_.ptr + in_.v_offset : v_.ptr; }
   __half* o() { return o_.ptr; }
+  int8_t* o8() { return o8_.ptr; }
+  const float* o_scale() const { return scale_.ptr; }
+  cudaError_t set_scale(float s) { return cudaMemcpy(scale_.ptr, &s, sizeof s, cudaMemcpyHostToDevice); }
+  // -128: a code the int8 output never writes (it saturates to [-127, 127]).
+  cudaError_t poison8() { return cudaMemset(o8_.ptr, 0x80, o8_.count); }
+  // The raw int8 output buffer (o's layout and padding).
+  cudaError_t download8(std::vector<int8_t>* raw) {
+    raw->resize(o8_.count);
+    return cudaMemcpy(raw->data(), o8_.ptr, raw->size(), cudaMemcpyDeviceToHost);
+  }
 
   cudaError_t poison() { return cudaMemset(o_.ptr, 0xFF, o_.count * sizeof(__half)); }  // fp16 NaN
 
@@ -245,6 +262,8 @@ class DeviceCase {
  private:
   const Inputs& in_;
   DeviceBuffer<__half> q_, k_, v_, o_;
+  DeviceBuffer<int8_t> o8_;
+  DeviceBuffer<float> scale_;
   DeviceBuffer<uint8_t> mask_;
   AttnParams params_;
 };
@@ -257,6 +276,33 @@ class DeviceCase {
   if (std::isfinite(err) && err <= bound) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": rel. error " << err << " > bound " << bound
                                        << " (fp16 reference error " << ref.fp16_error << ")";
+}
+
+// The int8 output against mha_i8out_ref's codes (`want`, o's layout, -128 outside the output rows): every code
+// within kInt8AttnOutMaxSteps, padding untouched, and codes one step off on at most kInt8AttnOutFlipFactor x
+// e x rms(code) of them (+8), e the fp16 kernel's bound: a value's error in steps is about e x its code, and
+// rounding ties lie one step apart.
+::testing::AssertionResult codes_match(const std::vector<int8_t>& got, const std::vector<int8_t>& want,
+                                       double kernel_bound, const std::string& what) {
+  size_t n = 0, off = 0;
+  double sum_sq = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == -128) {
+      if (got[i] != -128) return ::testing::AssertionFailure() << what << ": wrote padding element " << i;
+      continue;
+    }
+    const int d = std::abs(static_cast<int>(got[i]) - static_cast<int>(want[i]));
+    if (got[i] == -128 || d > tol::kInt8AttnOutMaxSteps)
+      return ::testing::AssertionFailure() << what << ": element " << i << " code " << int(got[i]) << ", reference "
+                                           << int(want[i]);
+    ++n;
+    off += d != 0;
+    sum_sq += static_cast<double>(want[i]) * want[i];
+  }
+  const double rms = n > 0 ? std::sqrt(sum_sq / static_cast<double>(n)) : 0.0;
+  const double allowed = tol::kInt8AttnOutFlipFactor * kernel_bound * rms * static_cast<double>(n) + 8.0;
+  if (static_cast<double>(off) <= allowed) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << off << " of " << n << " codes one step off > " << allowed;
 }
 
 bool has_fused(int head_dim) {
@@ -299,6 +345,25 @@ TEST_P(MhaCudaTest, MatchesFloat64Reference) {
     std::vector<int> variants = {static_cast<int>(table.variant - kMhaVariants)};
     for (size_t i = 0; i < kNumMhaVariants; ++i)
       if (kMhaVariants[i].head_dim == c.head_dim) variants.push_back(static_cast<int>(i));
+    // The int8 output's reference: the scale puts the largest |o| at code 120; -128 marks the padding.
+    double amax = 0;
+    for (double x : ref.exact) amax = std::max(amax, std::fabs(x));
+    const float o_scale = amax > 0 ? static_cast<float>(amax / 120.0) : 1.f;
+    std::vector<int8_t> want(in.o_elems, -128);
+    const bool packed = in.k.empty();
+    {
+      AttnParams hp = in.p;
+      hp.key_mask = in.mask.empty() ? nullptr : in.mask.data();
+      const float* q = ref.qr.data();
+      if (packed) {
+        mha_i8out_ref(hp, q, q + in.k_offset, q + in.v_offset, o_scale, want.data());
+      } else {
+        mha_i8out_ref(hp, q, ref.kr.data(), ref.vr.data(), o_scale, want.data());
+      }
+    }
+    EV_ASSERT_CUDA(dev.set_scale(o_scale));
+    const double kernel_bound = std::min(tol::kFp16KernelVsFp16RefFactor * ref.fp16_error, tol::kFp16Kernel);
+    std::vector<int8_t> got;
     for (size_t vi = 0; vi < variants.size(); ++vi) {
       const int variant = variants[vi];
       const std::string what = std::string(vi == 0 ? "fused (table's row) " : "fused ") + kMhaVariants[variant].name;
@@ -308,10 +373,18 @@ TEST_P(MhaCudaTest, MatchesFloat64Reference) {
       EV_ASSERT_CUDA(dev.download(&out, &padding_intact));
       EXPECT_TRUE(padding_intact) << what << " wrote outside the output rows";
       EXPECT_TRUE(within_tolerance(out, ref, what));
+      EV_ASSERT_CUDA(dev.poison8());
+      EV_ASSERT_CUDA(mha_fused_f16_i8out(dev.params(), dev.q(), dev.k(), dev.v(), dev.o8(), dev.o_scale(), variant,
+                                         nullptr));
+      EV_ASSERT_CUDA(cudaDeviceSynchronize());
+      EV_ASSERT_CUDA(dev.download8(&got));
+      EXPECT_TRUE(codes_match(got, want, kernel_bound, what + " int8 output"));
     }
   } else {
     // No row of this head dim: a row of another is refused.
     EXPECT_EQ(mha_fused_f16(dev.params(), dev.q(), dev.k(), dev.v(), dev.o(), 0, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(mha_fused_f16_i8out(dev.params(), dev.q(), dev.k(), dev.v(), dev.o8(), dev.o_scale(), 0, nullptr),
+              cudaErrorInvalidValue);
   }
 
   const size_t ws_bytes = mha_unfused_workspace_bytes(dev.params());
@@ -368,6 +441,14 @@ TEST(MhaCudaLauncher, RejectsMisalignedInputs) {
   int row = 0;
   while (kMhaVariants[row].head_dim != 64) ++row;
   EXPECT_EQ(mha_fused_f16(p, buf.ptr + 1, buf.ptr + 65, buf.ptr + 129, buf.ptr, row, nullptr), cudaErrorInvalidValue);
+  // The int8 output: 8-byte aligned, and a scale is required.
+  DeviceBuffer<float> scale(1);
+  EV_ASSERT_CUDA(scale.status);
+  int8_t* o8 = reinterpret_cast<int8_t*>(buf.ptr);
+  EXPECT_EQ(mha_fused_f16_i8out(p, buf.ptr, buf.ptr + 64, buf.ptr + 128, o8 + 4, scale.ptr, row, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(mha_fused_f16_i8out(p, buf.ptr, buf.ptr + 64, buf.ptr + 128, o8, nullptr, row, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST(MhaCudaLauncher, ChosenVariantMatchesDevice) {

@@ -121,6 +121,14 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   const std::vector<float> gpu_i8 = logits(int8, Precision::kInt8, *gpu, tx, 360, &kernels);
   ASSERT_EQ(gpu_i8.size(), ref.size());
   EXPECT_EQ(count_prefix(kernels, "cuda.gemm_i8_"), 16) << "the block GEMMs run on gemm_i8";
+  // The attention writes proj's int8 input itself (fused row, ->int8); proj quantizes nothing.
+  int attn_i8 = 0, quantizing = 0;
+  for (const std::string& k : kernels) {
+    attn_i8 += k.rfind("cuda.flash_fwd_f16_", 0) == 0 && k.size() > 6 && k.compare(k.size() - 6, 6, "->int8") == 0;
+    quantizing += k.find("+quantize_input") != std::string::npos;
+  }
+  EXPECT_EQ(attn_i8, 4);
+  EXPECT_EQ(quantizing, 0);
   const std::vector<int> r = top1(ref), g = top1(gpu_i8);
   int ref_err = 0, gpu_err = 0, agree = 0;
   for (int i = 0; i < 360; ++i) {
@@ -136,6 +144,32 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   EXPECT_GE(agree, 357);
   EXPECT_LE(vs_cpu, tol::kInt8EndToEnd);
   EXPECT_LE(vs_fp32, tol::kInt8EndToEnd);
+}
+
+// The explicit attention on an INT8 graph: the unfused row writes fp16 O into its scratch and quantizes it at
+// proj's scale in a separate pass (cuda.mha_unfused_cublas->int8); the same digits bounds as the fused row.
+TEST(Int8Cuda, UnfusedAttentionQuantizesProjsInputInItsOwnPass) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  const Digits d = calibrated_digits(*cpu);
+  ASSERT_FALSE(d.tx.empty());
+  ModelSpec explicit_attn = d.int8;
+  explicit_attn.attention = AttentionImpl::kExplicit;
+  std::vector<std::string> kernels;
+  const std::vector<float> cpu_i8 = logits(d.int8, Precision::kInt8, *cpu, d.tx, 360, nullptr);
+  const std::vector<float> gpu_i8 = logits(explicit_attn, Precision::kInt8, *gpu, d.tx, 360, &kernels);
+  ASSERT_EQ(gpu_i8.size(), cpu_i8.size());
+  EXPECT_EQ(count_prefix(kernels, "cuda.mha_unfused_cublas->int8"), 4);
+  const std::vector<int> c = top1(cpu_i8), g = top1(gpu_i8);
+  int agree = 0;
+  for (int i = 0; i < 360; ++i) agree += c[i] == g[i];
+  const double vs_cpu = testutil::rel_error(gpu_i8.data(), cpu_i8.data(), cpu_i8.size());
+  std::printf("digits INT8 unfused attention on %s: logits vs CPU INT8 %.3g, top-1 agreement %d/360\n",
+              gpu->name.c_str(), vs_cpu, agree);
+  EXPECT_GE(agree, 357);
+  EXPECT_LE(vs_cpu, tol::kInt8EndToEnd);
 }
 
 // runtime.int8_float: fp32 on `model` (its scale file already set): CPU INT8 vs GPU INT8 logits on `count`

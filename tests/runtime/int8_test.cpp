@@ -445,6 +445,36 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
     }
   }
   EXPECT_EQ(gemms, 48);
+  // The attention writes proj's int8 input at proj's calibrated scale (docs/int8.md): an int8 `attn.out`, the
+  // fused row's int8 output, and proj reads it per tensor with no quantizing scratch.
+  int attentions = 0;
+  for (const Op& op : int8->graph.ops) {
+    if (op.kind == OpKind::kAttention) {
+      ++attentions;
+      EXPECT_TRUE(op.int8) << op.name;
+      EXPECT_EQ(op.row, "cuda.mha_fused_f16->int8") << op.name;
+      EXPECT_EQ(int8->graph.tensors[static_cast<size_t>(op.outputs[0])].elem_bytes, 1) << op.name;
+      ASSERT_EQ(op.weights.size(), 1u) << op.name;
+      EXPECT_NE(int8->graph.tensors[static_cast<size_t>(op.weights[0])].name.find(".attn.proj.input_scale"),
+                std::string::npos);
+    }
+    if (op.name.find(".attn.proj") != std::string::npos) {
+      EXPECT_LT(op.scratch, 0) << op.name;
+      EXPECT_EQ(int8->graph.tensors[static_cast<size_t>(op.inputs[0])].elem_bytes, 1) << op.name;
+    }
+  }
+  EXPECT_EQ(attentions, 12);
+  // --attention explicit: the unfused row with its separate quantizing pass, its fp16 O in the scratch.
+  PlanOptions ex = o;
+  ex.attention = AttentionImpl::kExplicit;
+  auto unfused = make_plan(*spec, *orin, ex);
+  ASSERT_TRUE(unfused.ok()) << unfused.status().to_string();
+  for (const Op& op : unfused->graph.ops)
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_EQ(op.row, "cuda.mha_unfused_cublas->int8") << op.name;
+      EXPECT_GE(op.scratch, 0) << op.name;
+      EXPECT_NE(op.reason.find("SEPARATE QUANTIZING PASS"), std::string::npos) << op.reason;
+    }
   const std::string json = format_plan_json(*int8);
   const auto j = nlohmann::json::parse(json);
   EXPECT_EQ(j["precision"], "int8");
@@ -517,6 +547,12 @@ TEST(Int8Plan, Fp32FloatModeRunsTheTwinRowsOnCudaAsTheCpuPathDoes) {
     }
     EXPECT_EQ(op.kernel.find("_f64"), std::string::npos) << op.name << ": the fp16 mode has no twin row";
   }
+  // The CPU-path twin keeps the float attention output that proj quantizes itself.
+  for (const Op& op : f32->graph.ops)
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_FALSE(op.int8) << op.name;
+      EXPECT_EQ(f32->graph.tensors[static_cast<size_t>(op.outputs[0])].elem_bytes, 4) << op.name;
+    }
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f32))["int8"]["float"], "fp32");
   EXPECT_EQ(nlohmann::json::parse(format_plan_json(*f16))["int8"]["float"], "fp16");
   EXPECT_NE(format_plan_text(*f32, false).find("the other ops fp32"), std::string::npos);
@@ -530,6 +566,10 @@ TEST(Int8Plan, Fp32FloatModeRunsTheTwinRowsOnCudaAsTheCpuPathDoes) {
   auto cpu_f32 = make_plan(*spec, *cpu, c);
   ASSERT_TRUE(cpu_default.ok() && cpu_f16.ok() && cpu_f32.ok()) << cpu_default.status().to_string();
   EXPECT_EQ(cpu_default->graph.int8_rest, Precision::kFp32);
+  for (const Op& op : cpu_default->graph.ops)
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_FALSE(op.int8) << op.name;  // the CPU INT8 path, the reference: fp32 attn.out, proj quantizes
+    }
   EXPECT_EQ(cpu_f16->hash, cpu_default->hash);
   EXPECT_EQ(cpu_f32->hash, cpu_default->hash);
   // The CPU INT8 path runs the same twin rows; an fp32 plan of the same model never does.
