@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "kernels/cpu/gemm_i8_ref.h"
@@ -114,6 +115,69 @@ double scale_from_histogram(const std::vector<double>& h, double amax, double qm
   return best_c / qmax;
 }
 
+// RepQ-ViT's factors of one LayerNorm from its channels' largest |y_c| (runtime/int8_calibrate.h).
+std::vector<float> factors_from_ranges(const std::vector<double>& range) {
+  double mean = 0;
+  for (double r : range) mean += r;
+  mean /= static_cast<double>(range.size());
+  std::vector<float> f(range.size(), 1.f);
+  if (!(mean > 0)) return f;
+  for (size_t c = 0; c < range.size(); ++c)
+    if (range[c] > 0) f[c] = static_cast<float>(std::min(kLnFoldMaxFactor, std::max(kLnFoldMinFactor, range[c] / mean)));
+  return f;
+}
+
+// The fold's first pass: for every block LayerNorm, its factors from the fp32 outputs on the images, into
+// `factors` ("blocks.N.normK.channel_factor" -> r). `e` runs every token through the last block (all_tokens):
+// a class-token tail's norm2 would otherwise give one row per image, too few for a per-channel maximum.
+Status fold_factors(Engine& e, const VitArch& arch, const float* images, int count,
+                    std::map<std::string, std::vector<float>>* factors) {
+  const Graph& g = e.plan().graph;
+  const std::vector<std::string> norms = int8_fold_norm_names(arch);
+  const size_t ch = static_cast<size_t>(arch.embed_dim);
+  std::vector<int> ids;
+  for (const std::string& n : norms) {
+    ids.push_back(tensor_id(g, n + ".out"));
+    if (ids.back() < 0) return internal_error("calibration: the fp32 graph has no tensor '" + n + ".out'");
+  }
+  std::vector<std::vector<double>> range(norms.size(), std::vector<double>(ch, 0.0));
+  std::vector<float> v;
+  for (int i = 0; i < count; i += e.max_batch()) {
+    const int n = std::min(e.max_batch(), count - i);
+    EV_RETURN_IF_ERROR(e.infer(images + static_cast<int64_t>(i) * e.input_numel_per_image(), n));
+    for (size_t l = 0; l < ids.size(); ++l) {
+      EV_RETURN_IF_ERROR(read_tensor(e, ids[l], n, &v));
+      for (size_t k = 0; k < v.size(); ++k)
+        range[l][k % ch] = std::max(range[l][k % ch], std::fabs(static_cast<double>(v[k])));
+    }
+  }
+  for (size_t l = 0; l < norms.size(); ++l) {
+    for (double r : range[l])
+      if (!std::isfinite(r)) return check_failed("calibration: the output of '" + norms[l] + "' is not finite");
+    (*factors)[norms[l] + ".channel_factor"] = factors_from_ranges(range[l]);
+  }
+  return Status::Ok();
+}
+
+// An INT8 engine's folded LayerNorm outputs ("blocks.N.normK.out" -> r), from its scale file; none when it
+// reads no file or the file has no fold.
+Result<std::map<std::string, std::vector<float>>> folded_outputs(const Engine& e) {
+  std::map<std::string, std::vector<float>> out;
+  const Graph& g = e.plan().graph;
+  if (g.precision != Precision::kInt8 || g.int8_per_token() || e.plan().int8_scales_path.empty()) return out;
+  EV_ASSIGN_OR_RETURN(Int8Scales s, load_int8_scales(e.plan().int8_scales_path, g.arch));
+  for (auto& kv : s.channel_factors)
+    out[kv.first.substr(0, kv.first.size() - std::string(".channel_factor").size()) + ".out"] = std::move(kv.second);
+  return out;
+}
+
+// Back to the fp32 model's units: v (rows of r.size() channels) times r_c, when `name` is a folded output.
+void unfold(const std::map<std::string, std::vector<float>>& folded, const std::string& name, std::vector<float>* v) {
+  const auto f = folded.find(name);
+  if (f == folded.end()) return;
+  for (size_t k = 0; k < v->size(); ++k) (*v)[k] *= f->second[k % f->second.size()];
+}
+
 }  // namespace
 
 const char* to_string(CalibMethod m) {
@@ -133,6 +197,17 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
     ids.push_back(id);
     shifted.push_back(gemm.size() > 8 && gemm.compare(gemm.size() - 8, 8, ".mlp.fc2") == 0);
   }
+  Int8Scales out;
+  std::map<int, const std::vector<float>*> folded;  // input tensor id -> its LayerNorm's factors
+  if (options.ln_fold) {
+    EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> all,
+                        observing_engine(spec, Precision::kFp32, device, count, options.threads, true));
+    EV_RETURN_IF_ERROR(fold_factors(*all, spec.arch, images, count, &out.channel_factors));
+    for (const auto& kv : out.channel_factors) {
+      const std::string norm = kv.first.substr(0, kv.first.size() - std::string(".channel_factor").size());
+      folded[tensor_id(g, norm + ".out")] = &kv.second;
+    }
+  }
   const int64_t per_image = e->input_numel_per_image();
   std::vector<double> amax(gemms.size(), 0.0);
   std::vector<std::vector<double>> hist(gemms.size(), std::vector<double>(kCalibBins, 0.0));
@@ -144,6 +219,9 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
       EV_RETURN_IF_ERROR(e->infer(images + static_cast<int64_t>(i) * per_image, n));
       for (size_t l = 0; l < ids.size(); ++l) {
         EV_RETURN_IF_ERROR(read_tensor(*e, ids[l], n, &v));
+        const auto fold = folded.find(ids[l]);
+        if (fold != folded.end())  // the folded LayerNorm's output y_c / r_c
+          for (size_t k = 0; k < v.size(); ++k) v[k] /= (*fold->second)[k % fold->second->size()];
         for (float x : v) {
           // u = x + shift as fc1's epilogue adds it (fp32), clipped at 0 as its saturation does
           const double a = shifted[l] ? std::max(0.0, static_cast<double>(x + kGemmI8GeluShift))
@@ -158,7 +236,6 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
       }
     }
   }
-  Int8Scales out;
   out.method = to_string(options.method);
   out.samples = count;
   for (size_t l = 0; l < gemms.size(); ++l) {
@@ -181,6 +258,8 @@ Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa,
   EV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> eb, observing_engine(b, pb, device, count, threads, true));
   const Graph& ga = ea->plan().graph;
   const Graph& gb = eb->plan().graph;
+  EV_ASSIGN_OR_RETURN(const auto folded_a, folded_outputs(*ea));
+  EV_ASSIGN_OR_RETURN(const auto folded_b, folded_outputs(*eb));
   struct Pair {
     std::string name;
     int ia, ib;
@@ -203,6 +282,8 @@ Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa,
     for (Pair& p : pairs) {
       EV_RETURN_IF_ERROR(read_tensor(*ea, p.ia, n, &va));
       EV_RETURN_IF_ERROR(read_tensor(*eb, p.ib, n, &vb));
+      unfold(folded_a, p.name, &va);
+      unfold(folded_b, p.name, &vb);
       for (size_t k = 0; k < va.size(); ++k) {
         const double d = static_cast<double>(vb[k]) - va[k];
         p.sig += static_cast<double>(va[k]) * va[k];

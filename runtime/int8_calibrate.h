@@ -11,6 +11,11 @@
 //               evaluated at the bin centres) is least, / qmax; ties go to the larger clip
 // with qmax = 127, except for fc2's input, which is observed as u = x + kGemmI8GeluShift clipped at 0 (the
 // unsigned value fc1's epilogue quantizes: kernels/cpu/gemm_i8_ref.h) with qmax = 255.
+// With ln_fold (RepQ-ViT, `--ln-fold`), a first pass takes each block LayerNorm's (norm1, norm2) largest |y_c|
+// per output channel c over every token (the last block too: PlanOptions::all_tokens), range_c, and gives it the factor r_c = range_c / mean_c range_c clamped to
+// [kLnFoldMinFactor, kLnFoldMaxFactor] (1 for a channel that is zero on every image, and for every channel of
+// an all-zero LayerNorm); qkv's and fc1's inputs are then observed folded, y_c / r_c, as the folded model
+// (runtime/int8_scales.h) computes them. The factors go into the scale file.
 // Everything is a deterministic function of the images and the weights: the same data gives the same
 // scales, bit for bit (single-threaded sums in image order; no randomness).
 #pragma once
@@ -26,6 +31,10 @@
 namespace edgevit {
 
 constexpr int kCalibBins = 2048;
+// The LayerNorm fold's factors are clamped to [1/64, 64]: a channel 64x wider than the mean already takes
+// the whole per-tensor range; more would only move the weights' range (their column times r_c) further.
+constexpr double kLnFoldMinFactor = 1.0 / 64;
+constexpr double kLnFoldMaxFactor = 64.0;
 
 enum class CalibMethod { kMinmax, kPercentile, kMse };
 const char* to_string(CalibMethod m);  // "minmax" | "percentile" | "mse"
@@ -34,6 +43,7 @@ struct CalibOptions {
   CalibMethod method = CalibMethod::kMse;  // docs/int8.md "Calibrating": why mse is the default
   double percentile = 99.99;  // kPercentile
   int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
+  bool ln_fold = false;       // RepQ-ViT channel factors for norm1 and norm2 (above)
 };
 
 // images: (count, C, H, W) fp32, normalized like the model's input. `spec` is run at fp32 on `device` (a CPU
@@ -51,8 +61,9 @@ struct LayerError {
 
 // Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale
 // file) on the same images and compares every activation both graphs have under one name, dequantizing
-// int8 tensors with their per-row scales (`<name>_scale`; fc2's unsigned input as q * s - kGemmI8GeluShift),
-// then pre_logits and logits. In graph order. Both
+// int8 tensors with their per-row scales (`<name>_scale`; fc2's unsigned input as q * s - kGemmI8GeluShift;
+// a folded LayerNorm's output times its channel factors, back in the fp32 model's units), then pre_logits and
+// logits. In graph order. Both
 // run every token through the last block (PlanOptions::all_tokens: same outputs), so every tensor compares.
 Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
                                                const DeviceProfile& device, const float* images, int count,

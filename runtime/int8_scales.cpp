@@ -34,7 +34,7 @@ Status scale_error(const std::string& path, const std::string& tensor, const std
                           reason);
 }
 
-Status check_metadata(const SafetensorsFile& f, Int8Scales* out) {
+Status check_metadata(const SafetensorsFile& f, Int8Scales* out, bool* fold) {
   const auto& md = f.metadata();
   const auto fmt = md.find("format");
   if (fmt == md.end() || fmt->second != kInt8ScalesFormat)
@@ -51,6 +51,11 @@ Status check_metadata(const SafetensorsFile& f, Int8Scales* out) {
     return scale_error(f.path(), "", std::string("metadata 'gelu_shift' is ") +
                                          (shift == md.end() ? "missing" : "'" + shift->second + "'") + ", expected '" +
                                          kInt8ScalesGeluShift + "' (fc2's unsigned input GELU + shift; recalibrate)");
+  const auto ln_fold = md.find("ln_fold");
+  *fold = ln_fold != md.end();
+  if (*fold && ln_fold->second != kInt8LnFoldRepq)
+    return scale_error(f.path(), "", "metadata 'ln_fold' is '" + ln_fold->second + "', expected '" + kInt8LnFoldRepq +
+                                         "' (the only LayerNorm fold this build knows; recalibrate)");
   const auto method = md.find("method");
   if (method != md.end()) out->method = method->second;
   const auto samples = md.find("samples");
@@ -58,7 +63,63 @@ Status check_metadata(const SafetensorsFile& f, Int8Scales* out) {
   return Status::Ok();
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// The LayerNorm fold's factors (runtime/int8_scales.h): all 2 x depth of them when `fold`, none otherwise.
+Status load_channel_factors(const SafetensorsFile& f, const VitArch& arch, bool fold, Int8Scales* out) {
+  for (const std::string& norm : int8_fold_norm_names(arch)) {
+    const std::string name = norm + ".channel_factor";
+    const TensorInfo* t = f.find(name);
+    if (!fold) {
+      if (t != nullptr)
+        return scale_error(f.path(), name, "a LayerNorm channel factor without metadata 'ln_fold' (expected '" +
+                                               std::string(kInt8LnFoldRepq) + "' with every factor, or no factor)");
+      continue;
+    }
+    if (t == nullptr)
+      return scale_error(f.path(), name, "missing (metadata 'ln_fold' needs a factor for every block's norm1 and norm2)");
+    if (t->dtype != DType::kF32) return scale_error(f.path(), name, std::string("dtype ") + dtype_name(t->dtype) + ", expected F32");
+    if (t->shape != std::vector<int64_t>{arch.embed_dim})
+      return scale_error(f.path(), name, "shape " + shape_text(t->shape) + ", expected [" + std::to_string(arch.embed_dim) + "]");
+    std::vector<float> r(static_cast<size_t>(arch.embed_dim));
+    std::memcpy(r.data(), f.data(*t), r.size() * sizeof(float));
+    for (size_t c = 0; c < r.size(); ++c) {
+      const std::string why = bad_scale(r[c]);
+      if (!why.empty())
+        return scale_error(f.path(), name, "channel " + std::to_string(c) + ": " + why + ": a factor must be a finite normal number > 0");
+    }
+    out->channel_factors[name] = std::move(r);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<std::string> int8_fold_norm_names(const VitArch& arch) {
+  std::vector<std::string> names;
+  for (int i = 0; i < arch.depth; ++i)
+    for (const char* n : {".norm1", ".norm2"}) names.push_back("blocks." + std::to_string(i) + n);
+  return names;
+}
+
+std::string int8_fold_gemm_of(const std::string& norm) {
+  const std::string blk = norm.substr(0, norm.rfind('.'));
+  return blk + (ends_with(norm, ".norm1") ? ".attn.qkv" : ".mlp.fc1");
+}
+
+void int8_fold_ln_factors(const float* r, int64_t e, float* gamma, float* beta, float* w, int64_t n) {
+  for (int64_t c = 0; c < e; ++c) {
+    if (gamma != nullptr) gamma[c] /= r[c];
+    if (beta != nullptr) beta[c] /= r[c];
+  }
+  if (w == nullptr) return;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < e; ++c) w[j * e + c] *= r[c];
+}
 
 std::vector<std::string> int8_gemm_names(const VitArch& arch) {
   std::vector<std::string> names;
@@ -77,39 +138,42 @@ Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch
   }
   const SafetensorsFile& f = opened.value();
   Int8Scales out;
-  EV_RETURN_IF_ERROR(check_metadata(f, &out));
-  std::set<std::string> expected;
+  bool fold = false;
+  EV_RETURN_IF_ERROR(check_metadata(f, &out, &fold));
+  std::set<std::string> expected, factors;
   for (const std::string& g : int8_gemm_names(arch)) expected.insert(g + ".input_scale");
+  for (const std::string& n : int8_fold_norm_names(arch)) factors.insert(n + ".channel_factor");
   for (const TensorInfo& t : f.tensors())
-    if (expected.count(t.name) == 0)
+    if (expected.count(t.name) == 0 && factors.count(t.name) == 0)
       return scale_error(path, t.name, "not a scale of this model (expected blocks.N.{attn.qkv,attn.proj,mlp.fc1,"
-                                       "mlp.fc2}.input_scale for N < depth " + std::to_string(arch.depth) + ")");
+                                       "mlp.fc2}.input_scale and optionally blocks.N.{norm1,norm2}.channel_factor "
+                                       "for N < depth " + std::to_string(arch.depth) + ")");
   for (const std::string& name : expected) {
     const TensorInfo* t = f.find(name);
     if (t == nullptr) return scale_error(path, name, "missing (every block GEMM's input needs a scale)");
     if (t->dtype != DType::kF32) return scale_error(path, name, std::string("dtype ") + dtype_name(t->dtype) + ", expected F32");
-    if (t->shape != std::vector<int64_t>{1}) {
-      std::string shape = "[";
-      for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t->shape[i]);
-      return scale_error(path, name, "shape " + shape + "], expected [1]");
-    }
+    if (t->shape != std::vector<int64_t>{1}) return scale_error(path, name, "shape " + shape_text(t->shape) + ", expected [1]");
     float v = 0;
     std::memcpy(&v, f.data(*t), sizeof v);
     const std::string why = bad_scale(v);
     if (!why.empty()) return scale_error(path, name, why + ": a scale must be a finite normal number > 0");
     out.input_scales[name] = v;
   }
+  EV_RETURN_IF_ERROR(load_channel_factors(f, arch, fold, &out));
   return out;
 }
 
 Status write_int8_scales(const std::string& path, const Int8Scales& scales) {
   std::vector<NamedTensorView> views;
   for (const auto& kv : scales.input_scales) views.push_back(NamedTensorView{kv.first, {1}, &kv.second});
-  return write_safetensors(path, views,
-                           {{"format", kInt8ScalesFormat},
-                            {"gelu_shift", kInt8ScalesGeluShift},
-                            {"method", scales.method},
-                            {"samples", std::to_string(scales.samples)}});
+  for (const auto& kv : scales.channel_factors)
+    views.push_back(NamedTensorView{kv.first, {static_cast<int64_t>(kv.second.size())}, kv.second.data()});
+  std::map<std::string, std::string> metadata{{"format", kInt8ScalesFormat},
+                                              {"gelu_shift", kInt8ScalesGeluShift},
+                                              {"method", scales.method},
+                                              {"samples", std::to_string(scales.samples)}};
+  if (!scales.channel_factors.empty()) metadata["ln_fold"] = kInt8LnFoldRepq;
+  return write_safetensors(path, views, metadata);
 }
 
 bool int8_tensor_is_u8(const TensorDesc& t) {
@@ -126,6 +190,34 @@ int tensor_named(const Graph& g, const std::string& name) {
     if (s.name == name) return s.id;
   return -1;
 }
+// The fold's LayerNorm side: gamma and beta of every folded LayerNorm divided by its factors, written again over
+// the generic loader's copy (fp32, or fp16 rounded from the folded fp32 values, as the tensor is in the plan).
+Status put_folded_norms(const Graph& g, const Int8Scales& scales, const WeightSource& weights, const Int8Put& put) {
+  std::vector<float> v;
+  std::vector<uint16_t> h;
+  for (const auto& kv : scales.channel_factors) {
+    const std::string norm = kv.first.substr(0, kv.first.size() - std::string(".channel_factor").size());
+    for (const char* leaf : {".weight", ".bias"}) {
+      const int id = tensor_named(g, norm + leaf);
+      if (id < 0) return internal_error("INT8 LayerNorm fold: the graph has no tensor '" + norm + leaf + "'");
+      const TensorDesc& t = g.tensors[static_cast<size_t>(id)];
+      v.resize(kv.second.size());
+      if (t.numel() != static_cast<int64_t>(v.size()))
+        return internal_error("INT8 LayerNorm fold: '" + t.name + "' does not have one element per channel factor");
+      EV_RETURN_IF_ERROR(weights.read_f32(t.name, v.data(), v.size()));
+      int8_fold_ln_factors(kv.second.data(), static_cast<int64_t>(v.size()), v.data(), nullptr, nullptr, 0);
+      if (t.elem_bytes == 4) {
+        EV_RETURN_IF_ERROR(put(id, v.data(), v.size() * sizeof(float)));
+        continue;
+      }
+      h.resize(v.size());
+      for (size_t c = 0; c < v.size(); ++c) h[c] = f32_to_f16(v[c]);
+      EV_RETURN_IF_ERROR(put(id, h.data(), h.size() * sizeof(uint16_t)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool is_int8_tensor(const TensorDesc& t) {
@@ -142,6 +234,10 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
                           "runtime.int8_scales (run `edgevit calibrate`)");
     EV_ASSIGN_OR_RETURN(scales, load_int8_scales(plan.int8_scales_path, g.arch));
   }
+  EV_RETURN_IF_ERROR(put_folded_norms(g, scales, weights, put));
+  std::map<std::string, const std::vector<float>*> fold_of;  // "blocks.N.attn.qkv" -> norm1's factors, ...
+  for (const auto& kv : scales.channel_factors)
+    fold_of[int8_fold_gemm_of(kv.first.substr(0, kv.first.size() - std::string(".channel_factor").size()))] = &kv.second;
   std::vector<float> w, sw, bias;
   std::vector<int8_t> q;
   for (const TensorDesc& t : g.tensors) {
@@ -160,6 +256,12 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
         return checkpoint_error("weights: tensor '" + t.name + "' holds a non-finite value at element " +
                                 std::to_string(i) + ": it cannot be quantized to INT8");
     const std::string stem = t.name.substr(0, t.name.size() - 7);  // drop ".weight"
+    const auto fold = fold_of.find(stem);
+    if (fold != fold_of.end()) {  // the LayerNorm fold's GEMM side: column c times r_c, before the quantization
+      if (static_cast<int64_t>(fold->second->size()) != k)
+        return internal_error("INT8 LayerNorm fold: '" + t.name + "' has " + std::to_string(k) + " columns, not one per factor");
+      int8_fold_ln_factors(fold->second->data(), k, nullptr, nullptr, w.data(), n);
+    }
     const int sw_id = tensor_named(g, stem + ".weight_scale");
     if (sw_id < 0) return internal_error("INT8 weight '" + t.name + "' has no tensor '" + stem + ".weight_scale'");
     q.resize(w.size());

@@ -13,6 +13,15 @@
 // values, a missing or unknown format (v1 files, whose fc2 scale was symmetric, included: recalibrate), a
 // missing gelu_shift or one other than this build's.
 //
+// Optional LayerNorm fold (RepQ-ViT, `edgevit calibrate --ln-fold`): metadata `ln_fold = repq` and one F32
+// tensor of shape [E] per block LayerNorm, blocks.N.norm1.channel_factor and blocks.N.norm2.channel_factor,
+// the factor r_c > 0 of each output channel. At load, the LayerNorm's gamma_c and beta_c are divided by r_c and
+// column c of the next GEMM's weight (qkv after norm1, fc1 after norm2) multiplied by r_c before its
+// quantization: in exact arithmetic the model is unchanged, and the LayerNorm's outputs y_c / r_c have
+// ranges of one size, so one per-tensor scale fits them (qkv's and fc1's input scales then describe y / r).
+// The loader refuses factors without the metadata, the metadata without every factor, an unknown `ln_fold`,
+// a shape other than [E], and NaN, Inf, zero, negative or subnormal factors.
+//
 // Weights: each block GEMM's weight W (N, K) is read in fp32 and quantized once per output channel,
 // symmetric and deterministic: sw[n] = max_k |W[n][k]| / 127 (1 for an all-zero row), Wq = rne(W / sw)
 // saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations'). fc2's bias
@@ -38,14 +47,25 @@ struct TensorDesc;
 constexpr const char* kInt8ScalesFormat = "edgevit-int8-scales-v2";
 constexpr const char* kInt8ScalesGeluShift = "0.17";  // kGemmI8GeluShift as the metadata spells it
 
+constexpr const char* kInt8LnFoldRepq = "repq";  // metadata ln_fold: the only fold this build knows
+
 struct Int8Scales {
   std::map<std::string, float> input_scales;  // "<gemm>.input_scale" -> s
+  // "blocks.N.normK.channel_factor" -> r [E]; empty: no fold (and no `ln_fold` metadata written)
+  std::map<std::string, std::vector<float>> channel_factors;
   std::string method;                         // minmax | percentile | mse
   int samples = 0;
 };
 
 // The four block GEMMs of every block, "blocks.N.attn.qkv", ... in graph order.
 std::vector<std::string> int8_gemm_names(const VitArch& arch);
+// The LayerNorms a fold applies to, "blocks.N.norm1", "blocks.N.norm2", in graph order, and the GEMM each feeds.
+std::vector<std::string> int8_fold_norm_names(const VitArch& arch);
+std::string int8_fold_gemm_of(const std::string& norm);  // "blocks.N.norm1" -> "blocks.N.attn.qkv"; norm2 -> mlp.fc1
+
+// The fold in place, in fp32 (one rounding per element): gamma[c] /= r[c], beta[c] /= r[c] (either may be null),
+// and w (n, k = E, row-major, the next GEMM's weight) w[j][c] *= r[c].
+void int8_fold_ln_factors(const float* r, int64_t e, float* gamma, float* beta, float* w, int64_t n);
 Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch);
 Status write_int8_scales(const std::string& path, const Int8Scales& scales);
 

@@ -87,6 +87,9 @@ Int8Commands add_int8_commands(CLI::App& app) {
   c.calibrate->add_option("--samples", c.samples, "images to use (0 = all)")->check(CLI::Range(0, 1000000));
   c.calibrate->add_option("--warn-sqnr", c.warn_db, "warn about tensors under this SQNR in dB (default 20)");
   c.calibrate->add_option("--threads,-t", c.threads, "CPU threads of the fp32 engine")->check(CLI::Range(1, 4096));
+  c.calibrate->add_flag("--ln-fold", c.ln_fold,
+                        "RepQ-ViT: per-channel factors folded into each block's norm1/norm2 and the next weight "
+                        "(qkv, fc1), written into the scale file (docs/int8.md)");
   c.calibrate->add_option("-o,--output", c.output, "int8 model YAML to write (the scales go beside it)")->required();
   c.compare = app.add_subcommand("compare", "layer-wise error between two precisions on the same input (CPU)");
   c.compare->add_option("model", c.cmp_model, "model YAML")->required();
@@ -110,6 +113,7 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
              : c.method == "mse"  ? ev::CalibMethod::kMse
                                   : ev::CalibMethod::kPercentile;
   o.threads = c.threads;
+  o.ln_fold = c.ln_fold;
   ev::ModelSpec fp32 = *spec;
   fp32.precision = ev::Precision::kFp32;
   auto scales = ev::calibrate_int8(fp32, *dev, images->data.data(), images->count, o);
@@ -124,8 +128,10 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
   ev::Status s = ev::write_int8_scales(int8.int8_scales_path, *scales);
   if (s.ok()) s = ev::save_model_spec(int8, c.output);
   if (!s.ok()) return fail(s);
-  std::printf("calibrated %s on %d image%s (%s): %zu scales -> %s; config -> %s\n", spec->name.c_str(), images->count,
-              images->count == 1 ? "" : "s", scales->method.c_str(), scales->input_scales.size(),
+  std::printf("calibrated %s on %d image%s (%s%s): %zu scales%s -> %s; config -> %s\n", spec->name.c_str(),
+              images->count, images->count == 1 ? "" : "s", scales->method.c_str(), c.ln_fold ? ", LayerNorm fold" : "",
+              scales->input_scales.size(),
+              c.ln_fold ? (" and " + std::to_string(scales->channel_factors.size()) + " channel factors").c_str() : "",
               int8.int8_scales_path.c_str(), c.output.c_str());
   auto layers = ev::compare_layers(fp32, ev::Precision::kFp32, int8, ev::Precision::kInt8, *dev, images->data.data(),
                                    images->count, c.threads);

@@ -13,6 +13,7 @@ struct Int8Commands {
   int samples = 0;
   double warn_db = 20;
   int threads = 1;
+  bool ln_fold = false;
   std::string cmp_model, precisions = "fp32,int8", cmp_input;
   int cmp_samples = 0;
   double cmp_warn_db = 20;

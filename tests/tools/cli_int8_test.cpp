@@ -23,6 +23,25 @@ Ran run(const std::string& args) { return testutil::run_program("bin/edgevit", a
 const std::string kDigits = testutil::source_path("config/models/vit-digits.yaml");
 const std::string kCalib = testutil::source_path("tests/data/digits/calib_split.safetensors");
 
+// --ln-fold (docs/int8.md "The LayerNorm fold"): the factors are in the scale file, the folded config runs,
+// and compare reads it.
+TEST(CliInt8, CalibrateWithTheLayerNormFold) {
+  const std::string out = testutil::temp_dir() + "cli_int8_fold.yaml";
+  const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --ln-fold -o " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("(mse, LayerNorm fold): 16 scales and 8 channel factors"), std::string::npos) << c.out;
+  std::ifstream f(testutil::temp_dir() + "cli_int8_fold.scales.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("\"ln_fold\":\"repq\""), std::string::npos);
+  EXPECT_NE(bytes.find("blocks.3.norm2.channel_factor"), std::string::npos);
+  const Ran r = run("run " + out + " -i " + testutil::source_path("tests/data/digits/digit-7.png") + " -v");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1. 7"), std::string::npos) << r.out;
+  const Ran cmp = run("compare " + out + " -i " + testutil::source_path("tests/data/digits/digit-3.png"));
+  ASSERT_EQ(cmp.code, 0) << cmp.err;
+  EXPECT_NE(cmp.out.find("blocks.0.norm1.out"), std::string::npos) << cmp.out;
+}
+
 TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
   const std::string out = testutil::temp_dir() + "cli_int8_digits.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --method mse -o " + out);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The INT8 measurements of docs/int8.md: for each model, calibrate with each method, then compare INT8 with
 # fp32 on held-out images with each runtime.int8_activations (per_tensor and norm_per_token for each method,
-# then per_token); prints per configuration the smallest SQNR of the block GEMM
+# then per_token), and each method again with the RepQ-ViT LayerNorm fold (`calibrate --ln-fold`: per_tensor +
+# fold, norm_per_token + fold); prints per configuration the smallest SQNR of the block GEMM
 # outputs (attn.qkv.out, mlp.hidden) and of every compared tensor, and the logits' relative error.
 # Usage: tools/int8/measure.sh EDGEVIT_BINARY DIR MODEL.yaml CALIB.safetensors EVAL.safetensors [SAMPLES]
 # (DIR: where the configs and scale files are written; the random ViTs: tools/int8/random_vits.py DIR)
@@ -20,10 +21,14 @@ mode() {  # the calibrated config $1 with runtime.int8_activations $2 -> $3
   sed "s/^runtime:\$/runtime:\n  int8_activations: $2/" "$1" > "$3"
 }
 for method in minmax percentile mse; do
-  "$bin" calibrate "$model" --images "$calib" --samples "$samples" --method "$method" -o "$stem-$method.yaml" -t 2 >/dev/null 2>&1
-  mode "$stem-$method.yaml" per_tensor "$stem-$method-per-tensor.yaml"
-  "$bin" compare "$stem-$method-per-tensor.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method (per tensor)"
-  "$bin" compare "$stem-$method.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method (norm_per_token)"
+  for fold in "" " + fold"; do
+    cfg=$stem-$method${fold:+-fold}
+    "$bin" calibrate "$model" --images "$calib" --samples "$samples" --method "$method" ${fold:+--ln-fold} \
+      -o "$cfg.yaml" -t 2 >/dev/null 2>&1
+    mode "$cfg.yaml" per_tensor "$cfg-per-tensor.yaml"
+    "$bin" compare "$cfg-per-tensor.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method$fold (per tensor)"
+    "$bin" compare "$cfg.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method$fold (norm_per_token)"
+  done
 done
 mode "$stem-percentile.yaml" per_token "$stem-per-token.yaml"
 "$bin" compare "$stem-per-token.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem per token"

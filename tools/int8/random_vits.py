@@ -6,7 +6,10 @@ Weights follow timm's VisionTransformer init (trunc_normal std 0.02 for Linear w
 std 1e-6) with every bias and LayerNorm parameter perturbed so none is a trivial 0 or 1 (as the goldens in
 shared/testdata/golden): biases N(0, 0.02), LayerNorm gamma 1 + N(0, 0.1), beta N(0, 0.02). Images: N(0, 1)
 per pixel (already normalized), `calib.safetensors` (tensor `input`, 8 images) and `eval.safetensors` (4 other
-images). numpy only; seed 0. Usage: tools/int8/random_vits.py OUT_DIR
+images). numpy only; seed 0. Also `vit-s16-outliers` (seed 1): ViT-S/16 as above, then in every block's norm1 and
+norm2 the gamma and beta of the same 6 channels times 20, the systematic post-LayerNorm outlier channels of trained
+ViTs (RepQ-ViT, FQ-ViT) made by hand, for the LayerNorm fold's measurement (docs/int8.md "Measured").
+Usage: tools/int8/random_vits.py OUT_DIR
 """
 import json
 import os
@@ -71,6 +74,15 @@ def main():
             f.write(YAML.format(name=name, e=e, d=d, h=h))
     save({"input": rng.standard_normal((8, 3, 224, 224))}, os.path.join(out, "calib.safetensors"))
     save({"input": rng.standard_normal((4, 3, 224, 224))}, os.path.join(out, "eval.safetensors"))
+    rng = np.random.default_rng(1)
+    w = vit(rng, 384, 12)
+    outliers = rng.choice(384, size=6, replace=False)
+    for k in w:
+        if k.startswith("blocks.") and (".norm1." in k or ".norm2." in k):
+            w[k][outliers] *= 20
+    save(w, os.path.join(out, "vit-s16-outliers.safetensors"))
+    with open(os.path.join(out, "vit-s16-outliers.yaml"), "w") as f:
+        f.write(YAML.format(name="vit-s16-outliers", e=384, d=12, h=6))
 
 
 if __name__ == "__main__":
