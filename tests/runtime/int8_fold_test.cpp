@@ -240,9 +240,10 @@ TEST(Int8LnFold, CudaPlansGetFp16LayerNormsRoundedFromTheFoldedValues) {
   ModelSpec cpu_spec = spec;
   auto e = engine(cpu_spec, Precision::kInt8);
   ASSERT_TRUE(e);
-  for (const TensorDesc& t : e->plan().graph.tensors)
-    if (t.name == "blocks.1.attn.qkv.weight")
-      EXPECT_EQ(bytes_of(t.name), std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())));
+  for (const TensorDesc& t : e->plan().graph.tensors) {
+    if (t.name != "blocks.1.attn.qkv.weight") continue;
+    EXPECT_EQ(bytes_of(t.name), std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())));
+  }
 }
 
 TEST(Int8LnFold, CalibrationWithTheFoldIsDeterministicAndWithoutItUnchanged) {
