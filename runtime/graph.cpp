@@ -261,8 +261,9 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
 }
 
 // Block i of an INT8 graph (docs/int8.md): the same ops as add_block, with the four GEMMs W8A8. norm1 and
-// norm2 write int8 and per-row scales (LayerNorm -> int8), fc1 writes int8 through its GELU epilogue, proj
-// quantizes the attention's fp32 output itself (into its scratch). A calibrated scale `<gemm>.input_scale` (1)
+// norm2 write int8 and per-row scales (LayerNorm -> int8), fc1 writes int8 through its GELU epilogue, proj's
+// int8 input comes from the attention (CUDA, fp16 float ops, proj per tensor) or from proj quantizing the
+// attention's float output into its scratch (elsewhere). A calibrated scale `<gemm>.input_scale` (1)
 // is a weight from the scale file for every GEMM input in per-tensor mode, for proj's and fc2's in
 // norm-per-token mode (the LayerNorms then scale each row at run time), for none in per-token mode.
 int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int64_t explicit_scratch_bytes) {
