@@ -129,7 +129,7 @@ std::vector<float> factors_from_ranges(const std::vector<double>& range) {
 
 // The fold's first pass: for every block LayerNorm, its factors from the fp32 outputs on the images, into
 // `factors` ("blocks.N.normK.channel_factor" -> r). `e` runs every token through the last block (all_tokens):
-// a class-token tail's norm2 would otherwise give one row per image, too few for a per-channel maximum.
+// in a class-token tail, norm2 sees one row per image, too few for a per-channel maximum.
 Status fold_factors(Engine& e, const VitArch& arch, const float* images, int count,
                     std::map<std::string, std::vector<float>>* factors) {
   const Graph& g = e.plan().graph;

@@ -31,7 +31,7 @@
 namespace edgevit {
 
 constexpr int kCalibBins = 2048;
-// The LayerNorm fold's factors are clamped to [1/64, 64]: a channel 64x wider than the mean already takes
+// The LayerNorm fold's factors are clamped to [1/64, 64]: a channel 64x wider than the mean takes
 // the whole per-tensor range; more would only move the weights' range (their column times r_c) further.
 constexpr double kLnFoldMinFactor = 1.0 / 64;
 constexpr double kLnFoldMaxFactor = 64.0;

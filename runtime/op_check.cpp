@@ -7,6 +7,7 @@
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
 #include "runtime/int8_scales.h"
+#include "runtime/epilogue.h"
 
 namespace edgevit {
 
@@ -42,17 +43,6 @@ std::vector<float> values_for(const Op& op, const TensorDesc& t, uint32_t* state
     return uniform(n, state, -s, s);
   }
   return uniform(n, state, -0.5f, 0.5f);
-}
-
-Epilogue epilogue_of(int e) {
-  switch (e) {
-    case 1: return Epilogue::kGelu;
-    case 2: return Epilogue::kResidualAdd;
-    case 3: return Epilogue::kGeluTanh;
-    case 4: return Epilogue::kQuickGelu;
-    case 5: return Epilogue::kTanh;
-    default: return Epilogue::kNone;
-  }
 }
 
 const float* weight_named(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v, const char* name) {

@@ -8,22 +8,12 @@
 // rows alone, K and V for every token. The other Q rows of that tensor are never read.
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
+#include "runtime/epilogue.h"
 
 namespace edgevit {
 
 namespace {
 
-// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU, 4 QuickGELU, 5 tanh.
-Epilogue epilogue_of(const Op& o) {
-  switch (o.epilogue) {
-    case 1: return Epilogue::kGelu;
-    case 2: return Epilogue::kResidualAdd;
-    case 3: return Epilogue::kGeluTanh;
-    case 4: return Epilogue::kQuickGelu;
-    case 5: return Epilogue::kTanh;
-    default: return Epilogue::kNone;
-  }
-}
 const char* epilogue_suffix(const Op& o) {
   switch (o.epilogue) {
     case 1: return "+bias_gelu";
@@ -52,7 +42,8 @@ class OpenblasLinear final : public CpuKernel {
     auto& ctx = static_cast<CpuContext&>(c);
     const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
     linear_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), op_.weights.size() > 1 ? ctx.f32(op_.weights[1]) : nullptr,
-               ctx.f32(op_.outputs[0]), rows, static_cast<int>(op_.n), static_cast<int>(op_.k), epilogue_of(op_));
+               ctx.f32(op_.outputs[0]), rows, static_cast<int>(op_.n), static_cast<int>(op_.k),
+               epilogue_of(op_.epilogue));
     return Status::Ok();
   }
   std::string resolved(int) const override { return std::string("cpu.sgemm_openblas") + epilogue_suffix(op_); }
@@ -69,7 +60,7 @@ class PackedGemm final : public CpuKernel {
       if (att.kind == OpKind::kAttention && att.seq_q < g.arch.num_tokens() && att.inputs[0] == op_.outputs[0])
         lead_rows_ = static_cast<int>(att.seq_q);
     why_ = packed_.init(ctx.f32(op_.weights[0]), static_cast<int>(op_.m), static_cast<int>(op_.n),
-                        static_cast<int>(op_.k), epilogue_of(op_));
+                        static_cast<int>(op_.k), epilogue_of(op_.epilogue));
     if (why_.empty() && lead_rows_ > 0)
       flops_ = packed_.flops(static_cast<int>(op_.m), g.arch.embed_dim, g.arch.num_tokens(), lead_rows_);
     return Status::Ok();
@@ -81,7 +72,7 @@ class PackedGemm final : public CpuKernel {
     const float* bias = op_.weights.size() > 1 ? ctx.f32(op_.weights[1]) : nullptr;
     if (!packed_.ready()) {
       linear_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), bias, ctx.f32(op_.outputs[0]), rows,
-                 static_cast<int>(op_.n), static_cast<int>(op_.k), epilogue_of(op_));
+                 static_cast<int>(op_.n), static_cast<int>(op_.k), epilogue_of(op_.epilogue));
     } else if (lead_rows_ > 0) {
       packed_.run(ctx.f32(op_.inputs[0]), bias, ctx.f32(op_.outputs[0]), rows, g.arch.embed_dim, g.arch.num_tokens(),
                   lead_rows_);

@@ -13,21 +13,11 @@
 
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
+#include "runtime/epilogue.h"
 
 namespace edgevit {
 
 namespace {
-
-Epilogue epilogue_of(int e) {
-  switch (e) {
-    case 1: return Epilogue::kGelu;
-    case 2: return Epilogue::kResidualAdd;
-    case 3: return Epilogue::kGeluTanh;
-    case 4: return Epilogue::kQuickGelu;
-    case 5: return Epilogue::kTanh;
-    default: return Epilogue::kNone;
-  }
-}
 
 class LinearF64 final : public CpuKernel {
  public:

@@ -8,21 +8,10 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/ops_cuda.h"
+#include "runtime/epilogue.h"
 
 namespace edgevit {
 namespace {
-
-// Op::epilogue (runtime/graph.h): 0 bias, 1 erf GELU, 2 residual add, 3 tanh GELU, 4 QuickGELU, 5 tanh.
-Epilogue epilogue_of(int e) {
-  switch (e) {
-    case 1: return Epilogue::kGelu;
-    case 2: return Epilogue::kResidualAdd;
-    case 3: return Epilogue::kGeluTanh;
-    case 4: return Epilogue::kQuickGelu;
-    case 5: return Epilogue::kTanh;
-    default: return Epilogue::kNone;
-  }
-}
 
 class LinearF64Kernel final : public OpKernel {
  public:
