@@ -24,6 +24,7 @@ namespace {
 
 using i8prod::make_quantizer;
 using i8prod::quantize;
+using i8prod::quantize4;
 using i8prod::Quantizer;
 using i8prod::row_scale;
 using i8prod::warp_max_f;
@@ -73,18 +74,24 @@ __device__ void load8(const In* p, float (&v)[kChunk]) {
   to_floats(load_raw8(p), v);
 }
 
-// Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned).
+// Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned): the common path, the exact
+// rule out of line for a group of four next to a rounding tie (quantize4).
 __device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, int8_t* q) {
-  uint32_t w[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j)
-    w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(quantize(v[j], z))) << (8 * (j % 4));
-  *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
+  *reinterpret_cast<uint2*>(q) =
+      make_uint2(quantize4(v[0], v[1], v[2], v[3], z), quantize4(v[4], v[5], v[6], v[7], z));
+}
+
+// max |v[e]| over a chunk as a balanced tree (fmaxf is exact, so the order is free; depth 3, not a chain of 8).
+__device__ float chunk_amax(const float (&v)[kChunk]) {
+  const float a = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  const float b = fmaxf(fmaxf(fabsf(v[4]), fabsf(v[5])), fmaxf(fabsf(v[6]), fabsf(v[7])));
+  return fmaxf(a, b);
 }
 
 // One row per warp, held in registers: lane l owns chunks l, l + 32, ... (coalesced 16-byte loads).
-// gamma == nullptr: no LayerNorm, quantize the row as it is.
-template <class In, int kVec>
+// kNorm: LayerNorm (gamma, beta) then quantize; else quantize the row as it is (gamma, beta unused). A template
+// parameter, so that each kernel holds only its own path's code.
+template <class In, int kVec, bool kNorm>
 __global__ void __launch_bounds__(128)
     rows_i8_vec_kernel(const In* __restrict__ x, const In* __restrict__ gamma, const In* __restrict__ beta,
                        const float* scale, int8_t* __restrict__ q, float* __restrict__ s, int m, int c, float eps) {
@@ -102,7 +109,7 @@ __global__ void __launch_bounds__(128)
   // their latency overlaps; other rows read them after (registers).
   constexpr bool kEarly = sizeof(In) == 2 && kVec <= 3;
   Raw8<In> g_early[kEarly ? kVec : 1], b_early[kEarly ? kVec : 1];
-  if (kEarly && gamma != nullptr)
+  if (kEarly && kNorm)
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int i = (j * 32 + lane) * kChunk;
@@ -112,7 +119,7 @@ __global__ void __launch_bounds__(128)
       }
     }
   float amax = 0.f;
-  if (gamma != nullptr) {
+  if constexpr (kNorm) {
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kVec; ++j)
@@ -143,17 +150,13 @@ __global__ void __launch_bounds__(128)
         load8(beta + i, b);
       }
 #pragma unroll
-      for (int e = 0; e < kChunk; ++e) {
-        v[j][e] = (v[j][e] - mean) * rstd * g[e] + b[e];
-        amax = fmaxf(amax, fabsf(v[j][e]));
-      }
+      for (int e = 0; e < kChunk; ++e) v[j][e] = (v[j][e] - mean) * rstd * g[e] + b[e];
+      amax = fmaxf(amax, chunk_amax(v[j]));
     }
   } else if (scale == nullptr) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j)
-      if ((j * 32 + lane) * kChunk < c)
-#pragma unroll
-        for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[j][e]));
+      if ((j * 32 + lane) * kChunk < c) amax = fmaxf(amax, chunk_amax(v[j]));
   }
   const float sr = row_scale(scale == nullptr ? warp_max_f(amax) : 0.f, scale);
   const Quantizer z = make_quantizer(sr);
@@ -204,6 +207,16 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 template <class In>
 using RowsKernel = void (*)(const In*, const In*, const In*, const float*, int8_t*, float*, int, int, float);
 
+template <class In, bool kNorm>
+RowsKernel<In> pick_vec(int chunks) {
+  if (chunks <= 1) return rows_i8_vec_kernel<In, 1, kNorm>;
+  if (chunks <= 2) return rows_i8_vec_kernel<In, 2, kNorm>;
+  if (chunks <= 3) return rows_i8_vec_kernel<In, 3, kNorm>;
+  if (chunks <= 4) return rows_i8_vec_kernel<In, 4, kNorm>;
+  if (chunks <= 6) return rows_i8_vec_kernel<In, 6, kNorm>;
+  return rows_i8_vec_kernel<In, 8, kNorm>;
+}
+
 // The register-resident kernel for C, or the generic one.
 template <class In>
 RowsKernel<In> pick(const In* x, const In* gamma, const In* beta, const int8_t* q, int c) {
@@ -211,12 +224,8 @@ RowsKernel<In> pick(const In* x, const In* gamma, const In* beta, const int8_t* 
                    (gamma == nullptr || (aligned(gamma, 16) && aligned(beta, 16)));
   const int chunks = (c / kChunk + 31) / 32;  // per lane
   if (!vec || chunks > 8) return rows_i8_generic_kernel<In>;
-  if (chunks <= 1) return rows_i8_vec_kernel<In, 1>;
-  if (chunks <= 2) return rows_i8_vec_kernel<In, 2>;
-  if (chunks <= 3) return rows_i8_vec_kernel<In, 3>;
-  if (chunks <= 4) return rows_i8_vec_kernel<In, 4>;
-  if (chunks <= 6) return rows_i8_vec_kernel<In, 6>;
-  return rows_i8_vec_kernel<In, 8>;
+  if (gamma == nullptr) return pick_vec<In, false>(chunks);
+  return pick_vec<In, true>(chunks);
 }
 
 template <class In>
