@@ -1,11 +1,13 @@
 // INT8 producers on the GPU (kernels/cuda/quantize_i8.h): LayerNorm -> int8 and rows -> int8, fp16 or fp32 in.
 //   row kernels (kVec)  the row held in registers (kVec chunks of 8 elements per thread), 16-byte loads, one read
 //                       of the row from global memory, gamma / beta read with x (fp16, kVec <= 3), a multiply
-//                       per code, 8-byte stores of 8 codes; the exact rule out of line (quantize4).
-//                       below 2048 rows: a row per block of ceil(C / 256) warps (<= 8), reductions by shuffles
-//                       then shared memory; from 2048 rows: a warp per row (C <= 2048), 4 rows per block.
-//                       ViT-B/16 LayerNorm -> int8 on the H200, in the graph (CUPTI trace): docs/benchmarks.md
-//                       "INT8 producers at small batches".
+//                       per code, 8-byte stores of 8 codes.
+//                       below 8 rows per SM: a row per block of ceil(C / 256) warps (<= 8), reductions by
+//                       shuffles then shared memory, the exact rule out of line (quantize4); from there a warp
+//                       per row (C <= 2048), 2 rows per block (4 from 2048 rows), the exact rule inlined.
+//                       ViT-B/16 LayerNorm -> int8 on the H200, median in the graph replay (CUPTI trace):
+//                       batch 1, a row per block, 2.7 us (the fp16 LayerNorm's 2.05); batch 8, a warp per row,
+//                       3.9 us (docs/benchmarks.md "INT8 producers and fc2 at small batches").
 //   generic             one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
 //                       C not a multiple of 8, unaligned pointers).
 // All give the reference's q = rne(x / s) (IEEE division): the generic kernel divides, the row kernels
@@ -75,11 +77,22 @@ __device__ void load8(const In* p, float (&v)[kChunk]) {
   to_floats(load_raw8(p), v);
 }
 
-// Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned): the common path, the exact
-// rule out of line for a group of four next to a rounding tie (quantize4).
+// Quantizes eight values and writes them with one 8-byte store (q 8-byte aligned). kOutOfLine: the common path,
+// the exact rule out of line for a group of four next to a rounding tie (quantize4); else quantize(v, z) inlined
+// per value. Measured in the graph (H200, ViT-B, docs/benchmarks.md): the row-per-block kernel at batch 1 with
+// the first; the warp-per-row kernel at batch 8 took 4.06 us with the first against 3.90 with the second.
+template <bool kOutOfLine>
 __device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, int8_t* q) {
-  *reinterpret_cast<uint2*>(q) =
-      make_uint2(quantize4(v[0], v[1], v[2], v[3], z), quantize4(v[4], v[5], v[6], v[7], z));
+  uint32_t w[2] = {0, 0};
+  if constexpr (kOutOfLine) {
+    w[0] = quantize4(v[0], v[1], v[2], v[3], z);
+    w[1] = quantize4(v[4], v[5], v[6], v[7], z);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j)
+      w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(quantize(v[j], z))) << (8 * (j % 4));
+  }
+  *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
 }
 
 // max |v[e]| over a chunk as a balanced tree (fmaxf is exact, so the order is free; depth 3, not a chain of 8).
@@ -184,7 +197,7 @@ __global__ void __launch_bounds__(kMaxRowWarps * 32)
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
     const int i = (j * nt + ti) * kChunk;
-    if (i < c) quantize_store8(v[j], z, qr + i);
+    if (i < c) quantize_store8<kBlock>(v[j], z, qr + i);
   }
   if (ti == 0) s[row] = sr;
 }
@@ -251,9 +264,19 @@ RowsKernel<In> pick_block_row(int chunks) {
   return rows_i8_vec_kernel<In, 4, kNorm, true>;
 }
 
-// Below this many rows, a row per block of ceil(C / 8 / 32) warps (at most kMaxRowWarps): the warp-per-row
-// kernel leaves most of the GPU idle there and its time is one warp's dependent chain over the whole row.
-constexpr int kBlockRowsBelow = 2048;
+// A row per block of ceil(C / 8 / 32) warps (at most kMaxRowWarps) below kBlockRowsPerSm rows per SM: a warp per
+// row would leave the schedulers (4 an SM) with fewer than two warps each, and its time is one warp's dependent
+// chain over the whole row (H200, 132 SMs: ViT-B batch 1, 197 rows, takes a block per row, batch 8, 1576 rows, a
+// warp per row; an 8-SM Orin NX a warp per row from 64 rows).
+constexpr int kBlockRowsPerSm = 8;
+
+int multiprocessors() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;  // unknown: a warp per row (the launch then reports any sticky error)
+  return sms;
+}
 
 // The register-resident kernel for C (a row per warp, or per block for few rows), or the generic one.
 template <class In>
@@ -266,7 +289,7 @@ RowsLaunch<In> pick(const In* x, const In* gamma, const In* beta, const int8_t* 
   if (!vec || chunks > 8 * 32) return {rows_i8_generic_kernel<In>, rows_per_block * 32, warp_blocks};
   const int warps = std::min(kMaxRowWarps, (chunks + 31) / 32);
   const int per_thread = (chunks + warps * 32 - 1) / (warps * 32);
-  if (m < kBlockRowsBelow && per_thread <= 4)
+  if (per_thread <= 4 && m < kBlockRowsPerSm * multiprocessors())
     return {gamma == nullptr ? pick_block_row<In, false>(per_thread) : pick_block_row<In, true>(per_thread),
             warps * 32, m};
   const int per_lane = (chunks + 31) / 32;
