@@ -22,6 +22,9 @@
 //   12 i8_128x128x64_w4_s4       577      27 i8_128x64x64_w4_s4_b4     612
 //   13 i8_128x128x128_w4_s3_b2   614      28 i8_64x128x64_w4_s3_b4     580  (28, 29: 4 blocks fit Orin's SM)
 //   14 i8_64x256x64_w4_s4        547      29 i8_128x64x64_w4_s3_b4     575
+// Rows 30-33, deep pipelines for fc2 at small batches, figured at batch 1 inside the graph (us, H200; row 15:
+// 11.0): 30 i8_32x64x128_w4_s6 and 31 its _k3 8.0 (the trace does not tell the two apart); 32
+// i8_64x64x128_w4_s5 and 33 its _k3: picked by start-up tuning at batch 2, no figure of their own yet.
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
