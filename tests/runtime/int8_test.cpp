@@ -19,18 +19,18 @@
 #include "runtime/int8_scales.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
-#include "tests/runtime/int8_digits.h"
+#include "tests/runtime/digits_data.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
 namespace {
 
-using int8test::digits_spec;
-using int8test::file_bytes;
-using int8test::host;
-using int8test::load_split;
-using int8test::read;
-using int8test::Split;
+using digits::digits_spec;
+using digits::file_bytes;
+using digits::host;
+using digits::load_split;
+using digits::read;
+using digits::Split;
 
 std::string tmp_path(const std::string& leaf) { return testutil::temp_dir() + "edgevit_int8_" + leaf; }
 

@@ -1,6 +1,6 @@
-// Shared by the CPU INT8 tests (int8_test, int8_fold_test, int8_digits_slow_test): the vit-digits model and
-// host profile, its calibration and test splits (tests/data/digits), tensor and file readers, and an engine's
-// logits over a split. Header-only; each test binary includes it once.
+// The vit-digits model and its data for the CPU tests (digits_test, int8_test, int8_fold_test,
+// int8_digits_slow_test): the model and host profile, the calibration and test splits (tests/data/digits),
+// tensor and file readers, and an engine's logits over a split. Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include "runtime/safetensors.h"
 #include "tests/testutil/testutil.h"
 
-namespace edgevit::int8test {
+namespace edgevit::digits {
 
 inline ModelSpec digits_spec() {
   auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));
@@ -85,4 +85,4 @@ inline std::vector<float> logits(Engine& e, const Split& s, int classes) {
   return out;
 }
 
-}  // namespace edgevit::int8test
+}  // namespace edgevit::digits
