@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(kThreads) epilogue_kernel(const GemmI8Args a, 
 template <int kEpilogue>
 cudaError_t launch(const GemmI8Args& a, const int32_t* acc, cudaStream_t stream) {
   const int64_t groups = a.m * (a.n / 8);
-  epilogue_kernel<kEpilogue><<<static_cast<unsigned>((groups + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a, acc);
+  const unsigned blocks = static_cast<unsigned>((groups + kThreads - 1) / kThreads);
+  epilogue_kernel<kEpilogue><<<blocks, kThreads, 0, stream>>>(a, acc);
   return cudaGetLastError();
 }
 

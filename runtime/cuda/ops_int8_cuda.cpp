@@ -163,7 +163,11 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   for (int n : c.sizes.empty() ? std::vector<int>{g.batch} : c.sizes) {
     PerSize p;
     p.batch = n;
-    EV_RETURN_IF_ERROR(choose_row(c, &p));
+    const Status s = choose_row(c, &p);
+    if (!s.ok()) {
+      gpu::lt_i8_destroy(&p.lt);  // what IMMA's descriptors it had made (sizes_ owns them only once pushed)
+      return s;
+    }
     sizes_.push_back(p);
   }
   return Status::Ok();

@@ -49,7 +49,8 @@ TEST(Int8GemmTuning, RecordsSayWhatBecameOfEachCandidate) {
   t.lt = LtImmaState::kNoRoom;
   t.lt_acc_bytes = 4 << 20;
   const std::string no_room = int8_gemm_detail(t, ws);
-  EXPECT_NE(no_room.find("30 rows timed (5 split-K), first 12.50 us, fastest row 10.25 us"), std::string::npos) << no_room;
+  EXPECT_NE(no_room.find("30 rows timed (5 split-K), first 12.50 us, fastest row 10.25 us"), std::string::npos)
+      << no_room;
   EXPECT_NE(no_room.find("2 split-K rows not timed"), std::string::npos) << no_room;
   EXPECT_NE(no_room.find("cuBLASLt IMMA not timed: its 4194304-byte int32 output exceeds the 1048576 bytes"),
             std::string::npos)

@@ -309,7 +309,8 @@ void bench_imma(cublasLtHandle_t lt, const Buffers& b) {
       const float f16_ms = time_lt(lt, m, g, b.wh, b.xh, b.bh, b.y, b.ws, b.ws_bytes);
       const double ops = 2.0 * m * g.n * g.k;
       ops_all += ops, row_all += row_ms, imma_all += full_ms, f16_all += f16_ms;
-      std::printf("%-5d %-5s %6lld | %-24s %8.1f | %8.1f %8.1f %8.0f %-34s | %8.1f | %6.2f %6.2f  u8 x s8: %zu offered\n",
+      std::printf("%-5d %-5s %6lld | %-24s %8.1f | %8.1f %8.1f %8.0f %-34s | %8.1f | %6.2f %6.2f  u8 x s8: %zu "
+                  "offered\n",
                   batch, g.name, static_cast<long long>(m), rows[row].name, row_ms * 1e3, mm_ms * 1e3, full_ms * 1e3,
                   ops / (full_ms * 1e-3) / 1e12, desc.c_str(), f16_ms * 1e3, row_ms / full_ms, f16_ms / full_ms,
                   u8.size());
