@@ -132,10 +132,12 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
   ev::Status s = ev::write_int8_scales(int8.int8_scales_path, *scales);
   if (s.ok()) s = ev::save_model_spec(int8, c.output);
   if (!s.ok()) return fail(s);
-  std::printf("calibrated %s on %d image%s (%s%s): %zu scales%s -> %s; config -> %s\n", spec->name.c_str(),
+  std::string extra;
+  if (c.ln_fold) extra += " and " + std::to_string(scales->channel_factors.size()) + " channel factors";
+  if (c.bias_correction) extra += " and " + std::to_string(scales->input_means.size()) + " input means";
+  std::printf("calibrated %s on %d image%s (%s%s%s): %zu scales%s -> %s; config -> %s\n", spec->name.c_str(),
               images->count, images->count == 1 ? "" : "s", scales->method.c_str(), c.ln_fold ? ", LayerNorm fold" : "",
-              scales->input_scales.size(),
-              c.ln_fold ? (" and " + std::to_string(scales->channel_factors.size()) + " channel factors").c_str() : "",
+              c.bias_correction ? ", bias correction" : "", scales->input_scales.size(), extra.c_str(),
               int8.int8_scales_path.c_str(), c.output.c_str());
   auto layers = ev::compare_layers(fp32, ev::Precision::kFp32, int8, ev::Precision::kInt8, *dev, images->data.data(),
                                    images->count, c.threads);
