@@ -1,7 +1,7 @@
 // The INT8 bias correction (docs/int8.md, `edgevit calibrate --bias-correction`): the corrected bias takes the
-// weights' mean rounding error out exactly, the arena holds the corrected biases (and unchanged int8 weights),
-// calibration with it is deterministic and without it writes the file of the version before it, hostile mean
-// files are refused naming the file, the tensor and the reason.
+// weights' mean rounding error out exactly, the arena holds the corrected biases (and unchanged int8 weights), a
+// CUDA plan gets the same bytes, calibration with it is deterministic and without it writes the file of the
+// version before it, hostile mean files are refused naming the file, the tensor and the reason.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,9 +13,11 @@
 #include "base/tolerances.h"
 #include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cpu/quantize_i8_ref.h"
+#include "platform/device_registry.h"
 #include "runtime/engine.h"
 #include "runtime/int8_calibrate.h"
 #include "runtime/int8_scales.h"
+#include "runtime/plan.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/digits_data.h"
@@ -125,6 +127,48 @@ TEST(Int8BiasCorrection, ArenaHoldsTheCorrectedBiases) {
     EXPECT_NE(want, bias) << gemm;  // the correction moved it
     EXPECT_EQ(std::memcmp(data(gemm + ".bias"), want.data(), want.size() * sizeof(float)), 0) << gemm;
   }
+}
+
+// A CUDA INT8 plan (made here on the CPU, for an Orin profile; nothing runs) gets the same corrected fp32
+// biases, byte for byte, as the CPU engine's arena: one value both backends read.
+TEST(Int8BiasCorrection, CudaPlansGetTheCpuEnginesCorrectedBiases) {
+  ModelSpec spec = digits_spec();
+  spec.precision = Precision::kInt8;
+  Int8Scales s = corrected_scales(spec.arch, 0.f);
+  uint32_t seed = 60;
+  for (auto& kv : s.input_means) kv.second = testutil::random_floats(kv.second.size(), seed++, -0.5f, 1.5f);
+  spec.int8_scales_path = tmp_path("cuda_plan.safetensors");
+  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok());
+  PlanOptions o;
+  o.batch = 1;
+  o.precision = Precision::kInt8;
+  auto plan = make_plan(spec, *orin, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  std::map<int, std::string> put;
+  ASSERT_TRUE(load_int8_weights(*plan, *w, [&](int id, const void* bytes, size_t size) {
+                put[id] = std::string(static_cast<const char*>(bytes), size);
+                return Status::Ok();
+              }).ok());
+  auto e = engine(spec, Precision::kInt8);
+  ASSERT_TRUE(e);
+  int biases = 0;
+  for (const std::string& gemm : int8_bias_corrected_gemms(spec.arch)) {
+    int cuda_id = -1;
+    for (const TensorDesc& t : plan->graph.tensors)
+      if (t.name == gemm + ".bias") cuda_id = t.id;
+    ASSERT_GE(cuda_id, 0) << gemm;
+    for (const TensorDesc& t : e->plan().graph.tensors) {
+      if (t.name != gemm + ".bias") continue;
+      ++biases;
+      EXPECT_EQ(put[cuda_id], std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())))
+          << gemm;
+    }
+  }
+  EXPECT_EQ(biases, 4 * spec.arch.depth);
 }
 
 TEST(Int8BiasCorrection, CalibrationIsDeterministicAndWithoutItUnchanged) {
