@@ -22,6 +22,9 @@
 //   12 i8_128x128x64_w4_s4       577      27 i8_128x64x64_w4_s4_b4     612
 //   13 i8_128x128x128_w4_s3_b2   614      28 i8_64x128x64_w4_s3_b4     580  (28, 29: 4 blocks fit Orin's SM)
 //   14 i8_64x256x64_w4_s4        547      29 i8_128x64x64_w4_s3_b4     575
+// Rows 30-33, deep pipelines for fc2 at small batches, figured at batch 1 inside the graph (us, H200; row 15:
+// 11.0): 30 i8_32x64x128_w4_s6 and 31 its _k3 8.0 (the trace does not tell the two apart); 32
+// i8_64x64x128_w4_s5 and 33 its _k3: picked by start-up tuning at batch 2, no figure of their own yet.
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
@@ -90,6 +93,10 @@ using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
 using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
 using T64x128x64s3b4 = GemmI8Traits<64, 128, 64, 2, 2, 3, 4>;  // 3 stages: 4 blocks fit Orin's 164 KB per SM
 using T128x64x64s3b4 = GemmI8Traits<128, 64, 64, 2, 2, 3, 4>;
+// Deep pipelines for long K over few tiles (fc2 at small batches: K = 3072 in 24 k-tiles, 84 output tiles of
+// 32 x 64 at batch 1): more k-tiles in flight per block while the weights stream from DRAM.
+using T32x64x128s6 = GemmI8Traits<32, 64, 128, 2, 2, 6, 4>;
+using T64x64x128s5 = GemmI8Traits<64, 64, 128, 2, 2, 5, 4>;
 
 template <class T>
 constexpr GemmI8Variant row(const char* name, int split_k = 1) {
@@ -112,6 +119,8 @@ constexpr GemmI8Variant kVariants[] = {
     row<T128x128x64w4>("i8_128x128x64_w4_s4_k2", 2), row<T64x128x64b4>("i8_64x128x64_w4_s4_b4"),
     row<T128x64x128s2>("i8_128x64x128_w4_s2_b4"),   row<T128x64x64b4>("i8_128x64x64_w4_s4_b4"),
     row<T64x128x64s3b4>("i8_64x128x64_w4_s3_b4"),   row<T128x64x64s3b4>("i8_128x64x64_w4_s3_b4"),
+    row<T32x64x128s6>("i8_32x64x128_w4_s6"),        row<T32x64x128s6>("i8_32x64x128_w4_s6_k3", 3),
+    row<T64x64x128s5>("i8_64x64x128_w4_s5"),        row<T64x64x128s5>("i8_64x64x128_w4_s5_k3", 3),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
@@ -122,7 +131,9 @@ constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,   
                                    launch<T64x64x128>,    launch<T64x64x128>,     launch<T32x64x128>,
                                    launch<T64x32x128>,    launch<T64x64x64>,      launch<T128x64x128>,
                                    launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
-                                   launch<T128x64x64b4>,  launch<T64x128x64s3b4>, launch<T128x64x64s3b4>};
+                                   launch<T128x64x64b4>,  launch<T64x128x64s3b4>, launch<T128x64x64s3b4>,
+                                   launch<T32x64x128s6>,  launch<T32x64x128s6>,   launch<T64x64x128s5>,
+                                   launch<T64x64x128s5>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 

@@ -27,7 +27,6 @@ using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::mma_16816_zero_c;
 using cuda::pack_half2;
-using cuda::pack_i8x8;
 using cuda::stage_output_f16;
 using cuda::stage_output_i8;
 
@@ -85,15 +84,10 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, f
       acc[4] += w[j] * hi.x; acc[5] += w[j] * hi.y; acc[6] += w[j] * hi.z; acc[7] += w[j] * hi.w;
     }
     if constexpr (kI8Out) {  // the fp32 normalised values quantized
-      int8_t q[8];
-      bool exact = false;  // one test for the 8 values; the exact rule only next to a rounding tie (rare)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize_common(acc[e] * inv, z, &exact);
-      if (exact) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) q[e] = gpu::i8prod::quantize(acc[e] * inv, z);
-      }
-      *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) = pack_i8x8(q);
+      // One test per 4 values; the exact rule out of line only next to a rounding tie (rare: quantize4).
+      *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+          make_uint2(gpu::i8prod::quantize4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv, z),
+                     gpu::i8prod::quantize4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv, z));
     } else {
       uint4 out;
       out.x = pack_half2(acc[0] * inv, acc[1] * inv);
