@@ -55,13 +55,7 @@ Status time_gemm(const CudaContext& ctx, const std::string& op_name, const Opera
     EV_RETURN_IF_ERROR(capture_chain(ctx, where + " (chain)", o, algo, &exec, &refused));
     if (refused) return Status::Ok();
   }
-  // The arena's first flush_bytes (its base is the tail of all of it).
-  const uint8_t* arena_base = ctx.arena.tail(static_cast<int64_t>(ctx.arena.bytes()));
-  const auto sweep = [&] {
-    return ctx.flush_bytes > 0 ? gpu::xor_fold_u32(arena_base, ctx.flush_bytes, static_cast<uint32_t*>(o.y),
-                                                   ctx.stream)
-                               : cudaSuccess;
-  };
+  const auto sweep = [&] { return l2_sweep(ctx, o.y); };
   const auto launch = [&] {
     if (exec != nullptr) return cudaGraphLaunch(exec, ctx.stream);
     return gpu::lt_gemm_matmul(ctx.lt, o.g, algo, o.chain[0], o.x, o.y, ctx.workspace, kCudaLtWorkspaceBytes,

@@ -1,19 +1,18 @@
-// The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8
-// (gpu::layernorm_i8_f16; over an fp32 residual gpu::layernorm_i8_f32_f64, the CPU INT8 path's float64
-// arithmetic code for code) and the W8A8 block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused
-// epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32), proj and fc2 += into the residual (kF16BiasResidual,
-// kF32BiasResidual), fc1 -> GELU + shift -> uint8 with fc2's calibrated input scale (kI8BiasGelu; fc2 reads
-// those codes, x_u8, its bias carrying the shift: docs/int8.md). The float precision is the graph's
-// Graph::int8_rest (runtime.int8_float), read from the tensors' element sizes. proj first quantizes the
-// attention's output into its scratch (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per row from
-// the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale
-// (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
-// prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
-// fastest row timed on the arena's own tensors (tuning_timer.h), split-K rows included where their partial
-// tiles fit the plan's INT8 split-K workspace (plan.h; CudaContext::i8_workspace), and cuBLASLt IMMA
-// (kernels/cuda/gemm_i8_lt.h: int32 product into that workspace after the tile counters, then
-// gpu::gemm_i8_epilogue) where its product fits and cuBLASLt offers an algorithm, pinned only when faster than
-// the fastest row (EngineOptions::force_lt_imma pins it untimed); recorded in the plan's tuning records
+// The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8 (gpu::layernorm_i8_f16;
+// over an fp32 residual gpu::layernorm_i8_f32_f64, the CPU INT8 path's float64 arithmetic code for code) and the W8A8
+// block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32),
+// proj and fc2 += into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU + shift -> uint8 with fc2's
+// calibrated input scale (kI8BiasGelu; fc2 reads those codes, x_u8, its bias carrying the shift: docs/int8.md). The
+// float precision is the graph's Graph::int8_rest (runtime.int8_float), read from the tensors' element sizes. proj
+// first quantizes the attention's output into its scratch (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per
+// row from the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale
+// (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per
+// captured batch size at prepare(): the table's first row without split-K, or with GEMM tuning on
+// (EngineOptions::tune_gemms) the fastest row timed on the arena's own tensors, each run after an L2 sweep
+// (tuning_timer.h), split-K rows included where their partial tiles fit the plan's INT8 split-K workspace (plan.h;
+// CudaContext::i8_workspace), and cuBLASLt IMMA (kernels/cuda/gemm_i8_lt.h: int32 product into that workspace after the
+// tile counters, then gpu::gemm_i8_epilogue) where its product fits and cuBLASLt offers an algorithm, pinned only when
+// faster than the fastest row (EngineOptions::force_lt_imma pins it untimed); recorded in the plan's tuning records
 // (runtime/int8_gemm_tuning.h; `bench --profile` prints them). Every choice computes the same outputs.
 #include <cuda_fp16.h>
 
@@ -207,7 +206,7 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
     }
     double ms = -1;
     EV_RETURN_IF_ERROR(timed_median(
-        c, where, [] { return cudaSuccess; }, [&] { return gpu::gemm_i8(a, c.stream); }, 1, best, &ms));
+        c, where, [&] { return l2_sweep(c, a.y); }, [&] { return gpu::gemm_i8(a, c.stream); }, 1, best, &ms));
     if (ms < 0) continue;
     ++p->t.rows_timed;
     p->t.split_timed += split;
@@ -219,7 +218,8 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
       p->t.row_us = 1e3 * ms;
     }
   }
-  if (p->variant < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
+  if (p->variant < 0)
+    return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
   if (c.tune_gemms || c.force_lt_imma) return try_lt_imma(c, p, best);
   return Status::Ok();
 }
@@ -254,7 +254,7 @@ Status GemmI8Kernel::try_lt_imma(CudaContext& c, PerSize* p, double best_row_ms)
       break;
     }
     double ms = -1;
-    EV_RETURN_IF_ERROR(timed_median(c, where, [] { return cudaSuccess; }, launch, 1, best, &ms));
+    EV_RETURN_IF_ERROR(timed_median(c, where, [&] { return l2_sweep(c, a.y); }, launch, 1, best, &ms));
     if (ms < 0) continue;
     ++p->t.lt_timed;
     if (best < 0 || ms < best) {

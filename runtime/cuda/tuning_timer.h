@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/ops.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
 
@@ -18,6 +19,17 @@ constexpr int kTuneRuns = 7;          // timed runs per candidate; the median de
 constexpr int kTuneRunsLong = 3;      // when one run takes over kTuneLongMs (large GEMMs on Orin)
 constexpr float kTuneLongMs = 2.f;
 constexpr double kTuneMargin = 0.97;  // another candidate replaces the default only when >= 3% faster
+
+// The pass before each timed run of a GEMM candidate (cuBLASLt algorithms, the INT8 rows, the IMMA candidate):
+// gpu::xor_fold_u32 over the arena's first ctx.flush_bytes (about twice the L2), folded into the word at `sink`
+// (4-byte aligned: the candidate's output, which its launch overwrites), so the candidate reads its weights from
+// DRAM as it does inside a forward, where the other ops' traffic has evicted them. Timed warm, the rows that
+// hide DRAM latency (deep pipelines) look no better than the others. No-op when flush_bytes is 0.
+inline cudaError_t l2_sweep(const CudaContext& ctx, void* sink) {
+  if (ctx.flush_bytes <= 0) return cudaSuccess;
+  const uint8_t* arena_base = ctx.arena.tail(static_cast<int64_t>(ctx.arena.bytes()));
+  return gpu::xor_fold_u32(arena_base, ctx.flush_bytes, static_cast<uint32_t*>(sink), ctx.stream);
+}
 
 // `launch` runs kTuneWarmup + kTuneRuns times (kTuneRunsLong when a warm-up's time per launch is over
 // kTuneLongMs), each between ctx.tune_events and after `before` (outside them); *median_ms is the median
