@@ -14,7 +14,8 @@ namespace {
 // INT8 graphs on CUDA with per-tensor scales: the attention writes proj's int8 input (runtime/graph.cpp).
 bool attention_writes_int8(const Graph& g) {
   for (const Op& o : g.ops)
-    if (o.kind == OpKind::kAttention && o.int8) return true;
+    if (o.kind == OpKind::kAttention && o.int8 && g.tensors[static_cast<size_t>(o.outputs[0])].elem_bytes == 1)
+      return true;
   return false;
 }
 
