@@ -18,8 +18,8 @@
 //   d64_q128_w4_kv32_s2_smax  39.1 us (1.20x)
 //   d64_q64_w4_kv32_s2 / q64_w4_kv64_s2 / q64_w2_kv32_s2: 43.4 / 47.1 / 44.9 us (they win on small grids)
 //   d32_q128_w4_kv32_s2       31.9 us vs fp16 41.1 (1.29x);  d128_q64_w4_kv32_s2 (B32) 47.8 vs 69.3 (1.45x)
-// Int8 output (mha_i8_fused_i8out, the runtime's INT8 attention writing proj's input): the D = 64 row-max rows
-// with per-key K scales only (mha_i8_row_has_i8out), not yet timed.
+// Int8 output (mha_i8_fused_i8out, the runtime's INT8 attention writing proj's input): the row-max rows with
+// per-key K scales only (mha_i8_row_has_i8out), not yet timed.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

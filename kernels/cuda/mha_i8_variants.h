@@ -93,11 +93,10 @@ inline constexpr MhaI8Variant kMhaI8Variants[] = {
 
 inline constexpr size_t kNumMhaI8Variants = sizeof(kMhaI8Variants) / sizeof(kMhaI8Variants[0]);
 
-// Rows whose int8-output kernel is built (mha_i8_fused_i8out, with per-key K scales): the runtime's INT8
-// attention writes proj's int8 input, and ViT's head dim is 64; other head dims fall back (the plan says why).
-constexpr bool mha_i8_row_has_i8out(const MhaI8Variant& v) {
-  return v.head_dim == 64 && v.softmax == MhaI8Softmax::kRowMax;
-}
+// Rows whose int8-output kernel is built (mha_i8_fused_i8out, with per-key K scales: the runtime's INT8 attention
+// writing proj's int8 input): the row-max rows (the runtime does not use the scale-max softmax, which needs one
+// K scale per (batch, head)).
+constexpr bool mha_i8_row_has_i8out(const MhaI8Variant& v) { return v.softmax == MhaI8Softmax::kRowMax; }
 
 // What a launch asks of the INT8 kernel.
 struct MhaI8Request {
@@ -152,7 +151,7 @@ inline MhaI8Support mha_i8_supports(const MhaI8Request& r) {
   s.reason = std::string(mode) + ": " +
              (dim_known ? why
                         : "no row for head_dim " + std::to_string(r.head_dim) +
-                              (r.int8_output ? " (int8-output rows: 64)" : " (rows: 32, 64, 128)"));
+                              " (rows: 32, 64, 128)");
   return s;
 }
 

@@ -434,7 +434,8 @@ TEST(MhaI8ScaleMax, OverflowAndUnderflowAreAsDocumented) {
 // kernel writes). The kernel's fp32 O is within tol::kInt8AttnVsRef of the reference, far below a step, so a
 // code can only sit on the other side of a rounding tie: never more than kInt8AttnOutMaxSteps, on at most
 // kInt8AttnOutFlipFactor x kInt8AttnVsRef x rms(code) of the codes plus 8 (base/tolerances.h). Full blocks (B1,
-// B8 x H12 x S197), the class-token tail (Sq = 1) and a masked odd shape; rows not built refuse.
+// B8 x H12 x S197), the class-token tail (Sq = 1), a masked odd shape, D = 32 (vit-digits) and 128; rows not
+// built (scale-max) or of another head dim refuse.
 TEST(MhaI8Int8Output, CodesMatchTheReferenceQuantized) {
   const std::vector<Case> cases = {
       {1, 12, 197, 197, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
@@ -442,6 +443,8 @@ TEST(MhaI8Int8Output, CodesMatchTheReferenceQuantized) {
       {8, 12, 1, 197, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
       {3, 4, 50, 50, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kWithFullyMaskedBatch, MhaI8Softmax::kRowMax,
        1.f},
+      {4, 2, 17, 17, 32, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},  // digits
+      {2, 6, 197, 197, 128, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(case_name(c));
