@@ -84,32 +84,8 @@ class Pool final : public CpuKernel {
   std::string resolved(int) const override { return planned_; }
 };
 
-class LayerNorm final : public CpuKernel {
- public:
-  using CpuKernel::CpuKernel;
-  Status run(ExecContext& c, int n) override {
-    auto& ctx = static_cast<CpuContext&>(c);
-    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
-    layernorm_f32(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]),
-                  ctx.f32(op_.outputs[0]), rows, static_cast<int>(op_.n), static_cast<float>(op_.eps), ctx.threads);
-    return Status::Ok();
-  }
-  std::string resolved(int) const override { return planned_; }
-};
-
-class QkNorm final : public CpuKernel {
- public:
-  using CpuKernel::CpuKernel;
-  Status run(ExecContext& c, int n) override {
-    auto& ctx = static_cast<CpuContext&>(c);
-    const VitArch& a = ctx.plan.graph.arch;
-    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
-    qk_norm_f32(ctx.f32(op_.outputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]), ctx.f32(op_.weights[2]),
-                ctx.f32(op_.weights[3]), rows, a.num_heads, a.head_dim(), static_cast<float>(op_.eps), ctx.threads);
-    return Status::Ok();
-  }
-  std::string resolved(int) const override { return planned_; }
-};
+using LayerNorm = CpuLayerNormKernel<layernorm_f32, true>;
+using QkNorm = CpuQkNormKernel<qk_norm_f32, true>;
 
 Support layernorm_supports(const Op&, const Graph&, const DeviceProfile&) { return serves("statistics in fp32"); }
 

@@ -11,14 +11,14 @@
 
 namespace edgevit {
 
-namespace {
-
-AttnParams params(const CpuContext& ctx, const Op& op, int n) {
+AttnParams cpu_attention_params(const CpuContext& ctx, const Op& op, int n) {
   const VitArch& a = ctx.plan.graph.arch;
   float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
   if (ctx.fault == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // TensorRT 10.7's bug, on purpose
   return attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale, static_cast<int>(op.seq_q));
 }
+
+namespace {
 
 class FusedAttention final : public CpuKernel {
  public:
@@ -37,7 +37,7 @@ class FusedAttention final : public CpuKernel {
     auto& ctx = static_cast<CpuContext&>(c);
     const VitArch& a = ctx.plan.graph.arch;
     const float* qkv = ctx.f32(op_.inputs[0]);
-    mha_fused_f32(params(ctx, op_, n), qkv, qkv + packed_k_offset(a.num_heads, a.head_dim()),
+    mha_fused_f32(cpu_attention_params(ctx, op_, n), qkv, qkv + packed_k_offset(a.num_heads, a.head_dim()),
                   qkv + packed_v_offset(a.num_heads, a.head_dim()), ctx.f32(op_.outputs[0]), ctx.threads);
     return Status::Ok();
   }
@@ -56,7 +56,7 @@ class ExplicitAttention final : public CpuKernel {
     const float* qkv = ctx.f32(op_.inputs[0]);
     // The plan reserved B*H score matrices; use no more threads than that.
     const int t = std::min(ctx.threads, n * a.num_heads);
-    mha_explicit_f32(params(ctx, op_, n), qkv, qkv + packed_k_offset(a.num_heads, a.head_dim()),
+    mha_explicit_f32(cpu_attention_params(ctx, op_, n), qkv, qkv + packed_k_offset(a.num_heads, a.head_dim()),
                      qkv + packed_v_offset(a.num_heads, a.head_dim()), ctx.f32(op_.outputs[0]), ctx.f32(op_.scratch), t);
     return Status::Ok();
   }

@@ -9,7 +9,6 @@
 //   qk_norm    cpu.qk_norm_f64    qk_norm_ref (timm qk_norm: LayerNorm per head on q and k, in place), float64
 //   attention  cpu.mha_f64        mha_f64 (mha_ref's arithmetic on the team): QK^T, softmax with exp in
 //                                 float64, PV, one rounding; any head_dim, masks, the class-token tail; no scratch
-#include <cmath>
 
 #include "kernels/cpu/kernels.h"
 #include "runtime/cpu/ops_cpu.h"
@@ -33,32 +32,8 @@ class LinearF64 final : public CpuKernel {
   std::string resolved(int) const override { return planned_; }
 };
 
-class LayerNormF64 final : public CpuKernel {
- public:
-  using CpuKernel::CpuKernel;
-  Status run(ExecContext& c, int n) override {
-    auto& ctx = static_cast<CpuContext&>(c);
-    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
-    layernorm_ref(ctx.f32(op_.inputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]), ctx.f32(op_.outputs[0]),
-                  rows, static_cast<int>(op_.n), static_cast<float>(op_.eps), 1);
-    return Status::Ok();
-  }
-  std::string resolved(int) const override { return planned_; }
-};
-
-class QkNormF64 final : public CpuKernel {
- public:
-  using CpuKernel::CpuKernel;
-  Status run(ExecContext& c, int n) override {
-    auto& ctx = static_cast<CpuContext&>(c);
-    const VitArch& a = ctx.plan.graph.arch;
-    const int rows = static_cast<int>(op_.m / ctx.plan.graph.batch * n);
-    qk_norm_ref(ctx.f32(op_.outputs[0]), ctx.f32(op_.weights[0]), ctx.f32(op_.weights[1]), ctx.f32(op_.weights[2]),
-                ctx.f32(op_.weights[3]), rows, a.num_heads, a.head_dim(), static_cast<float>(op_.eps), 1);
-    return Status::Ok();
-  }
-  std::string resolved(int) const override { return planned_; }
-};
+using LayerNormF64 = CpuLayerNormKernel<layernorm_ref, false>;
+using QkNormF64 = CpuQkNormKernel<qk_norm_ref, false>;
 
 class AttentionF64 final : public CpuKernel {
  public:
@@ -66,10 +41,7 @@ class AttentionF64 final : public CpuKernel {
   Status run(ExecContext& c, int n) override {
     auto& ctx = static_cast<CpuContext&>(c);
     const VitArch& a = ctx.plan.graph.arch;
-    float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim()));
-    if (ctx.fault == InjectedFault::kWrongAttentionScale) scale = 1.0f;  // as the fp32 rows (runtime/fault.h)
-    const AttnParams p = attn_params_packed_qkv(n, a.num_tokens(), a.num_heads, a.head_dim(), scale,
-                                                static_cast<int>(op_.seq_q));
+    const AttnParams p = cpu_attention_params(ctx, op_, n);
     const float* qkv = ctx.f32(op_.inputs[0]);
     mha_f64(p, qkv, qkv + packed_k_offset(a.num_heads, a.head_dim()), qkv + packed_v_offset(a.num_heads, a.head_dim()),
             ctx.f32(op_.outputs[0]), ctx.threads);

@@ -12,19 +12,13 @@
 #include "runtime/engine.h"
 #include "runtime/inputs.h"
 #include "runtime/safetensors.h"
+#include "tests/runtime/digits_data.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
 namespace {
 
-std::vector<float> read(const SafetensorsFile& f, const char* name) {
-  const TensorInfo* t = f.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  std::vector<float> v(static_cast<size_t>(t->numel));
-  convert_to_f32(*t, f.data(*t), v.data());
-  return v;
-}
+using digits::read;
 
 void append_bytes(void* ctx, void* data, int size) {
   auto* out = static_cast<std::vector<uint8_t>*>(ctx);
