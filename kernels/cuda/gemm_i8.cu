@@ -62,7 +62,8 @@ cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
     case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, split_k, stream);
     case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, split_k, stream);
     case GemmI8Epilogue::kQkHeadI8:  // tiles of whole heads (>= 64 columns: head_dim 32 and 64; 128 from 128)
-      if constexpr (T::kTileN >= 64) return launch_epilogue<T, 6>(a, split_k, stream);
+      if constexpr (T::kTileN >= 64)
+        return launch_epilogue<T, static_cast<int>(GemmI8Epilogue::kQkHeadI8)>(a, split_k, stream);
       return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
