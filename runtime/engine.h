@@ -38,6 +38,11 @@ struct EngineOptions {
   // unless another is >= 3% faster by median. Off: the table's row, untimed. Pinned for the engine's
   // lifetime like the GEMMs (same bit-identity statement). CPU backend: ignored.
   bool tune_attention = true;
+  // CUDA INT8 GEMMs, for tests and benchmarks: cuBLASLt IMMA (its heuristic's first algorithm, untimed) wherever
+  // its int32 product fits the plan's INT8 workspace and cuBLASLt offers an algorithm, the tuned choice
+  // elsewhere. Off (the default): IMMA is one more candidate of tune_gemms, pinned only when faster. The
+  // outputs are the same either way (runtime/int8_gemm_tuning.h). CPU backend: ignored.
+  bool force_lt_imma = false;
   InjectedFault fault = InjectedFault::kNone;
 };
 

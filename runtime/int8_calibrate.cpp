@@ -115,6 +115,13 @@ double scale_from_histogram(const std::vector<double>& h, double amax, double qm
   return best_c / qmax;
 }
 
+// Adds the rows of v (rows of sum->size() channels) to the per-channel sums, in order, and counts them.
+void accumulate_channels(const std::vector<float>& v, std::vector<double>* sum, double* rows) {
+  const size_t ch = sum->size();
+  for (size_t k = 0; k < v.size(); ++k) (*sum)[k % ch] += static_cast<double>(v[k]);
+  *rows += static_cast<double>(v.size() / ch);
+}
+
 // RepQ-ViT's factors of one LayerNorm from its channels' largest |y_c| (runtime/int8_calibrate.h).
 std::vector<float> factors_from_ranges(const std::vector<double>& range) {
   double mean = 0;
@@ -209,7 +216,10 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
     }
   }
   const int64_t per_image = e->input_numel_per_image();
-  std::vector<double> amax(gemms.size(), 0.0);
+  std::vector<double> amax(gemms.size(), 0.0), rows(gemms.size(), 0.0);
+  std::vector<std::vector<double>> sums(gemms.size());  // per input channel, for the bias correction
+  for (size_t l = 0; l < gemms.size(); ++l)
+    sums[l].assign(static_cast<size_t>(int8_gemm_input_width(spec.arch, gemms[l])), 0.0);
   std::vector<std::vector<double>> hist(gemms.size(), std::vector<double>(kCalibBins, 0.0));
   std::vector<float> v;
   const int passes = options.method == CalibMethod::kMinmax ? 1 : 2;
@@ -222,6 +232,7 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
         const auto fold = folded.find(ids[l]);
         if (fold != folded.end())  // the folded LayerNorm's output y_c / r_c
           for (size_t k = 0; k < v.size(); ++k) v[k] /= (*fold->second)[k % fold->second->size()];
+        if (pass == 0) accumulate_channels(v, &sums[l], &rows[l]);
         for (float x : v) {
           // u = x + shift as fc1's epilogue adds it (fp32), clipped at 0 as its saturation does
           const double a = shifted[l] ? std::max(0.0, static_cast<double>(x + kGemmI8GeluShift))
@@ -248,6 +259,12 @@ Result<Int8Scales> calibrate_int8(const ModelSpec& spec, const DeviceProfile& de
                           ": no scale can be derived");
     out.input_scales[gemms[l] + ".input_scale"] = static_cast<float>(s);
   }
+  if (options.bias_correction)
+    for (const std::string& gemm : int8_bias_corrected_gemms(spec.arch)) {
+      const size_t l = static_cast<size_t>(std::find(gemms.begin(), gemms.end(), gemm) - gemms.begin());
+      std::vector<float>& mean = out.input_means[gemm + ".input_mean"];
+      for (double sum : sums[l]) mean.push_back(static_cast<float>(sum / rows[l]));
+    }
   return out;
 }
 

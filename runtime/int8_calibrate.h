@@ -16,6 +16,10 @@
 // [kLnFoldMinFactor, kLnFoldMaxFactor] (1 for a channel that is zero on every image, and for every channel of
 // an all-zero LayerNorm); qkv's and fc1's inputs are then observed folded, y_c / r_c, as the folded model
 // (runtime/int8_scales.h) computes them. The factors go into the scale file.
+// With bias_correction, the first pass also sums each block GEMM's input (as observed: fc2's x, not u; folded
+// with the fold) per input channel over every row of every image; the means go into the scale file
+// (blocks.N.<gemm>.input_mean, runtime/int8_scales.h), from which the loader takes the mean rounding error of
+// each quantized weight out of its bias.
 // Everything is a deterministic function of the images and the weights: the same data gives the same
 // scales, bit for bit (single-threaded sums in image order; no randomness).
 #pragma once
@@ -44,6 +48,7 @@ struct CalibOptions {
   double percentile = 99.99;  // kPercentile
   int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
   bool ln_fold = false;       // RepQ-ViT channel factors for norm1 and norm2 (above)
+  bool bias_correction = false;  // each GEMM input's per-channel mean, for the load-time bias correction (below)
 };
 
 // images: (count, C, H, W) fp32, normalized like the model's input. `spec` is run at fp32 on `device` (a CPU

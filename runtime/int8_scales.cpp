@@ -34,7 +34,7 @@ Status scale_error(const std::string& path, const std::string& tensor, const std
                           reason);
 }
 
-Status check_metadata(const SafetensorsFile& f, Int8Scales* out, bool* fold) {
+Status check_metadata(const SafetensorsFile& f, Int8Scales* out, bool* fold, bool* corrected) {
   const auto& md = f.metadata();
   const auto fmt = md.find("format");
   if (fmt == md.end() || fmt->second != kInt8ScalesFormat)
@@ -56,6 +56,11 @@ Status check_metadata(const SafetensorsFile& f, Int8Scales* out, bool* fold) {
   if (*fold && ln_fold->second != kInt8LnFoldRepq)
     return scale_error(f.path(), "", "metadata 'ln_fold' is '" + ln_fold->second + "', expected '" + kInt8LnFoldRepq +
                                          "' (the only LayerNorm fold this build knows; recalibrate)");
+  const auto correction = md.find("bias_correction");
+  *corrected = correction != md.end();
+  if (*corrected && correction->second != kInt8BiasCorrectionMean)
+    return scale_error(f.path(), "", "metadata 'bias_correction' is '" + correction->second + "', expected '" +
+                                         kInt8BiasCorrectionMean + "' (the only bias correction this build knows; recalibrate)");
   const auto method = md.find("method");
   if (method != md.end()) out->method = method->second;
   const auto samples = md.find("samples");
@@ -97,7 +102,57 @@ Status load_channel_factors(const SafetensorsFile& f, const VitArch& arch, bool 
   return Status::Ok();
 }
 
+// The bias correction's input means (runtime/int8_scales.h): one per bias-corrected GEMM when `corrected`, none
+// otherwise.
+Status load_input_means(const SafetensorsFile& f, const VitArch& arch, bool corrected, Int8Scales* out) {
+  for (const std::string& gemm : int8_bias_corrected_gemms(arch)) {
+    const std::string name = gemm + ".input_mean";
+    const TensorInfo* t = f.find(name);
+    if (!corrected) {
+      if (t != nullptr)
+        return scale_error(f.path(), name, "an input mean without metadata 'bias_correction' (expected '" +
+                                               std::string(kInt8BiasCorrectionMean) + "' with every mean, or no mean)");
+      continue;
+    }
+    if (t == nullptr)
+      return scale_error(f.path(), name, "missing (metadata 'bias_correction' needs a mean for every block GEMM with a bias)");
+    if (t->dtype != DType::kF32) return scale_error(f.path(), name, std::string("dtype ") + dtype_name(t->dtype) + ", expected F32");
+    const int64_t k = int8_gemm_input_width(arch, gemm);
+    if (t->shape != std::vector<int64_t>{k})
+      return scale_error(f.path(), name, "shape " + shape_text(t->shape) + ", expected [" + std::to_string(k) + "]");
+    std::vector<float> m(static_cast<size_t>(k));
+    std::memcpy(m.data(), f.data(*t), m.size() * sizeof(float));
+    for (size_t c = 0; c < m.size(); ++c)
+      if (!std::isfinite(m[c]))
+        return scale_error(f.path(), name, "channel " + std::to_string(c) + ": " + (std::isnan(m[c]) ? "NaN" : "Inf") +
+                                               ": a mean must be finite");
+    out->input_means[name] = std::move(m);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<std::string> int8_bias_corrected_gemms(const VitArch& arch) {
+  std::vector<std::string> names;
+  for (const std::string& g : int8_gemm_names(arch))
+    if (arch.qkv_bias || !ends_with(g, ".attn.qkv")) names.push_back(g);
+  return names;
+}
+
+int64_t int8_gemm_input_width(const VitArch& arch, const std::string& gemm) {
+  return ends_with(gemm, ".mlp.fc2") ? arch.mlp_hidden() : arch.embed_dim;
+}
+
+void int8_correct_bias(int64_t n, int64_t k, const float* w, const int8_t* q, const float* sw, const float* mean,
+                       const float* bias, float* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    double err = 0;
+    for (int64_t c = 0; c < k; ++c)
+      err += (static_cast<double>(q[j * k + c]) * sw[j] - w[j * k + c]) * static_cast<double>(mean[c]);
+    out[j] = static_cast<float>(static_cast<double>(bias[j]) - err);
+  }
+}
 
 std::vector<std::string> int8_fold_norm_names(const VitArch& arch) {
   std::vector<std::string> names;
@@ -138,16 +193,17 @@ Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch
   }
   const SafetensorsFile& f = opened.value();
   Int8Scales out;
-  bool fold = false;
-  EV_RETURN_IF_ERROR(check_metadata(f, &out, &fold));
-  std::set<std::string> expected, factors;
+  bool fold = false, corrected = false;
+  EV_RETURN_IF_ERROR(check_metadata(f, &out, &fold, &corrected));
+  std::set<std::string> expected, optional;
   for (const std::string& g : int8_gemm_names(arch)) expected.insert(g + ".input_scale");
-  for (const std::string& n : int8_fold_norm_names(arch)) factors.insert(n + ".channel_factor");
+  for (const std::string& n : int8_fold_norm_names(arch)) optional.insert(n + ".channel_factor");
+  for (const std::string& g : int8_bias_corrected_gemms(arch)) optional.insert(g + ".input_mean");
   for (const TensorInfo& t : f.tensors())
-    if (expected.count(t.name) == 0 && factors.count(t.name) == 0)
+    if (expected.count(t.name) == 0 && optional.count(t.name) == 0)
       return scale_error(path, t.name, "not a scale of this model (expected blocks.N.{attn.qkv,attn.proj,mlp.fc1,"
                                        "mlp.fc2}.input_scale and optionally blocks.N.{norm1,norm2}.channel_factor "
-                                       "for N < depth " + std::to_string(arch.depth) + ")");
+                                       "and blocks.N.<gemm>.input_mean for N < depth " + std::to_string(arch.depth) + ")");
   for (const std::string& name : expected) {
     const TensorInfo* t = f.find(name);
     if (t == nullptr) return scale_error(path, name, "missing (every block GEMM's input needs a scale)");
@@ -160,19 +216,22 @@ Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch
     out.input_scales[name] = v;
   }
   EV_RETURN_IF_ERROR(load_channel_factors(f, arch, fold, &out));
+  EV_RETURN_IF_ERROR(load_input_means(f, arch, corrected, &out));
   return out;
 }
 
 Status write_int8_scales(const std::string& path, const Int8Scales& scales) {
   std::vector<NamedTensorView> views;
   for (const auto& kv : scales.input_scales) views.push_back(NamedTensorView{kv.first, {1}, &kv.second});
-  for (const auto& kv : scales.channel_factors)
-    views.push_back(NamedTensorView{kv.first, {static_cast<int64_t>(kv.second.size())}, kv.second.data()});
+  for (const auto* vectors : {&scales.channel_factors, &scales.input_means})
+    for (const auto& kv : *vectors)
+      views.push_back(NamedTensorView{kv.first, {static_cast<int64_t>(kv.second.size())}, kv.second.data()});
   std::map<std::string, std::string> metadata{{"format", kInt8ScalesFormat},
                                               {"gelu_shift", kInt8ScalesGeluShift},
                                               {"method", scales.method},
                                               {"samples", std::to_string(scales.samples)}};
   if (!scales.channel_factors.empty()) metadata["ln_fold"] = kInt8LnFoldRepq;
+  if (!scales.input_means.empty()) metadata["bias_correction"] = kInt8BiasCorrectionMean;
   return write_safetensors(path, views, metadata);
 }
 
@@ -270,11 +329,20 @@ Status load_int8_weights(const Plan& plan, const WeightSource& weights, const In
     EV_RETURN_IF_ERROR(put(t.id, q.data(), q.size()));
     EV_RETURN_IF_ERROR(put(sw_id, sw.data(), sw.size() * sizeof(float)));
     const int bias_id = tensor_named(g, stem + ".bias");
-    if (bias_id < 0 || !is_fc2_bias(g.tensors[static_cast<size_t>(bias_id)])) continue;
-    // fc2 reads uint8 codes of GELU + kGemmI8GeluShift: its bias takes the shift back out (gemm_i8_ref.h).
+    const auto mean = scales.input_means.find(stem + ".input_mean");
+    const bool fc2 = bias_id >= 0 && is_fc2_bias(g.tensors[static_cast<size_t>(bias_id)]);
+    if (bias_id < 0 || (!fc2 && mean == scales.input_means.end())) continue;
+    if (g.tensors[static_cast<size_t>(bias_id)].elem_bytes != 4)
+      return internal_error("INT8 GEMM bias '" + stem + ".bias' is not fp32");
     bias.resize(static_cast<size_t>(n));
     EV_RETURN_IF_ERROR(weights.read_f32(stem + ".bias", bias.data(), bias.size()));
-    gemm_i8_fold_shift_into_bias(n, k, q.data(), sw.data(), bias.data(), kGemmI8GeluShift, bias.data());
+    if (mean != scales.input_means.end()) {  // the bias correction, from the (folded) fp32 weights and their codes
+      if (static_cast<int64_t>(mean->second.size()) != k)
+        return internal_error("INT8 bias correction: '" + t.name + "' has " + std::to_string(k) + " columns, not one per mean");
+      int8_correct_bias(n, k, w.data(), q.data(), sw.data(), mean->second.data(), bias.data(), bias.data());
+    }
+    // fc2 reads uint8 codes of GELU + kGemmI8GeluShift: its bias takes the shift back out (gemm_i8_ref.h).
+    if (fc2) gemm_i8_fold_shift_into_bias(n, k, q.data(), sw.data(), bias.data(), kGemmI8GeluShift, bias.data());
     EV_RETURN_IF_ERROR(put(bias_id, bias.data(), bias.size() * sizeof(float)));
   }
   return Status::Ok();

@@ -22,6 +22,14 @@
 // The loader refuses factors without the metadata, the metadata without every factor, an unknown `ln_fold`,
 // a shape other than [E], and NaN, Inf, zero, negative or subnormal factors.
 //
+// Optional bias correction (`edgevit calibrate --bias-correction`): metadata `bias_correction = input_mean` and
+// one F32 tensor of shape [K] per block GEMM that has a bias, blocks.N.<gemm>.input_mean, the mean of that
+// GEMM's input x over the calibration tokens, per input channel (fc2: GELU's output, not the shifted u; with the
+// fold, the folded y / r). At load the systematic part of the weight rounding error, (Wq sw - W) mean, is taken
+// out of the GEMM's fp32 bias (int8_correct_bias): a value in the arena, read alike by every backend.
+// The loader refuses means without the metadata, the metadata without every mean, an unknown
+// `bias_correction`, a dtype other than F32, a shape other than [K], and NaN or Inf values.
+//
 // Weights: each block GEMM's weight W (N, K) is read in fp32 and quantized once per output channel,
 // symmetric and deterministic: sw[n] = max_k |W[n][k]| / 127 (1 for an all-zero row), Wq = rne(W / sw)
 // saturated to [-127, 127] (kernels/cpu/quantize_i8_ref.h, the same rule as the activations'). fc2's bias
@@ -29,6 +37,7 @@
 // in double from the quantized weights, stored fp32), in both activation modes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -48,11 +57,14 @@ constexpr const char* kInt8ScalesFormat = "edgevit-int8-scales-v2";
 constexpr const char* kInt8ScalesGeluShift = "0.17";  // kGemmI8GeluShift as the metadata spells it
 
 constexpr const char* kInt8LnFoldRepq = "repq";  // metadata ln_fold: the only fold this build knows
+constexpr const char* kInt8BiasCorrectionMean = "input_mean";  // metadata bias_correction: the only kind known
 
 struct Int8Scales {
   std::map<std::string, float> input_scales;  // "<gemm>.input_scale" -> s
   // "blocks.N.normK.channel_factor" -> r [E]; empty: no fold (and no `ln_fold` metadata written)
   std::map<std::string, std::vector<float>> channel_factors;
+  // "blocks.N.<gemm>.input_mean" -> mean [K]; empty: no bias correction (and no `bias_correction` metadata)
+  std::map<std::string, std::vector<float>> input_means;
   std::string method;                         // minmax | percentile | mse
   int samples = 0;
 };
@@ -65,6 +77,17 @@ std::string int8_fold_gemm_of(const std::string& norm);  // "blocks.N.norm1" -> 
 
 // The fold in place, in fp32 (one rounding per element): gamma[c] /= r[c], beta[c] /= r[c] (either may be null),
 // and w (n, k = E, row-major, the next GEMM's weight) w[j][c] *= r[c].
+// The block GEMMs that take a bias correction (those with a bias: qkv only with qkv_bias), in graph order, and
+// the width K of each one's input (E, or the MLP's hidden width for fc2).
+std::vector<std::string> int8_bias_corrected_gemms(const VitArch& arch);
+int64_t int8_gemm_input_width(const VitArch& arch, const std::string& gemm);
+
+// out[j] = bias[j] - sum_c (q[j][c] * sw[j] - w[j][c]) * mean[c], in double, stored fp32 (out may be bias):
+// the mean over the calibration tokens of the rounding error of W (n, k) quantized as q (n, k) with row scales
+// sw (n), taken out of the bias. The caller keeps ownership of every buffer.
+void int8_correct_bias(int64_t n, int64_t k, const float* w, const int8_t* q, const float* sw, const float* mean,
+                       const float* bias, float* out);
+
 void int8_fold_ln_factors(const float* r, int64_t e, float* gamma, float* beta, float* w, int64_t n);
 Result<Int8Scales> load_int8_scales(const std::string& path, const VitArch& arch);
 Status write_int8_scales(const std::string& path, const Int8Scales& scales);

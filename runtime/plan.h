@@ -36,7 +36,8 @@ constexpr int64_t kCudaLtWorkspaceBytes = 4 << 20;  // cuBLASLt workspace, fixed
 // docs/kernels-gemm-i8.md): one counter per output tile for 16384 tiles (gpu::kGemmI8CounterBytes, checked
 // where the runtime includes both), then room for the partial tiles of the plan's largest INT8 GEMM with any
 // split row (tiles of at most 128 x 128, split at most 4), capped: start-up tuning times only the split rows
-// whose partial tiles fit (runtime/cuda/ops_int8_cuda.cpp).
+// whose partial tiles fit, and the cuBLASLt IMMA candidate only where its int32 product fits in the same room
+// after the counters (runtime/cuda/ops_int8_cuda.cpp, runtime/int8_gemm_tuning.h).
 constexpr int64_t kCudaI8SplitCounterBytes = int64_t{16384} * 4;
 constexpr int64_t kCudaI8SplitPartialsMaxBytes = int64_t{16} << 20;
 

@@ -18,7 +18,8 @@
 // can be captured in a CUDA graph); call it once outside a capture first for each variant and epilogue
 // (the first call sets the kernel's shared-memory attribute).
 // Tested by tests/kernels/gemm_i8_cuda_test.cu; timed by tools/gpu/bench_gemm_i8.cu; which row to name for
-// which shape (H200 and 8 SMs): docs/kernels-gemm-i8.md.
+// which shape (H200 and 8 SMs): docs/kernels-gemm-i8.md. The same GEMM through cuBLASLt IMMA, with this
+// kernel's epilogue as a kernel of its own (the runtime's other tuning candidate): gemm_i8_lt.h.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,8 @@
 // Private to kernels/cuda/gemm_i8.cu (internal linkage; include it from that file only): the W8A8 GEMM
 // kernel's traits, its tile copies (cp.async into swizzled shared memory, zero-filled past M, N and K), the
 // main loop (mma.sync m16n8k32, one barrier per k-tile), the split-K fan-in and the fused epilogues (through
-// shared memory). The design: docs/kernels-gemm-i8.md; the arithmetic: kernels/cpu/gemm_i8_ref.h.
+// shared memory; their arithmetic, shared with the epilogue after cuBLASLt IMMA: gemm_i8_epilogue.cuh). The
+// design: docs/kernels-gemm-i8.md; the arithmetic: kernels/cpu/gemm_i8_ref.h.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/gemm_i8_epilogue.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/cuda/mma_sm80_s8.cuh"
 
@@ -21,7 +23,6 @@ using cuda::ldmatrix_x4_at;
 using cuda::mma_16832_s8;
 using cuda::mma_16832_u8s8;
 using cuda::smem_addr;
-using gpu::GemmI8Args;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
 template <int kTileM_, int kTileN_, int kTileK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
@@ -187,112 +188,6 @@ __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], 
   }
 }
 
-// The epilogue's steps, in the order of gemm_i8_ref.h; __fmul_rn / __fadd_rn / __fmaf_rn keep nvcc from
-// contracting or reordering steps, so every output equals the reference's bit for bit.
-// p / q without a division (gemm_i8_erf_ratio_ref): a reciprocal guess from the bits of q, three Newton steps
-// and one residual correction of the quotient, all fma: straight-line code (an IEEE division is a MUFU.RCP,
-// an FCHK and a branch to a slow path per output, which keeps the eight outputs of a row from interleaving).
-__device__ __forceinline__ float erf_ratio(float p, float q) {
-  float y = __uint_as_float(kGemmI8RcpMagic - __float_as_uint(q));
-#pragma unroll
-  for (int i = 0; i < kGemmI8RcpSteps; ++i) y = __fmaf_rn(y, __fmaf_rn(-q, y, 1.f), y);
-  const float r = __fmul_rn(p, y);
-  return __fmaf_rn(y, __fmaf_rn(-q, r, p), r);
-}
-
-__device__ __forceinline__ float gelu_rational(float v) {
-  const float x = fminf(fmaxf(__fmul_rn(v, 0.70710678f), -4.f), 4.f);
-  const float x2 = __fmul_rn(x, x);
-  float p = __fmaf_rn(x2, kGemmI8ErfP0, kGemmI8ErfP1);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP2);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP3);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP4);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP5);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP6);
-  p = __fmul_rn(x, p);
-  float q = __fmaf_rn(x2, kGemmI8ErfQ0, kGemmI8ErfQ1);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ2);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ3);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ4);
-  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.f, erf_ratio(p, q)));
-}
-
-__device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
-  const float q = __fmul_rn(v, inv_out_scale);
-  if (q != q) return 0;
-  return static_cast<uint32_t>(__float2int_rn(fminf(fmaxf(q, -127.f), 127.f))) & 0xffu;
-}
-
-// fc1's unsigned output: u = g + kGemmI8GeluShift, then u * inv rounded to nearest even in [0, 255], as the
-// float's bits: the clamp sends NaN to 0 (fmaxf returns the non-NaN operand, the reference's NaN -> 0), and
-// adding 1.5 * 2^23 rounds to an integer (to nearest even) held in the low mantissa bits, so the code is the
-// low byte (no F2I, a quarter-rate conversion). The caller packs four low bytes with byte permutes.
-__device__ __forceinline__ uint32_t quantize_u8_bits(float g, float inv_out_scale) {
-  const float q = __fmul_rn(__fadd_rn(g, kGemmI8GeluShift), inv_out_scale);
-  return __float_as_uint(__fadd_rn(fminf(fmaxf(q, 0.f), 255.f), 12582912.f));
-}
-
-// The low bytes of a, b, c, d as one word (a in the lowest byte).
-__device__ __forceinline__ uint32_t pack_low_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-}
-
-__device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Eight consecutive outputs (columns col .. col + 7 of one row: y + o) through the epilogue, one 16-byte
-// store (8 bytes for int8, two for fp32). kF32's instantiation also serves kF32BiasResidual (a uniform
-// branch on a.epilogue: y = y + v in place), so the fp32 residual adds no kernel per tile row.
-template <int kEpilogue>
-__device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv_out_scale, float (&v)[8]) {
-  constexpr auto e = static_cast<GemmI8Epilogue>(kEpilogue);
-  if constexpr (e == GemmI8Epilogue::kF16BiasGelu || e == GemmI8Epilogue::kI8BiasGelu) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = gelu_rational(v[j]);
-  }
-  if constexpr (e == GemmI8Epilogue::kF32) {
-    float4* p = reinterpret_cast<float4*>(static_cast<float*>(a.y) + o);
-    if (a.epilogue == GemmI8Epilogue::kF32BiasResidual) {
-      const float4 r0 = p[0], r1 = p[1];
-      const float r[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fadd_rn(r[j], v[j]);
-    }
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else if constexpr (e == GemmI8Epilogue::kI8Bias || e == GemmI8Epilogue::kI8BiasGelu) {
-    uint32_t w[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (e == GemmI8Epilogue::kI8BiasGelu) {
-        w[h] = pack_low_bytes(quantize_u8_bits(v[4 * h], inv_out_scale), quantize_u8_bits(v[4 * h + 1], inv_out_scale),
-                              quantize_u8_bits(v[4 * h + 2], inv_out_scale),
-                              quantize_u8_bits(v[4 * h + 3], inv_out_scale));
-      } else {
-        w[h] = quantize(v[4 * h], inv_out_scale) | quantize(v[4 * h + 1], inv_out_scale) << 8 |
-               quantize(v[4 * h + 2], inv_out_scale) << 16 | quantize(v[4 * h + 3], inv_out_scale) << 24;
-      }
-    }
-    *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + o) = make_uint2(w[0], w[1]);
-  } else {
-    uint4* p = reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + o);
-    if constexpr (e == GemmI8Epilogue::kF16BiasResidual) {
-      const uint4 r = *p;
-      const uint32_t rw[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&rw[j]));
-        v[2 * j] = __fadd_rn(f.x, v[2 * j]);
-        v[2 * j + 1] = __fadd_rn(f.y, v[2 * j + 1]);
-      }
-    }
-    *p = make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
-                    pack_half2_rn(v[6], v[7]));
-  }
-}
-
 // kQkHeadI8 (qkv -> the INT8 attention): eight consecutive outputs of row `row` from column col. Q and K
 // columns (col < qk_cols) become int8 codes with their head's scale: the head's head_dim / 8 lanes (consecutive,
 // one row: store_tile keeps a row's column groups in consecutive lanes, and valid_args has tile_n a multiple of
@@ -380,8 +275,7 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
     const int4 q1 = *reinterpret_cast<const int4*>(tile + r * T::kOutRow + T::kOutHalf + g * 4);
     const int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     float v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __fmaf_rn(__int2float_rn(q[j]), scale[j], bias[j]);
+    dequantize8(q, scale, bias, v);
     if constexpr (kEpilogue == static_cast<int>(GemmI8Epilogue::kQkHeadI8)) {
       store_qk_head(a, row, col, v, lane);
     } else {

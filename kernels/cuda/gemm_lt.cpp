@@ -83,6 +83,12 @@ void lt_gemm_destroy(LtGemm* g) {
 
 cublasStatus_t lt_gemm_heuristic(cublasLtHandle_t lt, const LtGemm& g, int max_results, size_t workspace_bytes,
                                  std::vector<cublasLtMatmulAlgo_t>* out) {
+  return lt_matmul_heuristic(lt, g.desc, g.a, g.b, g.c, max_results, workspace_bytes, out);
+}
+
+cublasStatus_t lt_matmul_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                   cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int max_results,
+                                   size_t workspace_bytes, std::vector<cublasLtMatmulAlgo_t>* out) {
   cublasLtMatmulPreference_t pref = nullptr;
   cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
@@ -91,7 +97,7 @@ cublasStatus_t lt_gemm_heuristic(cublasLtHandle_t lt, const LtGemm& g, int max_r
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(max_results, 1)));
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, max_results, results.data(), &found);
+    st = cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, max_results, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   for (int r = 0; r < found; ++r)

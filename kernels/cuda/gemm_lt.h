@@ -78,6 +78,10 @@ void lt_gemm_destroy(LtGemm* g);
 // workspace_bytes, appended to *out.
 cublasStatus_t lt_gemm_heuristic(cublasLtHandle_t lt, const LtGemm& g, int max_results, size_t workspace_bytes,
                                  std::vector<cublasLtMatmulAlgo_t>* out);
+// The same for any descriptors (a, b, c: A, B and C = D), e.g. the int8 ones of gemm_i8_lt.h.
+cublasStatus_t lt_matmul_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                   cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, int max_results,
+                                   size_t workspace_bytes, std::vector<cublasLtMatmulAlgo_t>* out);
 
 // True when the output has fewer than kLtSmallTilesPerSm 128 x 128 tiles per SM: such GEMMs get cluster-1
 // and split-K variants, and the runtime times them in a chain (launch and ramp-up overlap in a forward).

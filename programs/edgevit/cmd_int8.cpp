@@ -90,6 +90,9 @@ Int8Commands add_int8_commands(CLI::App& app) {
   c.calibrate->add_flag("--ln-fold", c.ln_fold,
                         "RepQ-ViT: per-channel factors folded into each block's norm1/norm2 and the next weight "
                         "(qkv, fc1), written into the scale file (docs/int8.md)");
+  c.calibrate->add_flag("--bias-correction", c.bias_correction,
+                        "each block GEMM input's per-channel mean in the scale file, from which the loader takes "
+                        "the weights' mean rounding error out of their biases (docs/int8.md)");
   c.calibrate->add_option("-o,--output", c.output, "int8 model YAML to write (the scales go beside it)")->required();
   c.compare = app.add_subcommand("compare", "layer-wise error between two precisions on the same input (CPU)");
   c.compare->add_option("model", c.cmp_model, "model YAML")->required();
@@ -114,6 +117,7 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
                                   : ev::CalibMethod::kPercentile;
   o.threads = c.threads;
   o.ln_fold = c.ln_fold;
+  o.bias_correction = c.bias_correction;
   ev::ModelSpec fp32 = *spec;
   fp32.precision = ev::Precision::kFp32;
   auto scales = ev::calibrate_int8(fp32, *dev, images->data.data(), images->count, o);
@@ -128,10 +132,12 @@ int cmd_calibrate(const Int8Commands& c, const std::vector<std::string>& dev_dir
   ev::Status s = ev::write_int8_scales(int8.int8_scales_path, *scales);
   if (s.ok()) s = ev::save_model_spec(int8, c.output);
   if (!s.ok()) return fail(s);
-  std::printf("calibrated %s on %d image%s (%s%s): %zu scales%s -> %s; config -> %s\n", spec->name.c_str(),
+  std::string extra;
+  if (c.ln_fold) extra += " and " + std::to_string(scales->channel_factors.size()) + " channel factors";
+  if (c.bias_correction) extra += " and " + std::to_string(scales->input_means.size()) + " input means";
+  std::printf("calibrated %s on %d image%s (%s%s%s): %zu scales%s -> %s; config -> %s\n", spec->name.c_str(),
               images->count, images->count == 1 ? "" : "s", scales->method.c_str(), c.ln_fold ? ", LayerNorm fold" : "",
-              scales->input_scales.size(),
-              c.ln_fold ? (" and " + std::to_string(scales->channel_factors.size()) + " channel factors").c_str() : "",
+              c.bias_correction ? ", bias correction" : "", scales->input_scales.size(), extra.c_str(),
               int8.int8_scales_path.c_str(), c.output.c_str());
   auto layers = ev::compare_layers(fp32, ev::Precision::kFp32, int8, ev::Precision::kInt8, *dev, images->data.data(),
                                    images->count, c.threads);

@@ -197,13 +197,14 @@ void announce_attention_choices(const ev::Engine& e, bool verbose) {
   }
 }
 
-// CUDA INT8 engines (-v, bench --profile; on stderr): the gemm_i8 tile row each INT8 GEMM runs (the plan's
-// tuning records whose choice is a gemm_i8 row, kernels/cuda/gemm_i8.h), counted per captured batch size and
-// GEMM role, then op by op for `batch` with what start-up timed.
+// CUDA INT8 engines (-v, bench --profile; on stderr): the gemm_i8 tile row or cuBLASLt IMMA algorithm each INT8
+// GEMM runs (the plan's tuning records whose choice is a gemm_i8 row, kernels/cuda/gemm_i8.h, or "lt_imma ...",
+// kernels/cuda/gemm_i8_lt.h), counted per captured batch size and GEMM role, then op by op for `batch` with what
+// start-up timed.
 void announce_gemm_i8_rows(const ev::Engine& e, bool verbose, int batch) {
   std::vector<const ev::TuningRecord*> rs;
   for (const ev::TuningRecord& t : e.plan().tuning)
-    if (t.choice.rfind("i8_", 0) == 0) rs.push_back(&t);
+    if (t.choice.rfind("i8_", 0) == 0 || t.choice.rfind("lt_imma ", 0) == 0) rs.push_back(&t);
   if (!verbose || rs.empty()) return;
   std::fprintf(stderr, "gemm_i8 rows per captured batch size (role: row x GEMMs):\n");
   std::vector<int> batches;

@@ -10,7 +10,8 @@ CudaContext::CudaContext(const Plan& p, Arena& a, const EngineOptions& options)
     : ExecContext(p, a, options.fault),
       fp16(p.graph.act_elem_bytes() == 2),  // fp16 plans, and INT8 plans' other ops on CUDA
       tune_gemms(options.tune_gemms),
-      tune_attention(options.tune_attention) {}
+      tune_attention(options.tune_attention),
+      force_lt_imma(options.force_lt_imma) {}
 
 CudaContext::~CudaContext() {
   // Teardown ignores errors: there is nobody left to report them to.

@@ -55,6 +55,7 @@ struct CudaContext final : ExecContext {
   const bool fp16;            // the plan's float tensors are fp16 (fp16 plans; INT8 plans: Graph::int8_rest)
   const bool tune_gemms;      // EngineOptions::tune_gemms
   const bool tune_attention;  // EngineOptions::tune_attention
+  const bool force_lt_imma;   // EngineOptions::force_lt_imma
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   uint8_t* workspace = nullptr;  // cuBLASLt workspace: arena.tail(kCudaLtWorkspaceBytes)

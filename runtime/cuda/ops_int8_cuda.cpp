@@ -11,20 +11,26 @@
 // (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per captured batch size at
 // prepare(): the table's first row without split-K, or with GEMM tuning on (EngineOptions::tune_gemms) the
 // fastest row timed on the arena's own tensors (tuning_timer.h), split-K rows included where their partial
-// tiles fit the plan's INT8 split-K workspace (plan.h; CudaContext::i8_workspace), recorded in the plan's
-// tuning records (`bench --profile` prints them).
+// tiles fit the plan's INT8 split-K workspace (plan.h; CudaContext::i8_workspace), and cuBLASLt IMMA
+// (kernels/cuda/gemm_i8_lt.h: int32 product into that workspace after the tile counters, then
+// gpu::gemm_i8_epilogue) where its product fits and cuBLASLt offers an algorithm, pinned only when faster than
+// the fastest row (EngineOptions::force_lt_imma pins it untimed); recorded in the plan's tuning records
+// (runtime/int8_gemm_tuning.h; `bench --profile` prints them). Every choice computes the same outputs.
 #include <cuda_fp16.h>
 
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/gemm_i8_lt.h"
 #include "kernels/cuda/layernorm_i8_f64.h"
 #include "kernels/cuda/quantize_i8.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/gemm_tuning.h"
 #include "runtime/cuda/ops_cuda.h"
 #include "runtime/cuda/tuning_timer.h"
+#include "runtime/int8_gemm_tuning.h"
 #include "runtime/int8_scales.h"
 
 namespace edgevit {
@@ -88,29 +94,38 @@ const char* variant_name(int variant) {
 class GemmI8Kernel final : public OpKernel {
  public:
   explicit GemmI8Kernel(const Op& op) : op_(op) {}
+  ~GemmI8Kernel() override { release_lt(); }
+  GemmI8Kernel(const GemmI8Kernel&) = delete;
+  GemmI8Kernel& operator=(const GemmI8Kernel&) = delete;
   Status prepare(ExecContext& ctx) override;
   Status run(ExecContext& ctx, int n) override;
   std::string resolved(int n) const override {
-    const char* name = sizes_.empty() ? "?" : variant_name(sizes_[size_index(n)].variant);
-    return std::string("cuda.gemm_i8_") + name + "+" + gemm_i8_epilogue_name(epilogue_) +
+    const PerSize* p = sizes_.empty() ? nullptr : &sizes_[size_index(n)];
+    const std::string name = !p ? "?" : p->t.lt_chosen ? "lt_imma" : variant_name(p->variant);
+    return "cuda.gemm_i8_" + name + "+" + gemm_i8_epilogue_name(epilogue_) +
            (quantize_input_ ? "+quantize_input" : "");
   }
   std::vector<TuningRecord> tuning() const override;
 
  private:
-  // The gemm_i8 row per captured batch size: the table's first row this device runs without a split-K
-  // workspace, or (EngineOptions::tune_gemms) the fastest row timed at that size.
+  // The GEMM per captured batch size: the table's first row this device runs without a split-K workspace,
+  // or (EngineOptions::tune_gemms) the fastest of the rows and cuBLASLt IMMA timed at that size.
   struct PerSize {
     int batch = 0;
     int variant = -1;
-    int candidates = 0;     // rows timed
-    int split_timed = 0;    // of which split-K rows
-    int split_skipped = 0;  // split-K rows not timed: their partial tiles exceed the plan's workspace
-    double first_us = 0, chosen_us = 0;
+    Int8GemmTiming t;
+    gpu::LtI8Gemm lt;                // IMMA's descriptors while it was tried (owned; release_lt)
+    cublasLtMatmulAlgo_t lt_algo{};  // t.lt_chosen: the pinned algorithm
   };
   gpu::GemmI8Args args(const CudaContext& c, int n) const;
   size_t size_index(int n) const;
   Status choose_row(CudaContext& c, PerSize* p);
+  Status try_lt_imma(CudaContext& c, PerSize* p, double best_row_ms);
+  Status run_lt_imma(const CudaContext& c, const gpu::LtI8Gemm& g, const cublasLtMatmulAlgo_t& algo,
+                     const gpu::GemmI8Args& a) const;
+  void release_lt() {
+    for (PerSize& p : sizes_) gpu::lt_i8_destroy(&p.lt);
+  }
   const Op& op_;
   GemmI8Epilogue epilogue_ = GemmI8Epilogue::kF16Bias;
   std::vector<PerSize> sizes_;
@@ -148,11 +163,16 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
     in_scale_ = weight_named(op_, g, ".input_scale");
   }
   i8_workspace_bytes_ = c.i8_workspace_bytes;
+  release_lt();
   sizes_.clear();
   for (int n : c.sizes.empty() ? std::vector<int>{g.batch} : c.sizes) {
     PerSize p;
     p.batch = n;
-    EV_RETURN_IF_ERROR(choose_row(c, &p));
+    const Status s = choose_row(c, &p);
+    if (!s.ok()) {
+      gpu::lt_i8_destroy(&p.lt);  // what IMMA's descriptors it had made (sizes_ owns them only once pushed)
+      return s;
+    }
     sizes_.push_back(p);
   }
   return Status::Ok();
@@ -172,6 +192,8 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
   int count = 0;
   const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
   gpu::GemmI8Args a = args(c, p->batch);
+  p->t.batch = p->batch;
+  p->t.x_u8 = x_u8_;
   double best = -1;
   for (int i = 0; i < count; ++i) {
     if (rows[i].min_sm > c.sm || rows[i].smem_bytes > c.smem_optin) continue;
@@ -180,44 +202,94 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
     const bool split = rows[i].split_k > 1;
     if (split && (p->variant < 0 || !c.tune_gemms)) continue;
     if (split && static_cast<int64_t>(gpu::gemm_i8_workspace_bytes(a)) > c.i8_workspace_bytes) {
-      ++p->split_skipped;
+      ++p->t.split_skipped;
       continue;
     }
     if (p->variant < 0) {
       p->variant = i;
+      p->t.row = rows[i].name;
       EV_CUDA_CHECK(where, gpu::gemm_i8(a, c.stream));
-      if (!c.tune_gemms) return Status::Ok();
+      if (!c.tune_gemms) break;
     }
     double ms = -1;
     EV_RETURN_IF_ERROR(timed_median(
         c, where, [] { return cudaSuccess; }, [&] { return gpu::gemm_i8(a, c.stream); }, 1, best, &ms));
     if (ms < 0) continue;
-    ++p->candidates;
-    p->split_timed += split;
-    if (i == p->variant) p->first_us = 1e3 * ms;
+    ++p->t.rows_timed;
+    p->t.split_timed += split;
+    if (i == p->variant) p->t.first_us = 1e3 * ms;
     if (best < 0 || ms < best * kTuneMargin) {
       best = ms;
       p->variant = i;
-      p->chosen_us = 1e3 * ms;
+      p->t.row = rows[i].name;
+      p->t.row_us = 1e3 * ms;
     }
   }
   if (p->variant < 0) return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
+  // IMMA's standalone epilogue has no kQkHeadI8 (the heads' amax is the fused store's): not a candidate for it.
+  if ((c.tune_gemms || c.force_lt_imma) && !qk_head_) return try_lt_imma(c, p, best);
+  return Status::Ok();
+}
+
+// cuBLASLt IMMA: where its int32 product fits the INT8 workspace after the counters and cuBLASLt offers
+// algorithms, each (up to kTuneCandidates) is timed as matmul + epilogue against the fastest row; forced
+// (EngineOptions::force_lt_imma), the heuristic's first runs once, untimed. The product's region is the
+// split-K rows' partial tiles, which hold nothing between launches; the counters before it are not touched.
+Status GemmI8Kernel::try_lt_imma(CudaContext& c, PerSize* p, double best_row_ms) {
+  const std::string where = "op '" + op_.name + "' (cuBLASLt IMMA)";
+  gpu::GemmI8Args a = args(c, p->batch);
+  a.variant = p->variant;
+  p->t.lt_acc_bytes = gpu::lt_i8_acc_bytes(a.m, a.n);
+  if (!lt_imma_fits(a.m, a.n, c.i8_workspace_bytes)) {
+    p->t.lt = LtImmaState::kNoRoom;
+    return Status::Ok();
+  }
+  EV_CUBLAS_CHECK(where, gpu::lt_i8_create(a.m, a.n, a.k, x_u8_, &p->lt));
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  EV_CUBLAS_CHECK(where, gpu::lt_i8_heuristic(c.lt, p->lt, c.force_lt_imma ? 1 : kTuneCandidates,
+                                              static_cast<size_t>(kCudaLtWorkspaceBytes), &algos));
+  p->t.lt = algos.empty() ? LtImmaState::kNoAlgorithm : c.force_lt_imma ? LtImmaState::kForced : LtImmaState::kTimed;
+  double best = -1;
+  for (const cublasLtMatmulAlgo_t& algo : algos) {
+    auto launch = [&] {  // an algorithm cuBLASLt refuses at launch is not a candidate
+      return run_lt_imma(c, p->lt, algo, a).ok() ? cudaSuccess : cudaErrorNotSupported;
+    };
+    if (c.force_lt_imma) {
+      EV_RETURN_IF_ERROR(run_lt_imma(c, p->lt, algo, a));
+      best = 0;
+      p->lt_algo = algo;
+      break;
+    }
+    double ms = -1;
+    EV_RETURN_IF_ERROR(timed_median(c, where, [] { return cudaSuccess; }, launch, 1, best, &ms));
+    if (ms < 0) continue;
+    ++p->t.lt_timed;
+    if (best < 0 || ms < best) {
+      best = ms;
+      p->lt_algo = algo;
+      p->t.lt_us = 1e3 * ms;
+    }
+  }
+  if (best >= 0) p->t.lt_algo = gpu::lt_describe_algo(p->lt_algo);
+  p->t.lt_chosen = best >= 0 && (c.force_lt_imma || lt_imma_wins(best, best_row_ms, kTuneMargin));
+  if (!p->t.lt_chosen) gpu::lt_i8_destroy(&p->lt);
+  return Status::Ok();
+}
+
+// The product into the workspace after the counters, then the epilogue over it (a: the GEMM's arguments).
+Status GemmI8Kernel::run_lt_imma(const CudaContext& c, const gpu::LtI8Gemm& g, const cublasLtMatmulAlgo_t& algo,
+                                 const gpu::GemmI8Args& a) const {
+  int32_t* acc = reinterpret_cast<int32_t*>(c.i8_workspace + kCudaI8SplitCounterBytes);
+  EV_CUBLAS_CHECK("op '" + op_.name + "'", gpu::lt_i8_matmul(c.lt, g, algo, a.w, a.x, acc, c.workspace,
+                                                             static_cast<size_t>(kCudaLtWorkspaceBytes), c.stream));
+  EV_CUDA_CHECK("op '" + op_.name + "'", gpu::gemm_i8_epilogue(a, acc, c.stream));
   return Status::Ok();
 }
 
 std::vector<TuningRecord> GemmI8Kernel::tuning() const {
   std::vector<TuningRecord> out;
-  for (const PerSize& p : sizes_) {
-    std::string detail = "the table's first row without split-K, untimed";
-    if (p.candidates > 0) {
-      detail = std::to_string(p.candidates) + " rows timed (" + std::to_string(p.split_timed) + " split-K), first " +
-               std::to_string(p.first_us) + " us, chosen " + std::to_string(p.chosen_us) + " us";
-      if (p.split_skipped > 0)
-        detail += "; " + std::to_string(p.split_skipped) + " split-K rows not timed (partial tiles over the plan's " +
-                  std::to_string(i8_workspace_bytes_) + "-byte workspace)";
-    }
-    out.push_back(TuningRecord{op_.name, p.batch, variant_name(p.variant), detail});
-  }
+  for (const PerSize& p : sizes_)
+    out.push_back(TuningRecord{op_.name, p.batch, int8_gemm_choice(p.t), int8_gemm_detail(p.t, i8_workspace_bytes_)});
   return out;
 }
 
@@ -273,6 +345,8 @@ Status GemmI8Kernel::run(ExecContext& ctx, int n) {
                        : gpu::quantize_rows_i8_f16(c.arena.as<__half>(op_.inputs[0]), scale, q, s, rows, cols,
                                                    c.stream));
   }
+  const PerSize& p = sizes_[size_index(n)];
+  if (p.t.lt_chosen) return run_lt_imma(c, p.lt, p.lt_algo, a);
   EV_CUDA_CHECK("op '" + op_.name + "'", gpu::gemm_i8(a, c.stream));
   return Status::Ok();
 }

@@ -10,6 +10,8 @@
 //   beside it. Both sides compute every fp32 value that reaches an int8 rounding in float64 rounded once (the
 //   twin rows: attention, patch embedding, norms, head; docs/int8.md "fp32 mode"), so the int8 codes agree
 //   and what remains is ulps.
+// - The INT8 GEMMs' candidates: split-K rows timed, repeated forwards bit-equal; cuBLASLt IMMA forced gives the
+//   mma.sync rows' logits bit for bit, and a tuned engine records it for every INT8 GEMM.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -370,7 +372,7 @@ TEST(Int8Cuda, SplitKRowsAreTimedAndRepeatedForwardsAgree) {
     EXPECT_GT((*e)->plan().int8_split_workspace_bytes, 0);
     int split_timed = 0, split_chosen = 0, records = 0;
     for (const TuningRecord& t : (*e)->plan().tuning) {
-      if (t.choice.rfind("i8_", 0) != 0) continue;
+      if (t.choice.rfind("i8_", 0) != 0 && t.choice.rfind("lt_imma", 0) != 0) continue;
       ++records;
       split_chosen += t.choice.find("_k") != std::string::npos;
       const size_t at = t.detail.find(" split-K)");
@@ -394,6 +396,91 @@ TEST(Int8Cuda, SplitKRowsAreTimedAndRepeatedForwardsAgree) {
   EXPECT_LE(testutil::rel_error(runs[0].data(), runs[3].data(), 80), tol::kInt8EndToEnd);
   const std::vector<float> cpu_i8 = logits(d.int8, Precision::kInt8, *cpu, d.tx, 8, nullptr);
   EXPECT_LE(testutil::rel_error(runs[0].data(), cpu_i8.data(), 80), tol::kInt8EndToEnd);
+}
+
+// cuBLASLt IMMA as an INT8 GEMM candidate (runtime/cuda/ops_int8_cuda.cpp, runtime/int8_gemm_tuning.h). An engine
+// that forces it (EngineOptions::force_lt_imma) and one of the mma.sync rows alone (tuning off in both, so the fp16
+// GEMMs take the same cuBLASLt algorithm) give the same logits bit for bit, at batch 8 and 1, in both float modes:
+// the INT8 path is exact whichever GEMM runs. The forced engine runs lt_imma where cuBLASLt serves the GEMM and its
+// records say why elsewhere; a tuned engine times the candidate for every INT8 GEMM and size (its records), and
+// its logits stay within tol::kInt8EndToEnd of the rows' (its fp16 GEMMs may pin other algorithms).
+TEST(Int8Cuda, LtImmaCandidateComputesTheRowsOutputs) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  const Digits d = calibrated_digits(*cpu);
+  ASSERT_FALSE(d.tx.empty());
+  auto run = [&](const EngineOptions& o, std::vector<float>* out, std::vector<TuningRecord>* records,
+                 std::vector<std::string>* kernels) {
+    auto e = Engine::create(d.int8, *gpu, o);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    for (int n : {8, 1}) {
+      ASSERT_TRUE((*e)->infer(d.tx.data(), n).ok());
+      out->insert(out->end(), (*e)->logits(), (*e)->logits() + 10 * n);
+    }
+    *records = (*e)->plan().tuning;
+    *kernels = (*e)->executed_kernels();
+  };
+  for (Precision fl : {Precision::kFp16, Precision::kFp32}) {
+    SCOPED_TRACE(fl == Precision::kFp16 ? "int8_float fp16" : "int8_float fp32");
+    std::vector<float> out[2];
+    for (int force = 0; force < 2; ++force) {
+      EngineOptions o;
+      o.plan.precision = Precision::kInt8;
+      o.plan.batch = 8;
+      o.plan.int8_float = fl;
+      o.tune_gemms = false;
+      o.tune_attention = false;
+      o.force_lt_imma = force != 0;
+      std::vector<TuningRecord> records;
+      std::vector<std::string> kernels;
+      run(o, &out[force], &records, &kernels);
+      int lt = 0, forced = 0, u8_refused = 0;
+      for (const TuningRecord& t : records) {
+        lt += t.choice.rfind("lt_imma ", 0) == 0;
+        forced += t.detail.find("cuBLASLt IMMA forced") != std::string::npos;
+        u8_refused += t.detail.find("no uint8 x int8 algorithm") != std::string::npos;
+      }
+      if (force) {
+        EXPECT_GT(lt, 0) << "no INT8 GEMM ran cuBLASLt IMMA";
+        EXPECT_EQ(lt, forced);
+        EXPECT_GT(count_prefix(kernels, "cuda.gemm_i8_lt_imma+"), 0);
+        std::printf("forced: %d of %zu records run lt_imma, %d refused for fc2's uint8 input\n", lt, records.size(),
+                    u8_refused);
+      } else {
+        EXPECT_EQ(lt, 0);
+        EXPECT_EQ(count_prefix(kernels, "cuda.gemm_i8_lt_imma+"), 0);
+      }
+    }
+    ASSERT_EQ(out[0].size(), out[1].size());
+    EXPECT_EQ(out[0], out[1]) << "IMMA and the mma.sync rows differ";
+  }
+  EngineOptions tuned;
+  tuned.plan.precision = Precision::kInt8;
+  tuned.plan.batch = 8;
+  std::vector<float> out, rows;
+  std::vector<TuningRecord> records;
+  std::vector<std::string> kernels;
+  run(tuned, &out, &records, &kernels);
+  int considered = 0, chosen = 0, i8_records = 0;
+  for (const TuningRecord& t : records) {
+    if (t.choice.rfind("i8_", 0) != 0 && t.choice.rfind("lt_imma ", 0) != 0) continue;
+    ++i8_records;
+    considered += t.detail.find("cuBLASLt IMMA") != std::string::npos;
+    chosen += t.choice.rfind("lt_imma ", 0) == 0;
+    if (t.batch == 8) std::printf("%s b%d: %s | %s\n", t.op.c_str(), t.batch, t.choice.c_str(), t.detail.c_str());
+  }
+  EXPECT_EQ(i8_records, 16 * 4);
+  EXPECT_EQ(considered, i8_records) << "every INT8 GEMM record says what became of the IMMA candidate";
+  std::printf("tuned: %d of %d INT8 GEMM records chose lt_imma\n", chosen, i8_records);
+  EngineOptions plain;
+  plain.plan.precision = Precision::kInt8;
+  plain.plan.batch = 8;
+  plain.tune_gemms = false;
+  plain.tune_attention = false;
+  run(plain, &rows, &records, &kernels);
+  EXPECT_LE(testutil::rel_error(out.data(), rows.data(), out.size()), tol::kInt8EndToEnd);
 }
 
 }  // namespace

@@ -42,6 +42,26 @@ TEST(CliInt8, CalibrateWithTheLayerNormFold) {
   EXPECT_NE(cmp.out.find("blocks.0.norm1.out"), std::string::npos) << cmp.out;
 }
 
+// --bias-correction (docs/int8.md "Bias correction"): the means are in the scale file, the config runs, and with
+// the fold too both go in.
+TEST(CliInt8, CalibrateWithBiasCorrection) {
+  const std::string out = testutil::temp_dir() + "cli_int8_bias.yaml";
+  const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --bias-correction -o " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("(mse, bias correction): 16 scales and 16 input means"), std::string::npos) << c.out;
+  std::ifstream f(testutil::temp_dir() + "cli_int8_bias.scales.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("\"bias_correction\":\"input_mean\""), std::string::npos);
+  EXPECT_NE(bytes.find("blocks.3.mlp.fc2.input_mean"), std::string::npos);
+  const Ran r = run("run " + out + " -i " + testutil::source_path("tests/data/digits/digit-7.png") + " -v");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1. 7"), std::string::npos) << r.out;
+  const Ran both = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --bias-correction --ln-fold -o " +
+                       testutil::temp_dir() + "cli_int8_bias_fold.yaml");
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_NE(both.out.find("16 scales and 8 channel factors and 16 input means"), std::string::npos) << both.out;
+}
+
 TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
   const std::string out = testutil::temp_dir() + "cli_int8_digits.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --method mse -o " + out);

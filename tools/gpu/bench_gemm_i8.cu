@@ -14,8 +14,13 @@
 // --split: the epilogue's share instead of the table: each GEMM at batch 8 and 64, the listed rows (--rows,
 // else all) with the block's epilogue and with cheaper ones (i8_bias: dequantize + requantize to int8, the
 // same output bytes as fc1's; f16_bias), in us.
+// --imma: cuBLASLt IMMA (kernels/cuda/gemm_i8_lt.h, the runtime's tuning candidate) against the fastest row and
+// cuBLASLt fp16 at each GEMM and batch: the best of its heuristic's first 8 algorithms, the int32 matmul alone
+// and with the epilogue kernel after it (the candidate as the runtime times it), and whether cuBLASLt offers a
+// uint8 x int8 algorithm for fc2's input.
 //   build: tools/gpu/make_i8_bundle.sh
-//   usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split] [--rows LIST]
+//   usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split | --imma]
+//          [--rows LIST]
 //   prints a table (TOP/s = 2MNK / t)
 #include <cublasLt.h>
 #include <cuda_fp16.h>
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
+#include "kernels/cuda/gemm_i8_lt.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/cuda/mma_sm80_s8.cuh"
@@ -215,12 +221,114 @@ float time_lt(cublasLtHandle_t lt, int64_t m, const Gemm& g, const void* w, cons
   return best;
 }
 
+// The device buffers every mode reads (sized for the largest GEMM at batch 64).
+struct Buffers {
+  const int8_t *xq, *wq;
+  const __half *xh, *wh, *bh;
+  __half* y;
+  const float *sx, *sw, *bias;
+  void* ws;
+  size_t ws_bytes;
+};
+
+// --split: each GEMM at batch 8 and 64, the timed rows with the block's epilogue and cheaper ones.
+void bench_split(const Buffers& b, const std::vector<bool>& timed) {
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  for (int batch : {8, 64})
+    for (const Gemm& g : kGemms)
+      for (int v = 0; v < count; ++v) {
+        if (!timed[v] || rows[v].split_k > 1) continue;
+        std::printf("split batch %2d %-4s %-26s", batch, g.name, rows[v].name);
+        for (GemmI8Epilogue e : {g.i8_epilogue, GemmI8Epilogue::kI8Bias, GemmI8Epilogue::kF16Bias}) {
+          gpu::GemmI8Args a;
+          a.m = 197 * batch, a.n = g.n, a.k = g.k, a.x = b.xq, a.w = b.wq, a.sx = b.sx, a.sw = b.sw, a.bias = b.bias;
+          a.epilogue = e, a.y = b.y, a.out_scale = 0.05f, a.variant = v;
+          CHECK(gpu::gemm_i8(a, nullptr));
+          std::printf("  %s %7.1f", gemm_i8_epilogue_name(e), median_ms([&] { gpu::gemm_i8(a, nullptr); }) * 1e3);
+        }
+        std::printf("\n");
+      }
+}
+
+// The fastest gemm_i8 row for args a (its variant set in *best); its median time.
+float best_row(gpu::GemmI8Args a, int* best) {
+  int count = 0;
+  gpu::gemm_i8_variants(&count);
+  float best_ms = INFINITY;
+  for (int v = 0; v < count; ++v) {
+    a.variant = v;
+    a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
+    const cudaError_t e = gpu::gemm_i8(a, nullptr);
+    if (e == cudaErrorInvalidValue) continue;  // a split row past its tile limit
+    CHECK(e);
+    const float ms = median_ms([&] { gpu::gemm_i8(a, nullptr); });
+    if (ms < best_ms) best_ms = ms, *best = v;
+  }
+  return best_ms;
+}
+
+// --imma: cuBLASLt IMMA (matmul alone, matmul + epilogue) against the fastest row and cuBLASLt fp16.
+void bench_imma(cublasLtHandle_t lt, const Buffers& b) {
+  int32_t* acc = nullptr;
+  CHECK(cudaMalloc(&acc, size_t{197} * 64 * 3072 * 4));
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  std::printf("%-5s %-5s %6s | %-24s %8s | %8s %8s %8s %-34s | %8s | %6s %6s\n", "batch", "gemm", "M", "best row", "us",
+              "imma mm", "+epi us", "TOP/s", "imma algorithm", "fp16 us", "row/im", "f16/im");
+  for (int batch : {1, 8, 64}) {
+    const int64_t m = 197 * batch;
+    double row_all = 0, imma_all = 0, f16_all = 0, ops_all = 0;
+    for (const Gemm& g : kGemms) {
+      gpu::GemmI8Args a;
+      a.m = m, a.n = g.n, a.k = g.k, a.x = b.xq, a.w = b.wq, a.sx = b.sx, a.sx_per_token = true, a.sw = b.sw;
+      a.bias = b.bias, a.epilogue = g.i8_epilogue, a.y = b.y, a.out_scale = 0.05f;
+      int row = 0;
+      const float row_ms = best_row(a, &row);
+      gpu::LtI8Gemm d, du8;
+      std::vector<cublasLtMatmulAlgo_t> algos, u8;
+      if (gpu::lt_i8_create(m, g.n, g.k, false, &d) != CUBLAS_STATUS_SUCCESS ||
+          gpu::lt_i8_heuristic(lt, d, 8, b.ws_bytes, &algos) != CUBLAS_STATUS_SUCCESS)
+        algos.clear();
+      if (gpu::lt_i8_create(m, g.n, g.k, true, &du8) != CUBLAS_STATUS_SUCCESS ||
+          gpu::lt_i8_heuristic(lt, du8, 8, b.ws_bytes, &u8) != CUBLAS_STATUS_SUCCESS)
+        u8.clear();
+      float mm_ms = INFINITY, full_ms = INFINITY;
+      std::string desc = "none offered";
+      for (const cublasLtMatmulAlgo_t& algo : algos) {
+        auto matmul = [&] { return gpu::lt_i8_matmul(lt, d, algo, b.wq, b.xq, acc, b.ws, b.ws_bytes, nullptr); };
+        if (matmul() != CUBLAS_STATUS_SUCCESS) continue;
+        const float mm = median_ms([&] { matmul(); });
+        const float full = median_ms([&] {
+          matmul();
+          gpu::gemm_i8_epilogue(a, acc, nullptr);
+        });
+        if (full < full_ms) full_ms = full, mm_ms = mm, desc = gpu::lt_describe_algo(algo);
+      }
+      CHECK(cudaGetLastError());
+      const float f16_ms = time_lt(lt, m, g, b.wh, b.xh, b.bh, b.y, b.ws, b.ws_bytes);
+      const double ops = 2.0 * m * g.n * g.k;
+      ops_all += ops, row_all += row_ms, imma_all += full_ms, f16_all += f16_ms;
+      std::printf("%-5d %-5s %6lld | %-24s %8.1f | %8.1f %8.1f %8.0f %-34s | %8.1f | %6.2f %6.2f  u8 x s8: %zu "
+                  "offered\n",
+                  batch, g.name, static_cast<long long>(m), rows[row].name, row_ms * 1e3, mm_ms * 1e3, full_ms * 1e3,
+                  ops / (full_ms * 1e-3) / 1e12, desc.c_str(), f16_ms * 1e3, row_ms / full_ms, f16_ms / full_ms,
+                  u8.size());
+      gpu::lt_i8_destroy(&d);
+      gpu::lt_i8_destroy(&du8);
+    }
+    std::printf("%-5d all four: rows %.1f us, imma + epilogue %.1f us (%.0f TOP/s), cuBLASLt fp16 %.1f us\n", batch,
+                row_all * 1e3, imma_all * 1e3, ops_all / (imma_all * 1e-3) / 1e12, f16_all * 1e3);
+  }
+  CHECK(cudaFree(acc));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int sms = 0, profile_row = -1, profile_batch = 0;
-  bool split = false;
+  std::string mode;  // "--split", "--imma" or empty
   std::string profile_gemm, profile_epilogue, row_list;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -233,12 +341,12 @@ int main(int argc, char** argv) {
       if (i + 1 < argc && argv[i + 1][0] != '-') profile_epilogue = argv[++i];
     } else if (arg == "--rows" && i + 1 < argc) {
       row_list = argv[++i];
-    } else if (arg == "--split") {
-      split = true;
+    } else if (arg == "--split" || arg == "--imma") {
+      mode = arg;
     } else {
       std::fprintf(stderr,
-                   "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split] "
-                   "[--rows LIST]\n");
+                   "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split | "
+                   "--imma] [--rows LIST]\n");
       return 2;
     }
   }
@@ -299,21 +407,10 @@ int main(int argc, char** argv) {
       if (name == gemm_i8_epilogue_name(static_cast<GemmI8Epilogue>(e))) return static_cast<GemmI8Epilogue>(e);
     return fallback;
   };
-  if (split) {
-    for (int batch : {8, 64})
-      for (const Gemm& g : kGemms)
-        for (int v = 0; v < count; ++v) {
-          if (!timed[v] || rows[v].split_k > 1) continue;
-          std::printf("split batch %2d %-4s %-26s", batch, g.name, rows[v].name);
-          for (GemmI8Epilogue e : {g.i8_epilogue, GemmI8Epilogue::kI8Bias, GemmI8Epilogue::kF16Bias}) {
-            gpu::GemmI8Args a;
-            a.m = 197 * batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sw = sw, a.bias = bias;
-            a.epilogue = e, a.y = y, a.out_scale = 0.05f, a.variant = v;
-            CHECK(gpu::gemm_i8(a, nullptr));
-            std::printf("  %s %7.1f", gemm_i8_epilogue_name(e), median_ms([&] { gpu::gemm_i8(a, nullptr); }) * 1e3);
-          }
-          std::printf("\n");
-        }
+  const Buffers buffers{xq, wq, xh, wh, bh, y, sx, sw, bias, ws, ws_bytes};
+  if (!mode.empty()) {
+    if (mode == "--split") bench_split(buffers, timed);
+    if (mode == "--imma") bench_imma(lt, buffers);
     return 0;
   }
   if (profile_row >= 0) {

@@ -2,7 +2,9 @@
 # Runs the W8A8 GEMM bundle (tools/gpu/make_i8_bundle.sh, carried as BUNDLE/payload.tar.xz) on the lent GPU
 # machine, logs under $OUT: the CPU reference test, the full CUDA test, the bench (all multiprocessors, then
 # 8 of them as on Orin NX), compute-sanitizer memcheck (the small shapes and the deep-pipeline one, which
-# overhang the tiles in M, N and K) and racecheck (the deep-pipeline shape); STEPS picks some ("test bench bench8 sanitize ncu"; default all but ncu). Each step is capped; the
+# overhang the tiles in M, N and K) and racecheck (the deep-pipeline shape), cuBLASLt IMMA's test and bench
+# (imma: gemm_i8_lt_cuda_test, bench_gemm_i8 --imma); STEPS picks some ("test bench bench8 sanitize imma ncu";
+# default all but ncu). Each step is capped; the
 # summary line lists every step's exit code, and $OUT/logs.tar.gz holds the logs.
 #   usage (device run): BUNDLE/run_i8_on_gpu.sh [BUNDLE]     (BUNDLE defaults to build-i8-bundle)
 set -uo pipefail
@@ -10,7 +12,7 @@ out=${OUT:-/tmp/edgevit-out}
 dir=/tmp/i8-bundle
 mkdir -p "$out" "$dir"
 bundle=${1:-build-i8-bundle}
-steps=${STEPS:-test bench bench8 sanitize}
+steps=${STEPS:-test bench bench8 sanitize imma}
 tar xJf "$bundle/payload.tar.xz" -C "$dir"
 libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
             python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
@@ -33,6 +35,10 @@ if has test; then
   step cuda_test 240 "$dir/gemm_i8_cuda_test" --gtest_brief=1
 fi
 has bench8 && CUDA_MODULE_LOADING=EAGER step bench8 150 "$dir/bench_gemm_i8" --sms 8
+if has imma; then
+  step imma_test 240 "$dir/gemm_i8_lt_cuda_test"
+  step imma_bench 150 "$dir/bench_gemm_i8" --imma
+fi
 if has sass; then  # SASS_KERNEL: a substring of the mangled kernel name
   cuobjdump -sass "$dir/bench_gemm_i8" >"$out/sass_all.txt" 2>&1
   python3 - "$out/sass_all.txt" "${SASS_KERNEL:-}" >"$out/sass.log" <<'PY'
@@ -62,6 +68,6 @@ if has sanitize; then
   step racecheck 110 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
     "$dir/gemm_i8_cuda_test" --gtest_brief=1 --gtest_filter='*DeepPipeline*'
 fi
-for f in bench bench8; do [[ -f "$out/$f.log" ]] && cat "$out/$f.log"; done
+for f in bench bench8 imma_bench; do [[ -f "$out/$f.log" ]] && cat "$out/$f.log"; done
 echo "summary: ${summary[*]}" | tee "$out/summary.txt"
 (cd "$out" && tar czf logs.tar.gz --exclude=logs.tar.gz ./*.log ./*.txt && rm -f ./*.log)

@@ -2,8 +2,9 @@
 # The INT8 measurements of docs/int8.md: for each model, calibrate with each method, then compare INT8 with
 # fp32 on held-out images with each runtime.int8_activations (per_tensor and norm_per_token for each method,
 # then per_token), and each method again with the RepQ-ViT LayerNorm fold (`calibrate --ln-fold`: per_tensor +
-# fold, norm_per_token + fold); prints per configuration the smallest SQNR of the block GEMM
-# outputs (attn.qkv.out, mlp.hidden) and of every compared tensor, and the logits' relative error.
+# fold, norm_per_token + fold), and mse with the bias correction (`calibrate --bias-correction`); prints per
+# configuration the smallest SQNR of the block GEMM outputs (attn.qkv.out, mlp.hidden) and of every compared
+# tensor, and the logits' relative error.
 # Usage: tools/int8/measure.sh EDGEVIT_BINARY DIR MODEL.yaml CALIB.safetensors EVAL.safetensors [SAMPLES]
 # (DIR: where the configs and scale files are written; the random ViTs: tools/int8/random_vits.py DIR)
 set -eu
@@ -30,5 +31,10 @@ for method in minmax percentile mse; do
     "$bin" compare "$cfg.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method$fold (norm_per_token)"
   done
 done
+cfg=$stem-mse-bias
+"$bin" calibrate "$model" --images "$calib" --samples "$samples" --bias-correction -o "$cfg.yaml" -t 2 >/dev/null 2>&1
+mode "$cfg.yaml" per_tensor "$cfg-per-tensor.yaml"
+"$bin" compare "$cfg-per-tensor.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem mse + bias correction (per tensor)"
+"$bin" compare "$cfg.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem mse + bias correction (norm_per_token)"
 mode "$stem-percentile.yaml" per_token "$stem-per-token.yaml"
 "$bin" compare "$stem-per-token.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem per token"

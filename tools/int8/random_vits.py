@@ -8,7 +8,10 @@ shared/testdata/golden): biases N(0, 0.02), LayerNorm gamma 1 + N(0, 0.1), beta 
 per pixel (already normalized), `calib.safetensors` (tensor `input`, 8 images) and `eval.safetensors` (4 other
 images). numpy only; seed 0. Also `vit-s16-outliers` (seed 1): ViT-S/16 as above, then in every block's norm1 and
 norm2 the gamma and beta of the same 6 channels times 20, the systematic post-LayerNorm outlier channels of trained
-ViTs (RepQ-ViT, FQ-ViT) made by hand, for the LayerNorm fold's measurement (docs/int8.md "Measured").
+ViTs (RepQ-ViT, FQ-ViT) made by hand, for the LayerNorm fold's measurement (docs/int8.md "Measured"). And
+`vit-s16-timm`, `vit-b16-timm` (seed 2): the block GEMMs' weights a plain N(0, 0.02) and the patch embedding
+U(+-1/sqrt(768)), as timm's own init makes them (its trunc_normal_ cuts at +-2, absolute: nowhere), like the
+seeded timm checkpoints of tools/gpu/make_timm_checkpoints.py (which need torch); the outputs above unchanged.
 Usage: tools/int8/random_vits.py OUT_DIR
 """
 import json
@@ -37,14 +40,18 @@ def tn(rng, shape, std):
     return np.clip(rng.standard_normal(shape), -2, 2) * std
 
 
-def vit(rng, e, depth, classes=1000, img=224, patch=16):
+def vit(rng, e, depth, classes=1000, img=224, patch=16, timm_init=False):
     t, m = (img // patch) ** 2 + 1, 4 * e
     w = {"patch_embed.proj.weight": tn(rng, (e, 3, patch, patch), 0.02), "patch_embed.proj.bias": tn(rng, (e,), 0.02),
          "cls_token": tn(rng, (1, 1, e), 1e-6), "pos_embed": tn(rng, (1, t, e), 0.02)}
+    if timm_init:  # PyTorch's Conv2d init, as timm leaves it: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        bound = 1 / np.sqrt(3 * patch * patch)
+        w["patch_embed.proj.weight"] = rng.uniform(-bound, bound, (e, 3, patch, patch))
     for i in range(depth):
         b = f"blocks.{i}."
         for n, shape in (("attn.qkv", (3 * e, e)), ("attn.proj", (e, e)), ("mlp.fc1", (m, e)), ("mlp.fc2", (e, m))):
-            w[b + n + ".weight"] = tn(rng, shape, 0.02)
+            # timm's trunc_normal_(std=.02) cuts at +-2 absolute, i.e. not at all: a plain normal
+            w[b + n + ".weight"] = rng.standard_normal(shape) * 0.02 if timm_init else tn(rng, shape, 0.02)
             w[b + n + ".bias"] = rng.standard_normal(shape[0]) * 0.02
         for n in ("norm1", "norm2"):
             w[b + n + ".weight"] = 1 + rng.standard_normal(e) * 0.1
@@ -83,6 +90,11 @@ def main():
     save(w, os.path.join(out, "vit-s16-outliers.safetensors"))
     with open(os.path.join(out, "vit-s16-outliers.yaml"), "w") as f:
         f.write(YAML.format(name="vit-s16-outliers", e=384, d=12, h=6))
+    rng = np.random.default_rng(2)
+    for name, e, d, h in (("vit-s16-timm", 384, 12, 6), ("vit-b16-timm", 768, 12, 12)):
+        save(vit(rng, e, d, timm_init=True), os.path.join(out, name + ".safetensors"))
+        with open(os.path.join(out, name + ".yaml"), "w") as f:
+            f.write(YAML.format(name=name, e=e, d=d, h=h))
 
 
 if __name__ == "__main__":
