@@ -42,6 +42,17 @@ inline AttnParams attn_params_packed_qkv(int batch, int seq, int heads, int head
   p.o = AttnStrides{seq_q * e, e, head_dim};
   return p;
 }
+// INT8 attention's inputs (runtime.int8_attention: int8): int8 Q|K packed (B, S, 2, H, D), K at
+// packed_k_offset; V alone (B, S, H, D); o (B, Sq, H, D). Their scales (B, S, 2, H): attn_i8_scale_strides,
+// K's at offset H.
+inline AttnParams attn_params_qk_i8(int batch, int seq, int heads, int head_dim, float scale, int seq_q) {
+  AttnParams p = attn_params_packed_qkv(batch, seq, heads, head_dim, scale, seq_q);
+  const int64_t e = static_cast<int64_t>(heads) * head_dim;
+  p.q = p.k = AttnStrides{seq * 2 * e, 2 * e, head_dim};
+  p.v = AttnStrides{seq * e, e, head_dim};
+  return p;
+}
+inline AttnStrides attn_i8_scale_strides(int seq, int heads) { return AttnStrides{int64_t{seq} * 2 * heads, 2 * heads, 1}; }
 // Offsets (in elements) of K and V inside the packed qkv buffer, relative to Q.
 inline int64_t packed_k_offset(int heads, int head_dim) { return static_cast<int64_t>(heads) * head_dim; }
 inline int64_t packed_v_offset(int heads, int head_dim) { return 2 * static_cast<int64_t>(heads) * head_dim; }

@@ -77,6 +77,7 @@ const std::vector<std::pair<const char*, Int8Activations>> kInt8Activations = {
     {"norm_per_token", Int8Activations::kNormPerToken},
     {"per_tensor", Int8Activations::kPerTensor},
     {"per_token", Int8Activations::kPerToken}};
+const std::vector<std::pair<const char*, bool>> kInt8Attention = {{"float", false}, {"int8", true}};
 const std::vector<std::pair<const char*, Precision>> kInt8Float = {{"fp16", Precision::kFp16},
                                                                    {"fp32", Precision::kFp32}};
 const std::vector<std::pair<const char*, AttentionImpl>> kAttention = {
@@ -305,14 +306,18 @@ Status read_preprocess(ConfigMap& m, const VitArch& arch, Preprocess* p) {
 
 // runtime.int8_scales (the scale file, docs/int8.md), runtime.int8_activations (norm_per_token, the default:
 // the LayerNorm outputs' scales per row at run time, the others the file's; per_tensor: the file's calibrated
-// scales; per_token: dynamic per-row scales, no file needed) and runtime.int8_float (fp16 | fp32: the other
-// ops' precision on CUDA).
+// scales; per_token: dynamic per-row scales, no file needed), runtime.int8_float (fp16 | fp32: the other
+// ops' precision on CUDA) and runtime.int8_attention (float | int8: Q and K of the attention).
 Status read_int8_keys(ConfigMap& runtime, const std::string& base_dir, ModelSpec* spec) {
   std::string scales;
   EV_RETURN_IF_ERROR(runtime.get_string("int8_scales", false, &scales));
   spec->int8_scales_path = scales.empty() ? "" : resolve_path(base_dir, scales);
   EV_RETURN_IF_ERROR(runtime.get_enum("int8_activations", false, kInt8Activations, &spec->int8_activations));
   EV_RETURN_IF_ERROR(runtime.get_enum("int8_float", false, kInt8Float, &spec->int8_float));
+  EV_RETURN_IF_ERROR(runtime.get_enum("int8_attention", false, kInt8Attention, &spec->int8_attention));
+  if (spec->int8_attention && spec->int8_float == Precision::kFp32)
+    return runtime.error("int8_attention", "int8 needs runtime.int8_float: fp16 (the fp32 mode is the CPU INT8 "
+                                           "path's float64 twin and has no INT8 attention twin; docs/int8.md)");
   if (spec->precision == Precision::kInt8 && spec->int8_activations != Int8Activations::kPerToken &&
       spec->int8_scales_path.empty())
     return runtime.error("precision", std::string("int8 with ") + to_string(spec->int8_activations) +
@@ -484,6 +489,7 @@ Result<std::string> model_spec_to_yaml(const ModelSpec& spec, const std::string&
   if (spec.int8_activations != Int8Activations::kNormPerToken)
     e << YAML::Key << "int8_activations" << YAML::Value << to_string(spec.int8_activations);
   if (spec.int8_float != Precision::kFp16) e << YAML::Key << "int8_float" << YAML::Value << to_string(spec.int8_float);
+  if (spec.int8_attention) e << YAML::Key << "int8_attention" << YAML::Value << "int8";
   if (!spec.outputs.empty()) {
     e << YAML::Key << "outputs" << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (OutputKind k : spec.outputs.kinds()) e << to_string(k);
@@ -555,7 +561,8 @@ bool same_model_spec(const ModelSpec& x, const ModelSpec& y) {
          x.preprocess.interpolation == y.preprocess.interpolation &&
          x.preprocess.crop_rounding == y.preprocess.crop_rounding && x.preprocess.rescale == y.preprocess.rescale &&
          x.preprocess.mean == y.preprocess.mean && x.preprocess.std == y.preprocess.std &&
-         x.labels_path == y.labels_path && x.outputs == y.outputs && x.int8_float == y.int8_float;
+         x.labels_path == y.labels_path && x.outputs == y.outputs && x.int8_float == y.int8_float &&
+         x.int8_attention == y.int8_attention;
 }
 
 }  // namespace edgevit

@@ -10,8 +10,10 @@
 //   attention, fp16                 the fused kernel (its kMhaVariants row in the kernel name), then the
 //                                   unfused cuBLASLt path (S x S scratch)
 //   attention, fp32                 gpu::mha_f32
-//   attention, INT8 graphs          the fused kernel writing proj's int8 input (mha_fused_f16_i8out), then the
-//                                   unfused path plus a quantizing pass (docs/int8.md)
+//   attention, INT8 graphs          with runtime.int8_attention: int8, the INT8 attention over qkv's int8 Q|K
+//                                   (mha_i8_fused_i8out, kernels/cuda/mha_i8.h); else the fused kernel writing
+//                                   proj's int8 input (mha_fused_f16_i8out), then the unfused path plus a
+//                                   quantizing pass (docs/int8.md)
 //   INT8 twin rows, first (OpRow::int8_twin: an INT8 graph's float ops in the fp32 mode, runtime.int8_float:
 //   fp32; docs/int8.md "fp32 mode"): cuda.linear_f64, cuda.layernorm_f64, cuda.qk_norm_f64, cuda.mha_f64
 //   (kernels/cuda/twin_f64.h, kernels/cuda/layernorm_i8_f64.h), the CPU INT8 path's float64 arithmetic
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/mha_i8_variants.h"
 #include "kernels/mha_variants.h"
 #include "runtime/cuda/ops_cuda.h"
 
@@ -134,16 +137,66 @@ int64_t mha_unfused_scratch(const Graph& graph, const DeviceProfile&) {
   return mha_unfused_workspace_bytes_for(graph.arch.num_heads, tokens, tokens);
 }
 
+// runtime.int8_attention: int8 (Graph::int8_attention): the attention reads qkv's int8 Q|K with their scales per
+// (token, head) and fp16 V (an op of three inputs) and writes proj's int8 input (mha_i8_fused_i8out). The rows of
+// the float q, k, v refuse such an op and this row refuses the others; `by_request` keeps either refusal from
+// counting as a fallback (the plan reports the int8 attention's own fallback, runtime/plan.cpp).
+Support mha_i8(const Op& op, const Graph& graph, const DeviceProfile& dev) {
+  Support s;
+  s.by_request = true;
+  if (op.inputs.size() != 3) {
+    s.reason = "reads qkv's int8 Q/K (runtime.int8_attention: int8)";
+    return s;
+  }
+  s.by_request = false;
+  if (graph.attention_request == AttentionImpl::kExplicit) {
+    s.reason = "int8 attention is fused only; unfused attention forced by config/flag";
+    return s;
+  }
+  if (graph.tensors[static_cast<size_t>(op.outputs[0])].elem_bytes != 1) {
+    s.reason = "int8 attention writes proj's int8 input at a per-tensor scale (runtime.int8_activations "
+               "per_tensor or norm_per_token, fp16 float ops)";
+    return s;
+  }
+  MhaI8Request r;
+  r.sm = dev.compute_capability;
+  r.smem_optin_bytes = dev.smem_per_block_optin_bytes;
+  r.head_dim = graph.arch.head_dim();
+  r.per_key_k_scale = true;
+  r.int8_output = true;
+  const MhaI8Support i8 = mha_i8_supports(r);
+  s.reason = i8.reason;
+  if (!i8.ok) return s;
+  s.ok = true;
+  s.kernel = std::string("cuda.") + i8.variant->name + "->int8";
+  s.reason += " (Q.K^T on the int8 tensor cores with per-(token, head) scales from qkv's epilogue, fp32 softmax, "
+              "fp16 P.V; writes int8 codes at proj's calibrated input scale)";
+  return s;
+}
+
+// A float-q, k, v attention row's refusal of an INT8 attention op (three inputs), else nothing.
+bool refuses_int8_qk(const Op& op, Support* s) {
+  if (op.inputs.size() != 3) return false;
+  s->ok = false;
+  s->by_request = true;
+  s->reason = "reads fp16 q, k, v (this op reads int8 Q/K)";
+  return true;
+}
+
 // INT8 graphs' attention (Op::int8: an int8 `attn.out` at proj's calibrated input scale, docs/int8.md).
 Support mha_fused_i8(const Op& op, const Graph& graph, const DeviceProfile& dev) {
-  Support s = mha_fused(op, graph, dev);
+  Support s;
+  if (refuses_int8_qk(op, &s)) return s;
+  s = mha_fused(op, graph, dev);
   if (!s.ok) return s;
   s.kernel += "->int8";
   s.reason += "; writes int8 codes at proj's calibrated input scale from its fp32 output (no quantizing pass)";
   return s;
 }
 
-Support mha_unfused_i8(const Op&, const Graph&, const DeviceProfile&) {
+Support mha_unfused_i8(const Op& op, const Graph&, const DeviceProfile&) {
+  Support s;
+  if (refuses_int8_qk(op, &s)) return s;
   return serves("cuda.mha_unfused_cublas->int8",
                 "unfused, WITH A SEPARATE QUANTIZING PASS: cuBLASLt S = scale Q K^T (fp32), softmax with fp32 "
                 "statistics, cuBLASLt O = P V into fp16 scratch, then gpu::quantize_rows_i8_f16 at proj's calibrated "
@@ -241,6 +294,7 @@ const std::vector<OpRow>& cuda_op_table() {
       {OpKind::kAttention, kF16, "cuda.mha_unfused_cublas", mha_unfused, available_with_cuda,
        EV_CUDA_BIND(make_mha_unfused), mha_unfused_scratch},
       {OpKind::kAttention, kF32, "cuda.mha_f32", mha_f32, available_with_cuda, EV_CUDA_BIND(make_mha_f32)},
+      {OpKind::kAttention, kI8, "cuda.mha_i8->int8", mha_i8, available_with_cuda, EV_CUDA_BIND(make_mha_i8)},
       {OpKind::kAttention, kI8, "cuda.mha_fused_f16->int8", mha_fused_i8, available_with_cuda,
        EV_CUDA_BIND(make_mha_fused)},
       {OpKind::kAttention, kI8, "cuda.mha_unfused_cublas->int8", mha_unfused_i8, available_with_cuda,

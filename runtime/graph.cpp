@@ -198,8 +198,9 @@ int normed_tokens(Builder& b, Graph& g, const Dims& d, int x) {
 // image (sq = 1: the class-token tail). Returns the attention output (B, sq, H, D).
 // out_scale >= 0 (CUDA INT8 graphs, per tensor): the attention writes int8 codes of its output at that
 // per-tensor scale (proj's calibrated input scale, a weight of both ops), an int8 `attn.out` (Op::int8).
-int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& blk, int qkv, int64_t rows, int64_t sq,
-                  int64_t explicit_scratch_bytes, int out_scale = -1) {
+int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& blk, std::vector<int> in, int64_t rows,
+                  int64_t sq, int64_t explicit_scratch_bytes, int out_scale = -1) {
+  const int qkv = in[0];
   const VitArch& a = g.arch;
   const double eb = static_cast<double>(g.act_elem_bytes());
   if (a.qk_norm) {
@@ -216,12 +217,14 @@ int add_attention(Builder& b, const Graph& g, const Dims& d, const std::string& 
   const bool i8 = out_scale >= 0;
   const int ctx = i8 ? b.tensor(blk + ".attn.out", {d.B, sq, d.H, d.D}, TensorKind::kActivation, 1)
                      : b.act(blk + ".attn.out", {d.B, sq, d.H, d.D});
-  Op& at = i8 ? b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx}, {out_scale})
-              : b.op(OpKind::kAttention, blk + ".attn.sdpa", {qkv}, {ctx});
-  at.int8 = i8;
+  const bool qk_i8 = in.size() == 3;  // int8 Q|K, their scales, float V (Graph::int8_attention)
+  const double in_bytes = qk_i8 ? d.B * d.T * (2.0 * d.E + 8.0 * d.H + eb * d.E) : eb * 3.0 * d.B * d.T * d.E;
+  Op& at = i8 ? b.op(OpKind::kAttention, blk + ".attn.sdpa", std::move(in), {ctx}, {out_scale})
+              : b.op(OpKind::kAttention, blk + ".attn.sdpa", std::move(in), {ctx});
+  at.int8 = i8 || qk_i8;
   at.seq_q = sq;
   at.flops = 4.0 * d.B * d.H * sq * d.T * d.D + 5.0 * d.B * d.H * sq * d.T;
-  at.bytes = eb * 3.0 * d.B * d.T * d.E + (i8 ? 1.0 : eb) * d.B * sq * d.E;
+  at.bytes = in_bytes + (i8 ? 1.0 : eb) * d.B * sq * d.E;
   if (g.attention == AttentionPath::kExplicit) {
     b.scratch(at, blk + ".attn.scores", explicit_scratch_bytes);
     at.bytes += 2.0 * static_cast<double>(explicit_scratch_bytes);
@@ -242,7 +245,7 @@ int add_block(Builder& b, Graph& g, const Dims& d, int i, int x, bool last, int6
   b.layernorm(blk + ".norm1", x, h1, rows, d.E, a.layer_norm_eps);
   const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
   b.linear(blk + ".attn.qkv", h1, qkv, rows, 3 * d.E, d.E, a.qkv_bias, 0);
-  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes);
+  const int ctx = add_attention(b, g, d, blk, {qkv}, rows, sq, explicit_scratch_bytes);
   int res = x;  // the residual stream this block's second half updates
   int xc = -1;
   if (last) {
@@ -293,14 +296,25 @@ int add_block_int8(Builder& b, Graph& g, const Dims& d, int i, int x, bool last,
   };
   int h1 = -1, h1s = -1;
   ln_i8(blk + ".norm1", x, rows, ".attn.qkv", &h1, &h1s);
-  const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
-  b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qkv}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
+  std::vector<int> att_in;
+  if (g.int8_attention) {  // int8 Q|K with a scale per (token, head), float V (graph.h)
+    const int qk = b.tensor(blk + ".attn.qk", {d.B, d.T, 2, d.H, d.D}, TensorKind::kActivation, 1);
+    const int qks = b.tensor(blk + ".attn.qk_scale", {d.B, d.T, 2, d.H}, TensorKind::kActivation, 4);
+    const int v = b.act(blk + ".attn.v", {d.B, d.T, d.H, d.D});
+    Op& o = b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qk, qks, v}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
+    o.bytes += rows * (2.0 * d.E + 8.0 * d.H) - static_cast<double>(g.act_elem_bytes()) * rows * 2 * d.E;
+    att_in = {qk, qks, v};
+  } else {
+    const int qkv = b.act(blk + ".attn.qkv.out", {d.B, d.T, 3, d.H, d.D});
+    b.linear_i8(blk + ".attn.qkv", {h1, h1s}, {qkv}, rows, 3 * d.E, d.E, a.qkv_bias, 0, -1);
+    att_in = {qkv};
+  }
   // On CUDA with fp16 float ops and proj's input per tensor (per_tensor, norm_per_token) the attention writes
   // proj's int8 input itself, at proj's calibrated scale (no quantizing pass); elsewhere (the CPU, the fp32
   // mode, per token) proj quantizes the float `attn.out` into its scratch.
   const bool attn_i8 = !g.int8_per_token() && g.int8_rest == Precision::kFp16;
   const int attn_scale = attn_i8 ? in_scale(".attn.proj") : -1;  // else made where it was (same tensor ids)
-  const int ctx = add_attention(b, g, d, blk, qkv, rows, sq, explicit_scratch_bytes, attn_scale);
+  const int ctx = add_attention(b, g, d, blk, std::move(att_in), rows, sq, explicit_scratch_bytes, attn_scale);
   const double eb = static_cast<double>(g.act_elem_bytes());
   int res = x, xc = -1;
   if (last) {
@@ -473,7 +487,7 @@ int output_tensor(const Graph& g, OutputKind k) {
 
 Graph build_vit_graph(const VitArch& a, int batch, Precision precision, AttentionPath attention,
                       int64_t explicit_scratch_bytes, bool all_tokens, OutputSet outputs,
-                      Int8Activations int8_activations, Precision int8_rest) {
+                      Int8Activations int8_activations, Precision int8_rest, bool int8_attention) {
   Graph g;
   g.arch = a;
   g.outputs = outputs.empty() ? default_outputs(a) : outputs;
@@ -483,6 +497,8 @@ Graph build_vit_graph(const VitArch& a, int batch, Precision precision, Attentio
   g.precision = precision;
   g.attention = attention;
   if (precision == Precision::kInt8) g.int8_rest = int8_rest;
+  // qk-norm normalises float q and k between qkv and the attention: no int8 Q/K then (the plan says so).
+  g.int8_attention = precision == Precision::kInt8 && int8_attention && !a.qk_norm;
   Builder b(g);
   const Dims d(a, batch);
   const int x = add_stem(b, g, d);

@@ -114,6 +114,10 @@ struct Graph {
   Int8Activations int8_activations = Int8Activations::kNormPerToken;
   bool int8_per_token() const { return int8_activations == Int8Activations::kPerToken; }
   Precision int8_rest = Precision::kFp32;  // precision kInt8: every other op's (fp32 on the CPU, fp16 on CUDA)
+  // precision kInt8, runtime.int8_attention: int8: each block's qkv writes int8 Q|K `attn.qk` (B, T, 2, H, D)
+  // with fp32 scales `attn.qk_scale` (B, T, 2, H) and float V `attn.v` (B, T, H, D); its attention (Op::int8)
+  // reads those three (the INT8 attention rows).
+  bool int8_attention = false;
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   int input = -1, pre_logits = -1, logits = -1;  // tensor ids
@@ -146,10 +150,10 @@ Precision op_precision(const Op& op, const Graph& graph);
 // available_outputs(arch) (empty: default_outputs(arch)). Never fails on a validated ModelSpec. Precision
 // kInt8: each block's qkv, proj, fc1 and fc2 run W8A8 (add_block_int8 in graph.cpp, docs/int8.md);
 // int8_activations says which activation scales are per row at run time and which the scale file's;
-// int8_rest is the other ops' precision.
+// int8_rest is the other ops' precision; int8_attention: Graph::int8_attention.
 Graph build_vit_graph(const VitArch& arch, int batch, Precision precision, AttentionPath attention,
                       int64_t explicit_scratch_bytes, bool all_tokens = false, OutputSet outputs = {},
                       Int8Activations int8_activations = Int8Activations::kNormPerToken,
-                      Precision int8_rest = Precision::kFp32);
+                      Precision int8_rest = Precision::kFp32, bool int8_attention = false);
 
 }  // namespace edgevit

@@ -155,6 +155,10 @@ struct ModelSpec {
   // kFp16 (the fast mode) or kFp32 (the CPU INT8 path's twin: the residual stream, LayerNorms, attention
   // and qkv's output in fp32). The CPU's INT8 graphs are always fp32.
   Precision int8_float = Precision::kFp16;
+  // runtime.int8_attention (docs/int8.md "INT8 attention"): `float` (the default) keeps qkv's output and the
+  // attention in the float precision; `int8` (true) has qkv's epilogue write Q and K as int8 with a scale per
+  // (token, head) and V as float, read by the INT8 attention (kernels/cuda/mha_i8, reference mha_i8_ref).
+  bool int8_attention = false;
 };
 
 }  // namespace edgevit

@@ -253,6 +253,15 @@ std::vector<OpCase> int8_op_cases() {
     for (const char* op : {"blocks.0.attn.sdpa", "blocks.1.attn.sdpa"})
       cases.push_back(make_case(std::string("int8 vit-40/8 ") + to_string(att) + " " + op, base, 3, op,
                                 Precision::kInt8, att, false, Precision::kFp16));
+  // runtime.int8_attention: int8: qkv writing int8 Q|K per (token, head) and the INT8 attention reading them
+  // (full block, class-token tail; CPU: fp32 output, CUDA: proj's int8 input), with each activation mode.
+  for (Int8Activations act : {Int8Activations::kPerTensor, Int8Activations::kNormPerToken})
+    for (const char* op : {"blocks.0.attn.qkv", "blocks.0.attn.sdpa", "blocks.1.attn.sdpa"}) {
+      OpCase c = make_case(std::string("int8 int8_attention ") + to_string(act) + " vit-40/8 " + op, base, 3, op,
+                           Precision::kInt8, AttentionImpl::kAuto, false, Precision::kFp16, act);
+      c.int8_attention = true;
+      cases.push_back(c);
+    }
   // The float ops of an fp32 INT8 graph: the twin rows (float64, OpRow::int8_twin) and the fp32 rows after them.
   for (const char* op : {"patch_embed.proj", "blocks.0.attn.sdpa", "blocks.1.attn.sdpa", "norm", "head"})
     cases.push_back(make_case(std::string("int8 float32 twin vit-40/8 ") + op, base, 3, op, Precision::kInt8,
@@ -373,6 +382,7 @@ Result<std::vector<OpCaseResult>> run_op_case(const OpCase& c, const DeviceProfi
   spec.arch = c.arch;
   spec.max_batch = c.batch;
   spec.int8_activations = c.int8_activations;
+  spec.int8_attention = c.int8_attention;
   PlanOptions o;
   o.batch = c.batch;
   o.precision = c.precision;

@@ -36,6 +36,7 @@ struct OpCase {
   bool all_tokens = true;  // false: the class-token tail (the last block's attention has one query row)
   Precision int8_float = Precision::kFp16;  // kInt8 on CUDA: the float tensors' precision (runtime.int8_float)
   Int8Activations int8_activations = Int8Activations::kPerTensor;  // kInt8: runtime.int8_activations
+  bool int8_attention = false;  // kInt8: runtime.int8_attention: int8 (qkv writes int8 Q/K for the INT8 attention)
 };
 
 struct OpCaseResult {

@@ -4,11 +4,13 @@
 // `mlp.hidden` holds uint8 codes of GELU + kGemmI8GeluShift (int8_tensor_is_u8): its values are codes in
 // [0, 255], the devices write and read it as uint8, and fc1's output dequantizes as q * s - shift. On CUDA INT8
 // graphs the attention writes proj's int8 input at proj's per-tensor scale (its weight): reference
-// mha_i8out_ref, dequantized with that scale.
+// mha_i8out_ref, dequantized with that scale. With runtime.int8_attention: int8, qkv's checked output is the
+// int8 Q|K (dequantized per (token, head)) and the attention reads it (reference mha_i8_ref).
 #include <cmath>
 
 #include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/mha_i8_ref.h"
 #include "kernels/cpu/quantize_i8_ref.h"
 #include "runtime/int8_scales.h"
 #include "runtime/op_check.h"
@@ -53,6 +55,20 @@ std::vector<float> dequantize(const std::vector<int8_t>& q, const std::vector<fl
   return out;
 }
 
+// qkv for the INT8 attention: the Q and K columns of v (m, n) as gemm_i8_head_quantize_ref codes, dequantized
+// with their head's scale (the checked output `attn.qk`, (m, 2E)).
+std::vector<float> qk_heads(const Plan& plan, const std::vector<float>& v, int64_t m, int64_t n) {
+  const int64_t d = plan.graph.arch.head_dim(), qk = 2 * int64_t{plan.graph.arch.embed_dim};
+  std::vector<float> out(static_cast<size_t>(m * qk));
+  std::vector<int8_t> q(static_cast<size_t>(d));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t h = 0; h < qk / d; ++h) {
+      const float s = gemm_i8_head_quantize_ref(v.data() + r * n + h * d, d, q.data());
+      for (int64_t i = 0; i < d; ++i) out[static_cast<size_t>(r * qk + h * d + i)] = static_cast<float>(q[i]) * s;
+    }
+  return out;
+}
+
 std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
   const Graph& g = plan.graph;
   const int64_t m = op.m, n = op.n, k = op.k;
@@ -90,6 +106,7 @@ std::vector<float> linear_reference(const Plan& plan, const Op& op, const std::v
                                           bias ? (*bias)[static_cast<size_t>(j)] : 0.f);
       out[o] = op.epilogue == 2 ? out[o] + d : op.epilogue == 1 ? gemm_i8_gelu_ref(d) + kGemmI8GeluShift : d;
     }
+  if (op.outputs.size() == 3) return qk_heads(plan, out, m, n);
   if (op.epilogue != 1) return out;
   // fc1: u = GELU + shift in uint8 codes (gemm_i8_ref's kI8BiasGelu), dequantized as q * s - shift
   std::vector<uint8_t> q(out.size());
@@ -119,6 +136,29 @@ std::vector<float> attention_reference(const Plan& plan, const Op& op, const std
                 s, codes.data());
   std::vector<float> out(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) out[i] = static_cast<float>(codes[i]) * s;
+  return out;
+}
+
+// The INT8 attention over qkv's int8 Q|K, their scales and V (runtime.int8_attention: int8): mha_i8_ref; on CUDA
+// (an int8 output at proj's per-tensor scale, its weight) those values quantized as the kernel's epilogue does
+// (rne(o / s)) and dequantized.
+std::vector<float> attention_i8_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
+  const VitArch& a = plan.graph.arch;
+  const int heads = a.num_heads, d = a.head_dim(), t = a.num_tokens();
+  const AttnParams p = attn_params_qk_i8(plan.graph.batch, t, heads, d, 1.0f / std::sqrt(static_cast<float>(d)),
+                                         static_cast<int>(op.seq_q));
+  const std::vector<int8_t> qk = to_i8(v[static_cast<size_t>(op.inputs[0])]);
+  const float* sc = v[static_cast<size_t>(op.inputs[1])].data();
+  AttnI8Scales s;
+  s.q = sc;
+  s.k = sc + heads;
+  s.qs = s.ks = attn_i8_scale_strides(t, heads);
+  std::vector<float> out(static_cast<size_t>(plan.graph.tensors[static_cast<size_t>(op.outputs[0])].numel()));
+  mha_i8_ref(p, qk.data(), qk.data() + packed_k_offset(heads, d), v[static_cast<size_t>(op.inputs[2])].data(), s,
+             MhaI8Softmax::kRowMax, out.data());
+  if (plan.graph.tensors[static_cast<size_t>(op.outputs[0])].elem_bytes != 1) return out;
+  const float os = v[static_cast<size_t>(op.weights[0])][0];
+  for (float& x : out) x = static_cast<float>(gemm_i8_quantize_ref(x / os)) * os;
   return out;
 }
 
@@ -156,7 +196,8 @@ bool int8_case_values(const Op& op, const TensorDesc& t, uint32_t* state, std::v
 
 std::vector<float> int8_case_reference(const Plan& plan, const Op& op, const std::vector<std::vector<float>>& v) {
   if (op.kind == OpKind::kLinear) return linear_reference(plan, op, v);
-  if (op.kind == OpKind::kAttention) return attention_reference(plan, op, v);
+  if (op.kind == OpKind::kAttention)
+    return op.inputs.size() == 3 ? attention_i8_reference(plan, op, v) : attention_reference(plan, op, v);
   const int64_t m = op.m, c = op.n;  // LayerNorm -> int8
   std::vector<float> y(static_cast<size_t>(m * c));
   layernorm_ref(v[static_cast<size_t>(op.inputs[0])].data(), v[static_cast<size_t>(op.weights[0])].data(),
@@ -177,7 +218,8 @@ Status int8_case_dequantize(const Plan& plan, const Op& op, Arena& arena, OpCase
   // is not part of the contract (docs/int8.md; the CUDA fc1 does not write it). The LayerNorm's row scales
   // are (qkv and fc1 read them), so they dequantize its output.
   int scale_id = -1;  // the attention's int8 output: at proj's per-tensor scale, its weight
-  if (op.kind == OpKind::kLinear || op.kind == OpKind::kAttention)
+  // (qkv's int8 Q|K for the INT8 attention: its per-(token, head) scales, outputs[1], whatever its input's scale)
+  if ((op.kind == OpKind::kLinear && op.outputs.size() != 3) || op.kind == OpKind::kAttention)
     for (int id : op.weights)
       if (ends_with(plan.graph.tensors[static_cast<size_t>(id)].name, ".input_scale")) scale_id = id;
   const int scales = scale_id >= 0 ? scale_id : op.outputs[1];

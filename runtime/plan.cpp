@@ -74,6 +74,7 @@ uint64_t hash_plan(const Plan& p) {
   hash_i64(st, p.graph.batch);
   hash_i64(st, static_cast<int64_t>(p.graph.precision));
   hash_i64(st, static_cast<int64_t>(p.graph.attention));
+  if (p.graph.int8_attention) hash_str(st, "int8_attention");  // absent before the key: older hashes unchanged
   // per_tensor 0 and per_token 1 as before the third mode; norm_per_token 2
   if (p.graph.precision == Precision::kInt8)
     hash_i64(st, p.graph.int8_activations == Int8Activations::kPerTensor  ? 0
@@ -122,17 +123,37 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   const Precision cuda_rest = options.int8_float ? *options.int8_float : spec.int8_float;
   const Precision rest = device.kind == DeviceKind::kCuda ? cuda_rest : Precision::kFp32;  // INT8 graphs
   EV_ASSIGN_OR_RETURN(const OutputSet outputs, planned_outputs(spec, options));
-  Graph graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs,
-                                scales, rest);
-  graph.attention_request = requested;
-  const Op* first_attention = nullptr;
-  for (const Op& o : graph.ops)
-    if (o.kind == OpKind::kAttention && first_attention == nullptr) first_attention = &o;
-  const RowChoice att = choose_row(*first_attention, graph, device);
+  // runtime.int8_attention: int8 (docs/int8.md "INT8 attention"): qkv writes int8 Q/K for an INT8 attention row;
+  // where no row serves it (head dim, device, qk-norm, explicit attention) the graph keeps float q, k, v and the
+  // plan says why. The CUDA fp32 mode has no INT8 attention twin: refused.
+  bool i8_attention = precision == Precision::kInt8 && spec.int8_attention;
+  std::string i8_attention_off;
+  if (i8_attention && device.kind == DeviceKind::kCuda && rest == Precision::kFp32)
+    return invalid_argument((spec.source_path.empty() ? spec.name : spec.source_path) +
+                            ": runtime.int8_attention: int8 needs runtime.int8_float: fp16 (--int8-float fp32 asks "
+                            "for the CPU INT8 path's float64 twin, which has no INT8 attention)");
+  if (i8_attention && a.qk_norm) {
+    i8_attention = false;
+    i8_attention_off = "qk_norm normalises float q and k between qkv and the attention";
+  }
+  Graph graph;
+  RowChoice att;
+  for (;;) {
+    graph = build_vit_graph(a, batch, precision, AttentionPath::kFused, 0, options.all_tokens, outputs, scales, rest,
+                            i8_attention);
+    graph.attention_request = requested;
+    const Op* first_attention = nullptr;
+    for (const Op& o : graph.ops)
+      if (o.kind == OpKind::kAttention && first_attention == nullptr) first_attention = &o;
+    att = choose_row(*first_attention, graph, device);
+    if (att.row != nullptr || !i8_attention) break;
+    i8_attention = false;
+    i8_attention_off = att.reason;
+  }
   if (att.row == nullptr) return unsupported("attention cannot run on device '" + device.name + "': " + att.reason);
   if (att.row->scratch_bytes != nullptr) {
     graph = build_vit_graph(a, batch, precision, AttentionPath::kExplicit, att.row->scratch_bytes(graph, device),
-                            options.all_tokens, outputs, scales, rest);
+                            options.all_tokens, outputs, scales, rest, false);
     graph.attention_request = requested;
   }
   plan->graph = std::move(graph);
@@ -142,6 +163,9 @@ Status plan_graph(const ModelSpec& spec, const DeviceProfile& device, const Plan
   if (att.fallback && requested == AttentionImpl::kFused)
     plan->attention_reason = "fused attention requested but unavailable: " + att.reason;
   if (att.fallback) plan->notes.push_back("FALLBACK: attention runs unfused (" + att.reason + ")");
+  if (!i8_attention_off.empty())
+    plan->notes.push_back("FALLBACK: runtime.int8_attention: int8 not served, qkv writes float q, k, v for the float "
+                          "attention (" + i8_attention_off + ")");
   for (const Op& o : plan->graph.ops) {
     if (o.kind != OpKind::kAttention || o.seq_q >= a.num_tokens()) continue;
     if (o.name.rfind("attn_pool.", 0) == 0) {  // the MAP head's one latent query: not a tail of the blocks

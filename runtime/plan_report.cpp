@@ -14,7 +14,8 @@ namespace {
 // INT8 graphs on CUDA with per-tensor scales: the attention writes proj's int8 input (runtime/graph.cpp).
 bool attention_writes_int8(const Graph& g) {
   for (const Op& o : g.ops)
-    if (o.kind == OpKind::kAttention && o.int8) return true;
+    if (o.kind == OpKind::kAttention && o.int8 && g.tensors[static_cast<size_t>(o.outputs[0])].elem_bytes == 1)
+      return true;
   return false;
 }
 
@@ -120,6 +121,9 @@ void header_text(const Plan& p, std::ostringstream& os) {
                      std::to_string(s.input_scale_bytes) + " bytes from " +
                      (p.int8_scales_path.empty() ? "(runtime.int8_scales not set: run `edgevit calibrate`)"
                                                  : p.int8_scales_path))
+       << (g.int8_attention ? "; qkv writes int8 Q and K with a scale per (token, head) and float V for the INT8 "
+                              "attention (runtime.int8_attention: int8)"
+                            : "")
        << (attention_writes_int8(g) ? "; the attention writes proj's int8 input at its calibrated scale" : "")
        << "; LayerNorm, softmax, residual and the other ops " << to_string(g.int8_rest)
        << (g.int8_rest == Precision::kFp32 ? ", the float GEMMs, norms and attention in float64 rounded once (the "
@@ -361,7 +365,8 @@ std::string format_plan_json(const Plan& p) {
     j["int8"] = {{"gemms", s.gemms}, {"weight_bytes", s.weight_bytes}, {"weight_scale_bytes", s.weight_scale_bytes},
                  {"input_scale_bytes", s.input_scale_bytes},
                  {"activation_scales", to_string(g.int8_activations)},
-                 {"scales_file", p.int8_scales_path}, {"float", to_string(g.int8_rest)}};
+                 {"scales_file", p.int8_scales_path}, {"float", to_string(g.int8_rest)},
+                 {"attention", g.int8_attention ? "int8" : "float"}};
   }
   ordered_json tuning = ordered_json::array();
   for (const TuningRecord& t : p.tuning)

@@ -16,6 +16,7 @@ const char* gemm_i8_epilogue_name(GemmI8Epilogue e) {
     case GemmI8Epilogue::kI8Bias: return "i8_bias";
     case GemmI8Epilogue::kI8BiasGelu: return "u8_bias_gelu";
     case GemmI8Epilogue::kF32BiasResidual: return "f32_bias_residual";
+    case GemmI8Epilogue::kQkHeadI8: return "qk_head_i8";
   }
   return "?";
 }
@@ -96,6 +97,14 @@ uint8_t gemm_i8_quantize_u8_ref(float q) {
   return static_cast<uint8_t>(r);
 }
 
+float gemm_i8_head_quantize_ref(const float* v, int64_t d, int8_t* q) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < d; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+  const float inv = amax > 0.f ? 127.f / amax : 0.f;
+  for (int64_t i = 0; i < d; ++i) q[i] = gemm_i8_quantize_ref(v[i] * inv);
+  return amax / 127.f;
+}
+
 void gemm_i8_fold_shift_into_bias(int64_t n, int64_t k, const int8_t* wq, const float* sw, const float* bias,
                                   float shift, float* out) {
   for (int64_t j = 0; j < n; ++j) {
@@ -106,9 +115,30 @@ void gemm_i8_fold_shift_into_bias(int64_t n, int64_t k, const int8_t* wq, const 
   }
 }
 
+namespace {
+
+// kQkHeadI8: v of every column into y_f32, then the Q and K heads of each row quantized.
+void qk_head_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, float* y_f32, int8_t* y_i8) {
+  const int64_t heads = a.qk_cols / a.head_dim;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float sx = a.sx[a.sx_per_token ? i : 0];
+    float* v = y_f32 + i * a.n;
+    for (int64_t j = 0; j < a.n; ++j) v[j] = gemm_i8_dequant_ref(acc[i * a.n + j], sx, a.sw[j], a.bias ? a.bias[j] : 0.f);
+    for (int64_t h = 0; h < heads; ++h)
+      a.y_qk_scales[i * heads + h] =
+          gemm_i8_head_quantize_ref(v + h * a.head_dim, a.head_dim, y_i8 + i * a.qk_cols + h * a.head_dim);
+  }
+}
+
+}  // namespace
+
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
                           int8_t* y_i8) {
   const GemmI8Epilogue e = a.epilogue;
+  if (gemm_i8_epilogue_is_qk_head(e)) {
+    qk_head_epilogue_ref(a, acc, y_f32, y_i8);
+    return;
+  }
   const float inv_out_scale = 1.f / a.out_scale;
   for (int64_t i = 0; i < a.m; ++i) {
     const float sx = a.sx[a.sx_per_token ? i : 0];

@@ -64,12 +64,15 @@ enum class GemmI8Epilogue : int {
   kI8Bias,           // y: int8 (M, N) = sat(rne(v / out_scale))
   kI8BiasGelu,       // y: uint8 (M, N) = sat[0,255](rne((gelu(v) + kGemmI8GeluShift) / out_scale)): fc2's input
   kF32BiasResidual,  // y: float (M, N) in place: y = y + v (the fp32 residual stream, runtime.int8_float: fp32)
+  kQkHeadI8,         // qkv for the INT8 attention: int8 Q|K (M, qk_cols) with a scale per (row, head), V (M,
+                     // N - qk_cols) float (gemm_i8_head_quantize_ref; runtime.int8_attention: int8)
 };
-constexpr int kGemmI8EpilogueCount = 7;
+constexpr int kGemmI8EpilogueCount = 8;
 const char* gemm_i8_epilogue_name(GemmI8Epilogue e);
 inline bool gemm_i8_epilogue_is_i8(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kI8Bias || e == GemmI8Epilogue::kI8BiasGelu;
 }
+inline bool gemm_i8_epilogue_is_qk_head(GemmI8Epilogue e) { return e == GemmI8Epilogue::kQkHeadI8; }
 inline bool gemm_i8_epilogue_has_residual(GemmI8Epilogue e) {
   return e == GemmI8Epilogue::kF16BiasResidual || e == GemmI8Epilogue::kF32BiasResidual;
 }
@@ -94,6 +97,9 @@ struct GemmI8RefArgs {
   GemmI8Epilogue epilogue = GemmI8Epilogue::kF32;
   float out_scale = 1.f;       // kI8*: the output's scale (outputs are v * (1 / out_scale))
   bool x_u8 = false;           // x holds unsigned codes 0..255 (fc2's input: GELU + kGemmI8GeluShift)
+  int64_t qk_cols = 0;         // kQkHeadI8: the int8 columns (Q and K), a multiple of head_dim
+  int64_t head_dim = 0;        // kQkHeadI8: columns per head
+  float* y_qk_scales = nullptr;  // kQkHeadI8 output: (M, qk_cols / head_dim) fp32, the heads' scales
 };
 
 // acc (M, N) = x (M, K) w (N, K)^T in int32; the second with unsigned activations (K <= 2^16).
@@ -104,7 +110,8 @@ void gemm_u8i8_accumulate_ref(int64_t m, int64_t n, int64_t k, const uint8_t* x,
 // values as float; kF32BiasResidual: fp32 values).
 // y_f32 (M, N): the fp32 value before the output's rounding (kF32, kF16*: the value fp16 rounds; kI8*:
 // v * (1 / out_scale), the value rounded to 8 bits); may be nullptr for kI8*. y_i8 (M, N): kI8* only, int8
-// codes for kI8Bias, uint8 codes (stored as the same bytes) for kI8BiasGelu.
+// codes for kI8Bias, uint8 codes (stored as the same bytes) for kI8BiasGelu. kQkHeadI8: y_f32 (M, N) the
+// dequantized v of every column (V's values), y_i8 (M, qk_cols) the Q and K codes, a.y_qk_scales their scales.
 void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const float* residual, float* y_f32,
                           int8_t* y_i8);
 
@@ -115,6 +122,8 @@ void gemm_i8_erf_terms_ref(float x, float* p, float* q);  // the GELU's erf(x) ~
 float gemm_i8_erf_ratio_ref(float p, float q);             // p / q without a division, as above
 int8_t gemm_i8_quantize_ref(float q);     // rne, saturated to [-127, 127]; NaN -> 0
 uint8_t gemm_i8_quantize_u8_ref(float q);  // rne, saturated to [0, 255]; NaN -> 0
+// One head's d values v -> int8 codes q (kQkHeadI8's rule above); returns the head's scale amax / 127.
+float gemm_i8_head_quantize_ref(const float* v, int64_t d, int8_t* q);
 
 // The bias of a GEMM whose input is u = x + shift in unsigned codes (fc2): out[n] = bias[n] - shift * sw[n] *
 // sum_k wq[n][k], so that acc(q, wq) * sx * sw + out = (sum_k (q sx - shift) wq sw) + bias for any sx: the

@@ -24,6 +24,12 @@ void mha_i8_ref(const AttnParams& p,
                 MhaI8Softmax softmax,
                 float* o);        // likewise with p.o, s < Sq
 
+// mha_i8_ref over (image, head) slices on `threads` OpenMP threads (kernels/cpu/twin_f64.cpp): the same
+// arithmetic per query row, so the same bits at any team size. The CPU INT8 path's attention with
+// runtime.int8_attention: int8 (cpu.mha_i8_ref).
+void mha_i8_ref_team(const AttnParams& p, const int8_t* q, const int8_t* k, const float* v, const AttnI8Scales& scales,
+                     MhaI8Softmax softmax, float* o, int threads);
+
 // Symmetric per-row quantisation: scale = max|x| / 127 (0 for an all-zero row), out[i] = round(x[i] / scale)
 // (half away from zero) in [-127, 127]. Returns the scale.
 float quantize_i8_row(const float* x, int n, int8_t* out);

@@ -1,5 +1,6 @@
 // The INT8 twin kernels (docs/int8.md "fp32 mode"): the float64 references, split over an OpenMP team.
 //   mha_f64     mha_ref over (image, head) slices: the same float64 arithmetic per query row, so the same bits
+//   mha_i8_ref_team  mha_i8_ref (the INT8 attention's reference) over (image, head) slices likewise
 //   linear_f64  linear_ref over row ranges: the same float64 dot product and epilogue per output, the same bits
 // The split never changes a bit (each output is one slice's, computed by the reference's loop), which
 // twin_f64_test checks against the references at several team sizes. CUDA computes the same arithmetic
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/mha_i8_ref.h"
 
 namespace edgevit {
 namespace {
@@ -43,6 +45,25 @@ void mha_f64(const AttnParams& p, const float* q, const float* k, const float* v
       if (p.key_mask != nullptr) one.key_mask = p.key_mask + static_cast<int64_t>(b) * p.seq_kv;
       mha_ref(one, q + b * p.q.batch + h * p.q.head, k + b * p.k.batch + h * p.k.head,
               v + b * p.v.batch + h * p.v.head, o + b * p.o.batch + h * p.o.head, 1);
+    }
+  });
+}
+
+void mha_i8_ref_team(const AttnParams& p, const int8_t* q, const int8_t* k, const float* v, const AttnI8Scales& sc,
+                     MhaI8Softmax softmax, float* o, int threads) {
+  const int64_t slices = static_cast<int64_t>(p.batch) * p.heads;
+  split(slices, threads, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const int b = static_cast<int>(s / p.heads), h = static_cast<int>(s % p.heads);
+      AttnParams one = p;  // one image, one head: mha_i8_ref's loop over it
+      one.batch = 1;
+      one.heads = 1;
+      if (p.key_mask != nullptr) one.key_mask = p.key_mask + static_cast<int64_t>(b) * p.seq_kv;
+      AttnI8Scales sc1 = sc;
+      sc1.q = sc.q + b * sc.qs.batch + h * sc.qs.head;
+      sc1.k = sc.k + b * sc.ks.batch + h * sc.ks.head;
+      mha_i8_ref(one, q + b * p.q.batch + h * p.q.head, k + b * p.k.batch + h * p.k.head,
+                 v + b * p.v.batch + h * p.v.head, sc1, softmax, o + b * p.o.batch + h * p.o.head);
     }
   });
 }

@@ -64,10 +64,14 @@ cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
     case GemmI8Epilogue::kF16BiasResidual: return launch_epilogue<T, 3>(a, split_k, stream);
     case GemmI8Epilogue::kI8Bias: return launch_epilogue<T, 4>(a, split_k, stream);
     case GemmI8Epilogue::kI8BiasGelu: return launch_epilogue<T, 5>(a, split_k, stream);
+    case GemmI8Epilogue::kQkHeadI8:  // tiles of whole heads (>= 64 columns: head_dim 32 and 64; 128 from 128)
+      if constexpr (T::kTileN >= 64)
+        return launch_epilogue<T, static_cast<int>(GemmI8Epilogue::kQkHeadI8)>(a, split_k, stream);
+      return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }
-static_assert(static_cast<int>(GemmI8Epilogue::kF32BiasResidual) == kGemmI8EpilogueCount - 1, "launch() covers all");
+static_assert(static_cast<int>(GemmI8Epilogue::kQkHeadI8) == kGemmI8EpilogueCount - 1, "launch() covers all");
 
 // Traits: tile M, N, K (bytes), warps M x N, stages, resident blocks per SM (the register cap).
 using T128x128x64 = GemmI8Traits<128, 128, 64, 2, 4, 4, 2>;
@@ -153,6 +157,11 @@ bool valid_args(const GemmI8Args& a) {
   if (a.x_u8 && ((!gemm_i8_epilogue_is_f32(a.epilogue) && a.epilogue != GemmI8Epilogue::kF16BiasResidual) ||
                  a.k > (int64_t{1} << 16)))
     return false;
+  if (gemm_i8_epilogue_is_qk_head(a.epilogue) && !gemm_i8_variant_serves_qk_head(v, a.head_dim, a.qk_cols, a.n))
+    return false;
+  if (gemm_i8_epilogue_is_qk_head(a.epilogue) &&
+      (!a.qk_scales || !a.y_v || !aligned(a.y_v, 16) || (a.n - a.qk_cols) % 8 != 0))
+    return false;
   if (v.split_k > 1) {
     if (!a.workspace || !aligned(a.workspace, 16)) return false;
     if ((a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n) > kGemmI8MaxSplitTiles) return false;
@@ -169,6 +178,11 @@ size_t gemm_i8_workspace_bytes(const GemmI8Args& a) {
   const GemmI8Variant& v = kVariants[a.variant];
   const int64_t tiles = (a.m + v.tile_m - 1) / v.tile_m * ((a.n + v.tile_n - 1) / v.tile_n);
   return static_cast<size_t>(kGemmI8CounterBytes + tiles * v.split_k * v.tile_m * v.tile_n * 4);
+}
+
+bool gemm_i8_variant_serves_qk_head(const GemmI8Variant& v, int64_t head_dim, int64_t qk_cols, int64_t n) {
+  const bool d_ok = head_dim == 32 || head_dim == 64 || head_dim == 128;
+  return d_ok && v.tile_n >= 64 && v.tile_n % head_dim == 0 && qk_cols > 0 && qk_cols % head_dim == 0 && qk_cols < n;
 }
 
 const GemmI8Variant* gemm_i8_variants(int* count) {

@@ -61,7 +61,18 @@ struct GemmI8Args {
   void* workspace = nullptr;    // split_k > 1: gemm_i8_workspace_bytes(*this) bytes, 16-byte aligned, see above
   bool x_u8 = false;            // x holds uint8 codes (fc2's input; mma .u8.s8); epilogues kF32,
                                 // kF32BiasResidual and kF16BiasResidual only, K <= 2^16
+  // kQkHeadI8 (qkv for the INT8 attention): y is int8 (M, qk_cols), the Q and K columns; y_v half (M, N - qk_cols)
+  // the V columns (16-byte aligned, N - qk_cols a multiple of 8); qk_scales fp32 (M, qk_cols / head_dim), one
+  // scale per (row, head). Rows whose tile_n is not a multiple of head_dim are refused
+  // (gemm_i8_variant_serves_qk_head).
+  int64_t qk_cols = 0;
+  int64_t head_dim = 0;         // 32, 64 or 128
+  float* qk_scales = nullptr;
+  void* y_v = nullptr;
 };
+
+// Whether row v can write kQkHeadI8 for heads of head_dim columns (its tile holds whole heads).
+bool gemm_i8_variant_serves_qk_head(const GemmI8Variant& v, int64_t head_dim, int64_t qk_cols, int64_t n);
 
 // Bytes of args.workspace the row args.variant needs at args' shape (0: none; also 0 for a bad row).
 size_t gemm_i8_workspace_bytes(const GemmI8Args& args);

@@ -59,6 +59,7 @@ cudaError_t gemm_i8_epilogue(const GemmI8Args& a, const int32_t* acc, cudaStream
     case GemmI8Epilogue::kF16BiasResidual: return launch<3>(a, acc, stream);
     case GemmI8Epilogue::kI8Bias: return launch<4>(a, acc, stream);
     case GemmI8Epilogue::kI8BiasGelu: return launch<5>(a, acc, stream);
+    case GemmI8Epilogue::kQkHeadI8: return cudaErrorInvalidValue;  // the mma.sync kernel's fused epilogue only
   }
   return cudaErrorInvalidValue;
 }

@@ -188,6 +188,36 @@ __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], 
   }
 }
 
+// kQkHeadI8 (qkv -> the INT8 attention): eight consecutive outputs of row `row` from column col. Q and K
+// columns (col < qk_cols) become int8 codes with their head's scale: the head's head_dim / 8 lanes (consecutive,
+// one row: store_tile keeps a row's column groups in consecutive lanes, and valid_args has tile_n a multiple of
+// head_dim) reduce the amax by shuffles, then inv = 127 / amax and s = amax / 127 (IEEE divisions, once per
+// head) as gemm_i8_head_quantize_ref. V columns are rounded to fp16.
+__device__ __forceinline__ void store_qk_head(const GemmI8Args& a, int64_t row, int64_t col, const float (&v)[8],
+                                              int lane) {
+  if (col >= a.qk_cols) {
+    const int64_t nv = a.n - a.qk_cols;
+    *reinterpret_cast<uint4*>(static_cast<__half*>(a.y_v) + row * nv + (col - a.qk_cols)) =
+        make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
+                   pack_half2_rn(v[6], v[7]));
+    return;
+  }
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  const int lanes = a.head_dim / 8;
+  const unsigned mask = lanes >= 32 ? 0xffffffffu : ((1u << lanes) - 1u) << (lane & ~(lanes - 1));
+  for (int o = 1; o < lanes; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+  const float inv = amax > 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+  uint32_t w[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    w[h] = quantize(v[4 * h], inv) | quantize(v[4 * h + 1], inv) << 8 | quantize(v[4 * h + 2], inv) << 16 |
+           quantize(v[4 * h + 3], inv) << 24;
+  *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + row * a.qk_cols + col) = make_uint2(w[0], w[1]);
+  if ((lane & (lanes - 1)) == 0) a.qk_scales[row * (a.qk_cols / a.head_dim) + col / a.head_dim] = __fdiv_rn(amax, 127.f);
+}
+
 // The block's int32 tile goes through shared memory (fragment layout of m16n8: c0, c1 at row lane/4,
 // columns 2 (lane % 4) + {0, 1}; c2, c3 eight rows below; the staged layout is GemmI8Traits::kOutHalf's, so
 // neither the fragment stores nor the row reads conflict), then each thread dequantizes eight consecutive
@@ -246,7 +276,11 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
     const int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     float v[8];
     dequantize8(q, scale, bias, v);
-    store8<kEpilogue>(a, row * a.n + col, inv_out_scale, v);
+    if constexpr (kEpilogue == static_cast<int>(GemmI8Epilogue::kQkHeadI8)) {
+      store_qk_head(a, row, col, v, lane);
+    } else {
+      store8<kEpilogue>(a, row * a.n + col, inv_out_scale, v);
+    }
   }
 }
 

@@ -18,6 +18,9 @@
 //   d64_q128_w4_kv32_s2_smax  39.1 us (1.20x)
 //   d64_q64_w4_kv32_s2 / q64_w4_kv64_s2 / q64_w2_kv32_s2: 43.4 / 47.1 / 44.9 us (they win on small grids)
 //   d32_q128_w4_kv32_s2       31.9 us vs fp16 41.1 (1.29x);  d128_q64_w4_kv32_s2 (B32) 47.8 vs 69.3 (1.45x)
+// Int8 output (mha_i8_fused_i8out, the runtime's INT8 attention writing proj's input): the row-max rows with
+// per-key K scales only (mha_i8_row_has_i8out). H200, ViT-B/16 batch 1 per-op profile: d64_q64_w4_kv64_s2 9.6-10.8
+// us a block (the fp16 kernel writing int8: 8.1), 10.2 us on the class-token tail (6.6).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -49,7 +52,9 @@ __device__ __forceinline__ void copy_kv(const I8Args& a, KCopy& k_copy, VCopy& v
 }
 
 // Streams K/V tiles while each warp keeps its O rows, row maxima and row sums in registers.
-template <class T>
+// kI8Out: int8 codes of the fp32 normalised output at the per-tensor scale *a.o_scale to a.o_i8 (stage_output_i8,
+// the fp16 kernel's int8 staging) instead of fp16 O to a.o.
+template <class T, bool kI8Out>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kernel(const I8Args a) {
   constexpr int kM = T::kMTiles;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -68,7 +73,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   const int8_t* qg = a.q + b * a.qs.batch + h * a.qs.head;
   const int8_t* kg = a.k + b * a.ks.batch + h * a.ks.head;
   const __half* vg = a.v + b * a.vs.batch + h * a.vs.head;
-  __half* og = a.o + b * a.os.batch + h * a.os.head;
   const float* ksc = a.k_scale + b * a.kss.batch + h * a.kss.head;
   const uint8_t* mask = a.key_mask != nullptr ? a.key_mask + static_cast<int64_t>(b) * a.seq_kv : nullptr;
   const int n_kv = (a.seq_kv + T::kKvTile - 1) / T::kKvTile;
@@ -118,52 +122,75 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   cp_async_wait<0>();
   __syncthreads();  // every warp is past the loop: the whole buffer stages the output
   if (!warp_active) return;
-  __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
-  stage_output_f16<T::kMTiles, T::kOTiles, T::kRowV>(so, w.o_acc, w.row_sum, g, t);
-  __syncwarp();
+  if constexpr (kI8Out) {  // rows of 2 kRowV bytes (the fp16 staging's pitch), 8-byte chunks of codes
+    int8_t* og = a.o_i8 + b * a.os.batch + h * a.os.head;
+    int8_t* so = reinterpret_cast<int8_t*>(smem_raw) + warp_row0 * 2 * T::kRowV;
+    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kRowV>(so, w.o_acc, w.row_sum,
+                                                          gpu::i8prod::make_quantizer(__ldg(a.o_scale)), g, t);
+    __syncwarp();
 #pragma unroll
-  for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
-    const int r = c / T::kChunksV, ch = c % T::kChunksV;
-    const int row = q0 + warp_row0 + r;
-    if (row < a.seq_q)
-      *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
-          *reinterpret_cast<const uint4*>(so + r * T::kRowV + ch * 8);
+    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
+      const int r = c / T::kChunksV, ch = c % T::kChunksV;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint2*>(so + r * 2 * T::kRowV + ch * 8);
+    }
+  } else {
+    __half* og = a.o + b * a.os.batch + h * a.os.head;
+    __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
+    stage_output_f16<T::kMTiles, T::kOTiles, T::kRowV>(so, w.o_acc, w.row_sum, g, t);
+    __syncwarp();
+#pragma unroll
+    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
+      const int r = c / T::kChunksV, ch = c % T::kChunksV;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint4*>(so + r * T::kRowV + ch * 8);
+    }
   }
 }
 
-template <size_t kRow, bool kPerKey>
+template <size_t kRow, bool kPerKey, bool kI8Out = false>
 struct RowKernel {
   static constexpr MhaI8Variant row = kMhaI8Variants[kRow];
   static constexpr bool kScaleMax = row.softmax == MhaI8Softmax::kScaleMax;
   using T = I8Traits<row.head_dim, row.q_tile, row.threads / 32, row.kv_tile, row.stages, kScaleMax,
                      kPerKey && !kScaleMax>;
   static_assert(T::kSmemBytes == row.smem_bytes, "traits and mha_i8_variants.h disagree on shared memory");
+  // The int8-output kernels exist for the rows mha_i8_row_has_i8out names, with per-key K scales only.
+  static constexpr bool kBuilt = !kI8Out || (mha_i8_row_has_i8out(row) && kPerKey);
 
   static cudaError_t opt_in() {
     if (T::kSmemBytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(flash_fwd_i8_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(flash_fwd_i8_kernel<T, kI8Out>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(T::kSmemBytes));
   }
   static cudaError_t launch(const I8Args& args, int batch, int heads, cudaStream_t stream) {
-    static const cudaError_t attr = opt_in();  // once per instantiation
-    if (attr != cudaSuccess) return attr;
-    const dim3 grid((args.seq_q + T::kQTile - 1) / T::kQTile, heads, batch);
-    flash_fwd_i8_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
-    return cudaGetLastError();
+    if constexpr (!kBuilt) {
+      return cudaErrorNotSupported;
+    } else {
+      static const cudaError_t attr = opt_in();  // once per instantiation
+      if (attr != cudaSuccess) return attr;
+      const dim3 grid((args.seq_q + T::kQTile - 1) / T::kQTile, heads, batch);
+      flash_fwd_i8_kernel<T, kI8Out><<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
+      return cudaGetLastError();
+    }
   }
   static cudaError_t resident(int* blocks) {
     const cudaError_t err = opt_in();
     if (err != cudaSuccess) return err;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, flash_fwd_i8_kernel<T>, T::kThreads,
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, flash_fwd_i8_kernel<T, false>, T::kThreads,
                                                          T::kSmemBytes);
   }
 };
 
 using LaunchFn = cudaError_t (*)(const I8Args&, int, int, cudaStream_t);
 using ResidentFn = cudaError_t (*)(int*);
-template <bool kPerKey, size_t... kRows>
+template <bool kPerKey, bool kI8Out = false, size_t... kRows>
 constexpr std::array<LaunchFn, sizeof...(kRows)> launch_table(std::index_sequence<kRows...>) {
-  return {&RowKernel<kRows, kPerKey>::launch...};
+  return {&RowKernel<kRows, kPerKey, kI8Out>::launch...};
 }
 template <size_t... kRows>
 constexpr std::array<ResidentFn, sizeof...(kRows)> resident_table(std::index_sequence<kRows...>) {
@@ -171,6 +198,7 @@ constexpr std::array<ResidentFn, sizeof...(kRows)> resident_table(std::index_seq
 }
 constexpr auto kLaunchShared = launch_table<false>(std::make_index_sequence<kNumMhaI8Variants>{});
 constexpr auto kLaunchPerKey = launch_table<true>(std::make_index_sequence<kNumMhaI8Variants>{});
+constexpr auto kLaunchPerKeyI8Out = launch_table<true, true>(std::make_index_sequence<kNumMhaI8Variants>{});
 constexpr auto kResident = resident_table(std::make_index_sequence<kNumMhaI8Variants>{});
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -179,9 +207,13 @@ bool strides_multiple(const AttnStrides& s, int64_t n) { return s.batch % n == 0
 }  // namespace i8attn
 }  // namespace
 
-cudaError_t mha_i8_fused(const AttnParams& p, const int8_t* q, const int8_t* k, const __half* v,
-                         const AttnI8Scales& scales, __half* o, int row, cudaStream_t stream) {
+namespace {
+
+// Both launchers: checks the launch, then runs the table's kernel (fp16 o, or int8 o_i8 at *o_scale).
+cudaError_t launch_i8(const AttnParams& p, const int8_t* q, const int8_t* k, const __half* v, const AttnI8Scales& scales,
+                      __half* o, int8_t* o_i8, const float* o_scale, int row, cudaStream_t stream) {
   using namespace i8attn;
+  const bool i8_out = o_i8 != nullptr;
   if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.batch > 65535 || p.heads > 65535)
     return cudaErrorInvalidValue;
   if (!(p.scale > 0.f) || !(p.scale < INFINITY)) return cudaErrorInvalidValue;
@@ -190,15 +222,32 @@ cudaError_t mha_i8_fused(const AttnParams& p, const int8_t* q, const int8_t* k, 
   const bool per_key = scales.ks.row != 0;
   if (variant.head_dim != p.head_dim) return cudaErrorNotSupported;
   if (variant.softmax == MhaI8Softmax::kScaleMax && per_key) return cudaErrorNotSupported;
+  if (i8_out && (!mha_i8_row_has_i8out(variant) || !per_key)) return cudaErrorNotSupported;
   if (p.batch == 0 || p.heads == 0 || p.seq_q == 0) return cudaSuccess;
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o) || !strides_multiple(p.q, 16) ||
+  const bool o_ok = i8_out ? reinterpret_cast<uintptr_t>(o_i8) % 8 == 0 && o_scale != nullptr : aligned16(o);
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !o_ok || !strides_multiple(p.q, 16) ||
       !strides_multiple(p.k, 16) || !strides_multiple(p.v, 8) || !strides_multiple(p.o, 8) ||
       scales.q == nullptr || scales.k == nullptr)
     return cudaErrorInvalidValue;
-  const I8Args args{q, k, v, o, p.q, p.k, p.v, p.o, scales.q, scales.k, scales.qs, scales.ks, p.key_mask,
-                    p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f};
+  const I8Args args{q, k, v, o, o_i8, o_scale, p.q, p.k, p.v, p.o, scales.q, scales.k, scales.qs, scales.ks,
+                    p.key_mask, p.seq_q, p.seq_kv, p.scale * 1.4426950408889634f};
   const size_t r = static_cast<size_t>(row);
+  if (i8_out) return kLaunchPerKeyI8Out[r](args, p.batch, p.heads, stream);
   return per_key ? kLaunchPerKey[r](args, p.batch, p.heads, stream) : kLaunchShared[r](args, p.batch, p.heads, stream);
+}
+
+}  // namespace
+
+cudaError_t mha_i8_fused(const AttnParams& p, const int8_t* q, const int8_t* k, const __half* v,
+                         const AttnI8Scales& scales, __half* o, int row, cudaStream_t stream) {
+  return launch_i8(p, q, k, v, scales, o, nullptr, nullptr, row, stream);
+}
+
+cudaError_t mha_i8_fused_i8out(const AttnParams& p, const int8_t* q, const int8_t* k, const __half* v,
+                               const AttnI8Scales& scales, int8_t* o, const float* o_scale, int row,
+                               cudaStream_t stream) {
+  if (o == nullptr) return cudaErrorInvalidValue;
+  return launch_i8(p, q, k, v, scales, nullptr, o, o_scale, row, stream);
 }
 
 cudaError_t mha_i8_resident_blocks(int row, int* blocks) {

@@ -39,6 +39,15 @@ cudaError_t mha_i8_fused(const AttnParams& p,
                          __half* o,           // likewise with p.o, s < Sq
                          int row, cudaStream_t stream);
 
+// The same attention writing int8 codes: each fp32 normalised output o (before any fp16 rounding) becomes
+// rne(o / s) saturated to [-127, 127], s = *o_scale (device, one fp32: proj's calibrated input scale), as
+// mha_fused_f16_i8out does (kernels/cuda/mha.h; the staging is shared, kernels/cuda/mha_softmax_pv.cuh). Built
+// for the rows mha_i8_row_has_i8out names and per-key K scales (scales.ks.row != 0: the runtime's per (token,
+// head) K): cudaErrorNotSupported for another row or K scale layout. o: 8-byte aligned, strides of p.o.
+cudaError_t mha_i8_fused_i8out(const AttnParams& p, const int8_t* q, const int8_t* k, const __half* v,
+                               const AttnI8Scales& scales, int8_t* o, const float* o_scale, int row,
+                               cudaStream_t stream);
+
 // Blocks of row `row` that one SM of the current device holds at once (occupancy calculator).
 cudaError_t mha_i8_resident_blocks(int row, int* blocks);
 

@@ -31,7 +31,9 @@ using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::pack_half2;
 using cuda::smem_addr;
+using cuda::pack_i8x8;
 using cuda::stage_output_f16;
+using cuda::stage_output_i8;
 
 // The int32 accumulators start at the bits of 1.5 * 2^23 (12582912.f): for |S| < 2^22 the int32 sum
 // 0x4B400000 + S read as a float is exactly 12582912 + S, so the scores reach the float pipe without I2F
@@ -106,7 +108,9 @@ struct I8Args {
   const int8_t* q;  // element (b, s, h, d) at q[b*qs.batch + s*qs.row + h*qs.head + d], s < seq_q
   const int8_t* k;  // likewise with ks, s < seq_kv
   const __half* v;  // likewise with vs, s < seq_kv
-  __half* o;        // likewise with os, s < seq_q
+  __half* o;        // likewise with os, s < seq_q (fp16 output)
+  int8_t* o_i8;     // likewise: int8 codes at the per-tensor scale *o_scale (the int8-output instantiations)
+  const float* o_scale;
   AttnStrides qs, ks, vs, os;
   const float* q_scale;  // (b, s, h) at q_scale[b*qss.batch + s*qss.row + h*qss.head]
   const float* k_scale;  // likewise with kss

@@ -93,6 +93,11 @@ inline constexpr MhaI8Variant kMhaI8Variants[] = {
 
 inline constexpr size_t kNumMhaI8Variants = sizeof(kMhaI8Variants) / sizeof(kMhaI8Variants[0]);
 
+// Rows whose int8-output kernel is built (mha_i8_fused_i8out, with per-key K scales: the runtime's INT8 attention
+// writing proj's int8 input): the row-max rows (the runtime does not use the scale-max softmax, which needs one
+// K scale per (batch, head)).
+constexpr bool mha_i8_row_has_i8out(const MhaI8Variant& v) { return v.softmax == MhaI8Softmax::kRowMax; }
+
 // What a launch asks of the INT8 kernel.
 struct MhaI8Request {
   int sm = 0;                    // compute capability * 10 + minor (87 for Orin)
@@ -100,6 +105,7 @@ struct MhaI8Request {
   int head_dim = 0;
   MhaI8Softmax softmax = MhaI8Softmax::kRowMax;
   bool per_key_k_scale = false;  // the K scale changes from key to key (AttnI8Scales::ks.row != 0)
+  bool int8_output = false;      // mha_i8_fused_i8out: only rows with mha_i8_row_has_i8out (and per-key K scales)
 };
 
 struct MhaI8Support {
@@ -111,7 +117,13 @@ struct MhaI8Support {
 // The first row of kMhaI8Variants that serves the request, or why none does. Any Sq and Skv are served.
 inline MhaI8Support mha_i8_supports(const MhaI8Request& r) {
   MhaI8Support s;
-  const char* mode = r.softmax == MhaI8Softmax::kScaleMax ? "int8 attention (scale-max softmax)" : "int8 attention";
+  const char* mode = r.softmax == MhaI8Softmax::kScaleMax ? "int8 attention (scale-max softmax)"
+                     : r.int8_output                     ? "int8 attention (int8 output)"
+                                                         : "int8 attention";
+  if (r.int8_output && (r.softmax != MhaI8Softmax::kRowMax || !r.per_key_k_scale)) {
+    s.reason = std::string(mode) + ": built for the row-max softmax with per-key K scales only";
+    return s;
+  }
   if (r.softmax == MhaI8Softmax::kScaleMax && r.per_key_k_scale) {
     s.reason = std::string(mode) + ": the fixed softmax offset needs one K scale per (batch, head), got per-key K scales";
     return s;
@@ -120,7 +132,7 @@ inline MhaI8Support mha_i8_supports(const MhaI8Request& r) {
   bool dim_known = false;
   std::string why;
   for (const MhaI8Variant& v : kMhaI8Variants) {
-    if (v.head_dim != r.head_dim || v.softmax != r.softmax) continue;
+    if (v.head_dim != r.head_dim || v.softmax != r.softmax || (r.int8_output && !mha_i8_row_has_i8out(v))) continue;
     dim_known = true;
     if (r.sm < v.min_sm) {
       why = "sm " + std::to_string(r.sm) + " < " + std::to_string(v.min_sm) + " (mma.sync m16n8k32 s8)";
@@ -137,7 +149,9 @@ inline MhaI8Support mha_i8_supports(const MhaI8Request& r) {
     return s;
   }
   s.reason = std::string(mode) + ": " +
-             (dim_known ? why : "no row for head_dim " + std::to_string(r.head_dim) + " (rows: 32, 64, 128)");
+             (dim_known ? why
+                        : "no row for head_dim " + std::to_string(r.head_dim) +
+                              " (rows: 32, 64, 128)");
   return s;
 }
 

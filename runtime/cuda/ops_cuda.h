@@ -34,6 +34,7 @@ std::unique_ptr<OpKernel> make_layernorm_f64(const Op& op);
 std::unique_ptr<OpKernel> make_qk_norm_f64(const Op& op);
 std::unique_ptr<OpKernel> make_layernorm_i8(const Op& op);  // INT8 (runtime/cuda/ops_int8_cuda.cpp)
 std::unique_ptr<OpKernel> make_gemm_i8(const Op& op);
+std::unique_ptr<OpKernel> make_mha_i8(const Op& op);        // INT8 attention (runtime/cuda/attention_i8_cuda.cpp)
 }  // namespace cuda_kernels
 
 // The scratch of the INT8 graph's unfused attention row (cuda.mha_unfused_cublas->int8): the unfused path's

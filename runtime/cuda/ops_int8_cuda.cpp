@@ -1,14 +1,15 @@
 // The CUDA INT8 rows' kernels (runtime/cuda_rows_int8.cpp, docs/int8.md): LayerNorm -> int8 (gpu::layernorm_i8_f16;
 // over an fp32 residual gpu::layernorm_i8_f32_f64, the CPU INT8 path's float64 arithmetic code for code) and the W8A8
 // block GEMMs (gpu::gemm_i8, kernels/cuda/gemm_i8.h) with their fused epilogues: qkv -> fp16 or fp32 (kF16Bias, kF32),
-// proj and fc2 += into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU + shift -> uint8 with fc2's
-// calibrated input scale (kI8BiasGelu; fc2 reads those codes, x_u8, its bias carrying the shift: docs/int8.md). The
-// float precision is the graph's Graph::int8_rest (runtime.int8_float), read from the tensors' element sizes. proj
-// first quantizes the attention's output into its scratch (gpu::quantize_rows_i8_f16 / _f32). Activation scales: per
-// row from the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own calibrated per-tensor scale
-// (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8 tile row is chosen per
-// captured batch size at prepare(): the table's first row without split-K, or with GEMM tuning on
-// (EngineOptions::tune_gemms) the fastest row timed on the arena's own tensors, each run after an L2 sweep
+// or int8 Q|K per (token, head) + fp16 V for the INT8 attention (kQkHeadI8, runtime.int8_attention: int8; only tile
+// rows holding whole heads), proj and fc2 += into the residual (kF16BiasResidual, kF32BiasResidual), fc1 -> GELU +
+// shift -> uint8 with fc2's calibrated input scale (kI8BiasGelu; fc2 reads those codes, x_u8, its bias carrying the
+// shift: docs/int8.md). The float precision is the graph's Graph::int8_rest (runtime.int8_float), read from the
+// tensors' element sizes. proj first quantizes the attention's output into its scratch (gpu::quantize_rows_i8_f16 /
+// _f32). Activation scales: per row from the producer (the LayerNorm's row scales, proj's scratch) or, for fc2, its own
+// calibrated per-tensor scale (a weight of fc1 and fc2; fc1 does not write mlp.hidden_scale: docs/int8.md). The gemm_i8
+// tile row is chosen per captured batch size at prepare(): the table's first row without split-K, or with GEMM tuning
+// on (EngineOptions::tune_gemms) the fastest row timed on the arena's own tensors, each run after an L2 sweep
 // (tuning_timer.h), split-K rows included where their partial tiles fit the plan's INT8 split-K workspace (plan.h;
 // CudaContext::i8_workspace), and cuBLASLt IMMA (kernels/cuda/gemm_i8_lt.h: int32 product into that workspace after the
 // tile counters, then gpu::gemm_i8_epilogue) where its product fits and cuBLASLt offers an algorithm, pinned only when
@@ -132,6 +133,7 @@ class GemmI8Kernel final : public OpKernel {
   bool quantize_input_ = false;
   bool f32_ = false;   // the float tensors (qkv's output, the residual, proj's input) are fp32
   bool x_u8_ = false;  // fc2: fc1's uint8 codes of GELU + shift (its bias carries the shift)
+  bool qk_head_ = false;  // qkv writing int8 Q|K per (token, head) and fp16 V (kQkHeadI8)
   int64_t i8_workspace_bytes_ = 0;  // the plan's INT8 split-K workspace (for the tuning records)
 };
 
@@ -144,7 +146,10 @@ Status GemmI8Kernel::prepare(ExecContext& ctx) {
   quantize_input_ = g.tensors[static_cast<size_t>(op_.inputs[0])].elem_bytes != 1;
   f32_ = g.act_elem_bytes() == 4;
   x_u8_ = int8_tensor_is_u8(g.tensors[static_cast<size_t>(op_.inputs[0])]);
-  epilogue_ = op_.epilogue == 1   ? GemmI8Epilogue::kI8BiasGelu
+  qk_head_ = op_.outputs.size() == 3;  // runtime.int8_attention: int8 Q|K, their scales, fp16 V (graph.h)
+  if (qk_head_ && f32_) return unsupported(where + ": int8 Q/K needs fp16 float ops (runtime.int8_float: fp16)");
+  epilogue_ = qk_head_            ? GemmI8Epilogue::kQkHeadI8
+              : op_.epilogue == 1 ? GemmI8Epilogue::kI8BiasGelu
               : op_.epilogue == 2 ? (f32_ ? GemmI8Epilogue::kF32BiasResidual : GemmI8Epilogue::kF16BiasResidual)
                                   : (f32_ ? GemmI8Epilogue::kF32 : GemmI8Epilogue::kF16Bias);
   if (op_.epilogue == 1) {  // fc1: its output's scale is fc2's calibrated input scale
@@ -191,6 +196,7 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
   double best = -1;
   for (int i = 0; i < count; ++i) {
     if (rows[i].min_sm > c.sm || rows[i].smem_bytes > c.smem_optin) continue;
+    if (qk_head_ && !gpu::gemm_i8_variant_serves_qk_head(rows[i], a.head_dim, a.qk_cols, a.n)) continue;
     a.variant = i;
     const bool split = rows[i].split_k > 1;
     if (split && (p->variant < 0 || !c.tune_gemms)) continue;
@@ -220,7 +226,8 @@ Status GemmI8Kernel::choose_row(CudaContext& c, PerSize* p) {
   }
   if (p->variant < 0)
     return unsupported(where + ": no gemm_i8 variant runs on compute capability " + std::to_string(c.sm));
-  if (c.tune_gemms || c.force_lt_imma) return try_lt_imma(c, p, best);
+  // IMMA's standalone epilogue has no kQkHeadI8 (the heads' amax is the fused store's): not a candidate for it.
+  if ((c.tune_gemms || c.force_lt_imma) && !qk_head_) return try_lt_imma(c, p, best);
   return Status::Ok();
 }
 
@@ -300,6 +307,13 @@ gpu::GemmI8Args GemmI8Kernel::args(const CudaContext& c, int n) const {
   a.variant = sizes_.empty() ? -1 : sizes_[size_index(n)].variant;
   a.y = m.at(op_.outputs[0]);
   a.x_u8 = x_u8_;
+  if (qk_head_) {  // int8 Q|K (M, 2E), their scales (M, 2H), fp16 V (M, E)
+    const VitArch& arch = c.plan.graph.arch;
+    a.head_dim = arch.head_dim();
+    a.qk_cols = 2 * int64_t{arch.embed_dim};
+    a.qk_scales = m.as<float>(op_.outputs[1]);
+    a.y_v = m.at(op_.outputs[2]);
+  }
   a.workspace = c.i8_workspace;  // read by split-K rows only
   if (quantize_input_) {  // proj: the scratch holds the quantized input and its row scales (runtime/graph.h)
     a.x = m.as<int8_t>(op_.scratch);

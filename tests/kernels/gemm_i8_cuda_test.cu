@@ -11,7 +11,7 @@
 // scales and no bias equals float(acc)); the epilogue makes the same rounded fp32 operations in the same
 // order (gemm_i8_ref.h), so fp32 outputs (kF32, kF32BiasResidual over an fp32 residual that fp16 cannot
 // hold) are equal, fp16 outputs equal the reference's fp32 value rounded to nearest even, and int8 outputs
-// are equal.
+// are equal. kQkHeadI8 (qkv's int8 Q|K per (token, head) and fp16 V for the INT8 attention) has its own test.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -245,6 +245,7 @@ void check_shape(int64_t m, int64_t n, int64_t k) {
     for (int ei = 0; ei < kGemmI8EpilogueCount; ++ei) {
       for (int per_token = 0; per_token < 2; ++per_token) {
         const auto e = static_cast<GemmI8Epilogue>(ei);
+        if (gemm_i8_epilogue_is_qk_head(e)) continue;  // its own shapes: QkHeadEpilogueEqualsTheReference
         GemmI8RefArgs r{m, n, k, p.x.data(), p.w.data(), per_token ? p.sx_token.data() : p.sx_tensor.data(),
                         per_token != 0, p.sw.data(), p.bias.data(), e, 1.f};
         if (gemm_i8_epilogue_is_i8(e)) {  // out_scale: the largest value maps to 150 (u8: 300), so some saturate
@@ -303,6 +304,93 @@ TEST(GemmI8Cuda, VitShapes) {
   for (int64_t m : {1, 17, 197, 1000})
     for (int64_t n : {64, 768, 2304})
       for (int64_t k : {32, 768, 3072}) check_shape(m, n, k);
+}
+
+// kQkHeadI8 (qkv for the INT8 attention) on every row that serves the head dim (gemm_i8_variant_serves_qk_head;
+// the others must refuse): N = 3E with the first 2E columns Q and K, int8 codes and per-(row, head) scales equal
+// to gemm_i8_head_quantize_ref's bit for bit, V equal to the reference's fp32 value rounded to fp16; outputs
+// poisoned (codes -128, scales and V NaN). Head dims 32, 64 (ViT-B: E 768, K 768) and 128, per tensor and per
+// token, M 1 .. 1000.
+void check_qk_head(int64_t m, int64_t e, int64_t d, int64_t k) {
+  SCOPED_TRACE(::testing::Message() << "M " << m << " E " << e << " D " << d << " K " << k);
+  const int64_t n = 3 * e, qk = 2 * e, heads = qk / d;
+  const Problem p = make_problem(m, n, k, static_cast<uint32_t>(m * 31 + e + d));
+  DeviceBuffer<int8_t> dx(p.x.size()), dw(p.w.size()), dq(m * qk);
+  DeviceBuffer<float> dsx_t(1), dsx_m(m), dsw(n), dbias(n), dscales(m * heads);
+  DeviceBuffer<__half> dv(m * e);
+  upload(dx, p.x);
+  upload(dw, p.w);
+  upload(dsx_t, p.sx_tensor);
+  upload(dsx_m, p.sx_token);
+  upload(dsw, p.sw);
+  upload(dbias, p.bias);
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  std::vector<float> ref(m * n), ref_scales(m * heads), got_scales(m * heads);
+  std::vector<int8_t> ref_q(m * qk), got_q(m * qk);
+  std::vector<__half> got_v(m * e);
+  int served = 0;
+  for (int per_token = 0; per_token < 2; ++per_token) {
+    GemmI8RefArgs r{m, n, k, p.x.data(), p.w.data(), per_token ? p.sx_token.data() : p.sx_tensor.data(),
+                    per_token != 0, p.sw.data(), p.bias.data(), GemmI8Epilogue::kQkHeadI8, 1.f};
+    r.qk_cols = qk;
+    r.head_dim = d;
+    r.y_qk_scales = ref_scales.data();
+    gemm_i8_epilogue_ref(r, p.acc.data(), nullptr, ref.data(), ref_q.data());
+    for (int vi = 0; vi < count; ++vi) {
+      if (rows[vi].split_k > 1) continue;  // no workspace here; the split rows' fan-in is the other epilogues'
+      gpu::GemmI8Args a;
+      a.m = m, a.n = n, a.k = k, a.x = dx.p, a.w = dw.p, a.variant = vi;
+      a.sx = per_token ? dsx_m.p : dsx_t.p;
+      a.sx_per_token = per_token != 0;
+      a.sw = dsw.p;
+      a.bias = dbias.p;
+      a.epilogue = GemmI8Epilogue::kQkHeadI8;
+      a.y = dq.p;
+      a.y_v = dv.p;
+      a.qk_scales = dscales.p;
+      a.qk_cols = qk;
+      a.head_dim = d;
+      if (!gpu::gemm_i8_variant_serves_qk_head(rows[vi], d, qk, n)) {
+        EXPECT_EQ(gpu::gemm_i8(a, nullptr), cudaErrorInvalidValue) << rows[vi].name;
+        continue;
+      }
+      ++served;
+      ASSERT_EQ(cudaMemset(dq.p, 0x80, m * qk), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dscales.p, 0xff, m * heads * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dv.p, 0xff, m * e * 2), cudaSuccess);
+      ASSERT_EQ(gpu::gemm_i8(a, nullptr), cudaSuccess) << rows[vi].name;
+      ASSERT_EQ(cudaMemcpy(got_q.data(), dq.p, m * qk, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got_scales.data(), dscales.p, m * heads * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got_v.data(), dv.p, m * e * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      Mismatches mq, ms, mv;
+      for (int64_t i = 0; i < m * qk; ++i)
+        if (got_q[i] != ref_q[i]) mq.add(i, got_q[i], ref_q[i]);
+      for (int64_t i = 0; i < m * heads; ++i)
+        if (!(got_scales[i] == ref_scales[i])) ms.add(i, got_scales[i], ref_scales[i]);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < e; ++j) {
+          const float want = __half2float(__float2half_rn(ref[i * n + qk + j]));
+          const float got = __half2float(got_v[i * e + j]);
+          if (!(got == want)) mv.add(i * e + j, got, want);
+        }
+      const char* mode = per_token ? " per-token" : " per-tensor";
+      EXPECT_EQ(mq.count, 0) << rows[vi].name << mode << " Q/K codes:" << mq.first.str();
+      EXPECT_EQ(ms.count, 0) << rows[vi].name << mode << " scales:" << ms.first.str();
+      EXPECT_EQ(mv.count, 0) << rows[vi].name << mode << " V:" << mv.first.str();
+    }
+  }
+  EXPECT_GT(served, 0) << "no row writes kQkHeadI8 for head_dim " << d;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST(GemmI8Cuda, QkHeadEpilogueEqualsTheReference) {
+  for (int64_t m : {1, 17, 197}) {
+    check_qk_head(m, 128, 64, 96);
+    check_qk_head(m, 128, 32, 96);
+    check_qk_head(m, 256, 128, 64);
+  }
+  check_qk_head(1000, 768, 64, 768);  // ViT-B's qkv at batch ~5
 }
 
 TEST(GemmI8Cuda, RejectsBadArguments) {

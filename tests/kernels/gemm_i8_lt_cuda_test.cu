@@ -200,6 +200,7 @@ void check_epilogues(int64_t m, int64_t n, int64_t k) {
       for (int per_token = 0; per_token < 2; ++per_token)
         for (int bias = 0; bias < 2; ++bias) {
           const auto e = static_cast<GemmI8Epilogue>(ei);
+          if (gemm_i8_epilogue_is_qk_head(e)) continue;  // the mma.sync kernel's only: refused below
           GemmI8RefArgs r;
           const std::vector<uint8_t> want = reference(p, acc, e, per_token, bias, &r);
           prime_output(p, e, d.y.p);
@@ -367,6 +368,9 @@ TEST(GemmI8LtCuda, EpilogueRejectsBadArguments) {
   b = a;
   b.sw = nullptr;
   EXPECT_TRUE(refused(b, acc.p)) << "no weight scales";
+  b = a;
+  b.epilogue = GemmI8Epilogue::kQkHeadI8;
+  EXPECT_TRUE(refused(b, acc.p)) << "qkv's int8 Q|K for the INT8 attention (the fused kernel's epilogue only)";
   b = a;
   b.epilogue = static_cast<GemmI8Epilogue>(kGemmI8EpilogueCount);
   EXPECT_TRUE(refused(b, acc.p)) << "unknown epilogue";

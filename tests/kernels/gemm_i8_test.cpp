@@ -77,6 +77,7 @@ TEST(GemmI8Ref, EpiloguesMatchFloat64) {
   for (int ei = 0; ei < kGemmI8EpilogueCount; ++ei)
     for (bool per_token : {false, true}) {
       const auto e = static_cast<GemmI8Epilogue>(ei);
+      if (gemm_i8_epilogue_is_qk_head(e)) continue;  // QkHeadEpilogue below
       const GemmI8RefArgs a{m, n, k, x.data(), w.data(), sx.data(), per_token, sw.data(), bias.data(), e, 0.05f};
       gemm_i8_ref(a, acc.data(), residual.data(), y.data(), q.data());
       for (int64_t i = 0; i < m; ++i)
@@ -97,6 +98,57 @@ TEST(GemmI8Ref, EpiloguesMatchFloat64) {
             ASSERT_LE(std::fabs(got - r), std::fabs(v - std::floor(v) - 0.5) < 1e-4 ? 1.0 : 0.0);
           }
         }
+    }
+}
+
+// kQkHeadI8 (qkv for the INT8 attention): y_f32 holds every column's dequantized value (float64 within fp32
+// rounding); each Q/K head's codes are rne(v * (127 / amax)) of its own values with scale amax / 127, so the
+// largest |v| of a head is +-127 and no code leaves [-127, 127]; a head whose values are all 0 gets scale 0 and
+// codes 0; the V columns are not quantized. Heads of 32 and 64 columns, per-tensor and per-token sx.
+TEST(GemmI8Ref, QkHeadEpilogueQuantizesEachHeadWithItsAmax) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  for (int64_t d : {32, 64})
+    for (bool per_token : {false, true}) {
+      const int64_t m = 7, e = 2 * d, n = 3 * e, k = 256, qk = 2 * e, heads = qk / d;
+      const auto x = random_i8(m * k, &rng), w = random_i8(n * k, &rng);
+      std::vector<float> sx(m), sw(n), bias(n);
+      for (auto& v : sx) v = 0.002f + 0.03f * u(rng);
+      for (auto& v : sw) v = 0.0005f + 0.004f * u(rng);
+      for (auto& v : bias) v = 2.f * u(rng) - 1.f;
+      for (int64_t j = d; j < 2 * d; ++j) sw[j] = bias[j] = 0.f;  // head 1 (Q's second head): all zero
+      std::vector<int32_t> acc(m * n);
+      std::vector<float> y(m * n), scales(m * heads, -1.f);
+      std::vector<int8_t> q(m * qk, 99);
+      GemmI8RefArgs a{m, n, k, x.data(), w.data(), sx.data(), per_token, sw.data(), bias.data(),
+                      GemmI8Epilogue::kQkHeadI8};
+      a.qk_cols = qk;
+      a.head_dim = d;
+      a.y_qk_scales = scales.data();
+      gemm_i8_ref(a, acc.data(), nullptr, y.data(), q.data());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t s = 0;
+          for (int64_t p = 0; p < k; ++p) s += int64_t{x[i * k + p]} * int64_t{w[j * k + p]};
+          const double v = static_cast<double>(s) * sx[per_token ? i : 0] * sw[j] + bias[j];
+          ASSERT_NEAR(y[i * n + j], v, kRel * std::fabs(v) + kAbs) << "d " << d << " " << i << "," << j;
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* v = y.data() + i * n + h * d;
+          float amax = 0.f;
+          for (int64_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(v[c]));
+          ASSERT_EQ(scales[i * heads + h], amax / 127.f) << "d " << d << " row " << i << " head " << h;
+          int top = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            const int8_t got = q[i * qk + h * d + c];
+            const int8_t want = amax > 0.f ? gemm_i8_quantize_ref(v[c] * (127.f / amax)) : 0;
+            ASSERT_EQ(got, want) << "d " << d << " row " << i << " head " << h << " col " << c;
+            ASSERT_LE(std::abs(int{got}), 127);
+            top = std::max(top, std::abs(int{got}));
+          }
+          EXPECT_EQ(top, h == 1 ? 0 : 127) << "the head's largest |v| takes the largest code";
+        }
+      }
     }
 }
 

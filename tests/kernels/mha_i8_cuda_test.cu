@@ -10,6 +10,8 @@
 // per tensor, and per tensor; the first query of batch 0 is all zeros (scale 0: uniform attention).
 // Scale-max (use_int8_scale_max) rows: the same checks on the rows that do not overflow fp16 (the overflowing
 // rows must be non-finite in both and are counted), and the documented overflow and underflow cases.
+// The int8-output kernels (mha_i8_fused_i8out, the runtime's INT8 attention): codes against the reference's
+// output quantized, within one step at ties (MhaI8Int8Output).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -424,6 +426,112 @@ TEST(MhaI8ScaleMax, OverflowAndUnderflowAreAsDocumented) {
       }
     }
   }
+}
+
+// mha_i8_fused_i8out (the runtime's INT8 attention writing proj's int8 input) on every row it is built for, over
+// the runtime's layout (packed int8 Q|K with per-(token, head) scales, fp16 V): codes against rne(o / s) of
+// mha_i8_ref's output o, s = max |o| / 120 (some codes near the top), output poisoned with -128 (no code the
+// kernel writes). The kernel's fp32 O is within tol::kInt8AttnVsRef of the reference, far below a step, so a
+// code can only sit on the other side of a rounding tie: never more than kInt8AttnOutMaxSteps, on at most
+// kInt8AttnOutFlipFactor x kInt8AttnVsRef x rms(code) of the codes plus 8 (base/tolerances.h). Full blocks (B1,
+// B8 x H12 x S197), the class-token tail (Sq = 1), a masked odd shape, D = 32 (vit-digits) and 128; rows not
+// built (scale-max) or of another head dim refuse.
+TEST(MhaI8Int8Output, CodesMatchTheReferenceQuantized) {
+  const std::vector<Case> cases = {
+      {1, 12, 197, 197, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
+      {8, 12, 197, 197, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 3.f},
+      {8, 12, 1, 197, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
+      {3, 4, 50, 50, 64, Layout::kPackedQK, Scales::kTokenHead, Mask::kWithFullyMaskedBatch, MhaI8Softmax::kRowMax,
+       1.f},
+      {4, 2, 17, 17, 32, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},  // digits
+      {2, 6, 197, 197, 128, Layout::kPackedQK, Scales::kTokenHead, Mask::kNone, MhaI8Softmax::kRowMax, 1.f},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(case_name(c));
+    const Host hs = make_host(c, 7);
+    const DeviceCase d = layout_case(c, hs);
+    float amax = 0.f;
+    for (float x : hs.ref_i8) amax = std::max(amax, std::fabs(x));
+    const std::vector<float> o_scale = {amax / 120.f};
+    std::vector<int8_t> want(hs.ref_i8.size());
+    double sum_sq = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float q = std::nearbyint(hs.ref_i8[i] / o_scale[0]);
+      want[i] = static_cast<int8_t>(std::max(-127.f, std::min(127.f, q)));
+      sum_sq += static_cast<double>(want[i]) * want[i];
+    }
+    const double rms_code = std::sqrt(sum_sq / static_cast<double>(want.size()));
+    DeviceBuffer<int8_t> q8(d.q8.size()), o(d.o_elems);
+    DeviceBuffer<__half> v(d.v.size());
+    DeviceBuffer<float> sq(hs.sq.size()), sk(hs.sk.size()), os(1);
+    DeviceBuffer<uint8_t> mask(hs.mask.size());
+    EV_ASSERT_CUDA(upload(q8, d.q8));
+    EV_ASSERT_CUDA(upload(v, d.v));
+    EV_ASSERT_CUDA(upload(sq, hs.sq));
+    EV_ASSERT_CUDA(upload(sk, hs.sk));
+    EV_ASSERT_CUDA(upload(os, o_scale));
+    if (!hs.mask.empty()) EV_ASSERT_CUDA(upload(mask, hs.mask));
+    AttnParams p = d.p;
+    p.key_mask = hs.mask.empty() ? nullptr : mask.ptr;
+    AttnI8Scales sc = hs.scales;
+    sc.q = sq.ptr;
+    sc.k = sk.ptr;
+    int built = 0;
+    for (size_t row = 0; row < kNumMhaI8Variants; ++row) {
+      const MhaI8Variant& variant = kMhaI8Variants[row];
+      EV_ASSERT_CUDA(cudaMemset(o.ptr, 0x80, d.o_elems));
+      const cudaError_t e =
+          mha_i8_fused_i8out(p, q8.ptr, q8.ptr + d.k_offset, v.ptr, sc, o.ptr, os.ptr, static_cast<int>(row), nullptr);
+      if (variant.head_dim != c.head_dim) {
+        EXPECT_EQ(e, cudaErrorNotSupported) << variant.name;
+        continue;
+      }
+      if (!mha_i8_row_has_i8out(variant)) {
+        EXPECT_EQ(e, cudaErrorNotSupported) << variant.name << " has no int8-output kernel";
+        continue;
+      }
+      ASSERT_EQ(e, cudaSuccess) << variant.name << ": " << cudaGetErrorString(e);
+      EV_ASSERT_CUDA(cudaDeviceSynchronize());
+      ++built;
+      std::vector<int8_t> raw(d.o_elems);
+      EV_ASSERT_CUDA(cudaMemcpy(raw.data(), o.ptr, raw.size(), cudaMemcpyDeviceToHost));
+      int64_t flipped = 0, worst = 0, poison = 0;
+      for (int b = 0; b < p.batch; ++b)
+        for (int i = 0; i < p.seq_q; ++i)
+          for (int h = 0; h < p.heads; ++h)
+            for (int x = 0; x < p.head_dim; ++x) {
+              const int got = raw[b * p.o.batch + i * p.o.row + h * p.o.head + x];
+              const int ref = want[b * hs.p.o.batch + i * hs.p.o.row + h * hs.p.o.head + x];
+              poison += got == -128;
+              flipped += got != ref;
+              worst = std::max<int64_t>(worst, std::abs(got - ref));
+            }
+      const double allowed = tol::kInt8AttnOutFlipFactor * tol::kInt8AttnVsRef * rms_code *
+                                 static_cast<double>(want.size()) + 8;
+      EXPECT_EQ(poison, 0) << variant.name << ": outputs not written";
+      EXPECT_LE(worst, tol::kInt8AttnOutMaxSteps) << variant.name;
+      EXPECT_LE(static_cast<double>(flipped), allowed) << variant.name << " (rms code " << rms_code << ")";
+      std::printf("%-40s %-32s codes off by one %lld of %zu (allowed %.0f)\n", case_name(c).c_str(), variant.name,
+                  static_cast<long long>(flipped), want.size(), allowed);
+    }
+    EXPECT_GT(built, 0) << "no int8-output row for head_dim " << c.head_dim;
+  }
+  // One K scale per (batch, head) is not the runtime's layout: refused.
+  const Case c{1, 2, 8, 8, 64, Layout::kPackedQK, Scales::kTokenQTensorK, Mask::kNone, MhaI8Softmax::kRowMax, 1.f};
+  const Host hs = make_host(c, 3);
+  const DeviceCase d = layout_case(c, hs);
+  DeviceBuffer<int8_t> q8(d.q8.size()), o(d.o_elems);
+  DeviceBuffer<__half> v(d.v.size());
+  DeviceBuffer<float> s(64);
+  AttnI8Scales sc = hs.scales;
+  sc.q = sc.k = s.ptr;
+  const int row = first_row(64, MhaI8Softmax::kRowMax);
+  EXPECT_EQ(mha_i8_fused_i8out(d.p, q8.ptr, q8.ptr + d.k_offset, v.ptr, sc, o.ptr, s.ptr, row, nullptr),
+            cudaErrorNotSupported);
+  sc.ks = AttnStrides{8 * 2, 2, 1};
+  EXPECT_EQ(mha_i8_fused_i8out(d.p, q8.ptr, q8.ptr + d.k_offset, v.ptr, sc, o.ptr, nullptr, row, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST(MhaI8Launcher, RejectsWhatItCannotServe) {

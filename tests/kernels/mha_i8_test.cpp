@@ -123,5 +123,33 @@ TEST(MhaI8Supports, ChoosesARowOrSaysWhyNot) {
     EXPECT_LE(v.smem_bytes, 163 * 1024) << v.name << " exceeds SM87's per-block shared memory";
 }
 
+// The int8-output rows (mha_i8_fused_i8out, the runtime's INT8 attention): the row-max rows with per-key K scales;
+// a request for the scale-max softmax or one K scale per (batch, head) says why not, and so does a head dim
+// without a row.
+TEST(MhaI8Supports, Int8OutputRowsAreTheRowMaxRowsWithPerKeyScales) {
+  for (int d : {32, 64, 128}) {
+    MhaI8Request r{87, 166912, d, MhaI8Softmax::kRowMax, true};
+    r.int8_output = true;
+    const MhaI8Support s = mha_i8_supports(r);
+    ASSERT_TRUE(s.ok) << s.reason;
+    EXPECT_TRUE(mha_i8_row_has_i8out(*s.variant)) << s.variant->name;
+    EXPECT_EQ(s.variant->head_dim, d);
+    EXPECT_NE(s.reason.find("int8 output"), std::string::npos) << s.reason;
+  }
+  MhaI8Request smax{87, 166912, 64, MhaI8Softmax::kScaleMax, true};
+  smax.int8_output = true;
+  EXPECT_FALSE(mha_i8_supports(smax).ok);
+  MhaI8Request shared_k{87, 166912, 64, MhaI8Softmax::kRowMax, false};
+  shared_k.int8_output = true;
+  const MhaI8Support sk = mha_i8_supports(shared_k);
+  EXPECT_FALSE(sk.ok);
+  EXPECT_NE(sk.reason.find("per-key K scales only"), std::string::npos) << sk.reason;
+  MhaI8Request d80{87, 166912, 80, MhaI8Softmax::kRowMax, true};
+  d80.int8_output = true;
+  EXPECT_NE(mha_i8_supports(d80).reason.find("no row for head_dim 80"), std::string::npos);
+  for (const MhaI8Variant& v : kMhaI8Variants)
+    EXPECT_EQ(mha_i8_row_has_i8out(v), v.softmax == MhaI8Softmax::kRowMax) << v.name;
+}
+
 }  // namespace
 }  // namespace edgevit

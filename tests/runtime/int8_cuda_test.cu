@@ -3,7 +3,7 @@
 //   with fp16 elsewhere (runtime.int8_float: fp16, the default); issue #25's acceptance on the GPU: at most 2
 //   more errors than fp32 on the 360 test images and top-1 agreement with fp32 >= 99%; its logits against the
 //   CPU INT8 path's are reported (fp16 residual stream and LayerNorm input vs the CPU's fp32: not bit-equal)
-//   and held within tol::kInt8EndToEnd.
+//   and held within tol::kInt8EndToEnd; the same with runtime.int8_attention: int8 (the INT8 attention).
 // - runtime.int8_float: fp32 (the CPU INT8 path's twin): the same model, the timm golden vit-micro and the
 //   golden ViT-Ti/16 (12 blocks, 197 tokens; each calibrated on its own golden images) within
 //   tol::kInt8GpuFp32VsCpu of the CPU INT8 path, with the same top-1; the fp16 mode's distance is printed
@@ -141,6 +141,50 @@ TEST(Int8Cuda, DigitsOnTheGpuMatchesFp32AndTheCpuInt8Path) {
   const double vs_cpu = testutil::rel_error(gpu_i8.data(), cpu_i8.data(), cpu_i8.size());
   const double vs_fp32 = testutil::rel_error(gpu_i8.data(), ref.data(), ref.size());
   std::printf("digits INT8 on %s: %d errors (fp32 %d), agreement %d/360; logits vs CPU INT8 %.3g, vs fp32 %.3g\n",
+              gpu->name.c_str(), gpu_err, ref_err, agree, vs_cpu, vs_fp32);
+  EXPECT_LE(gpu_err, ref_err + 2);
+  EXPECT_GE(agree, 357);
+  EXPECT_LE(vs_cpu, tol::kInt8EndToEnd);
+  EXPECT_LE(vs_fp32, tol::kInt8EndToEnd);
+}
+
+// runtime.int8_attention: int8: qkv's epilogue writes int8 Q|K per (token, head) and fp16 V (kQkHeadI8), the INT8
+// attention reads them and writes proj's int8 input (cuda.flash_fwd_i8_...->int8); the digits bounds as above,
+// against fp32 and against the CPU INT8 path with the same int8 attention (cpu.mha_i8_ref).
+TEST(Int8Cuda, DigitsWithTheInt8AttentionMatchFp32AndTheCpuInt8Path) {
+  auto gpu = query_cuda_device(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = find_device_profile("host-cpu", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(cpu.ok());
+  auto spec = load_model_spec(testutil::source_path("config/models/vit-digits.yaml"));
+  ASSERT_TRUE(spec.ok());
+  Digits d = calibrated_digits(*cpu);
+  ASSERT_FALSE(d.tx.empty());
+  d.int8.int8_attention = true;
+  std::vector<std::string> kernels, cpu_kernels;
+  const std::vector<float> ref = logits(*spec, Precision::kFp32, *cpu, d.tx, 360, nullptr);
+  const std::vector<float> cpu_i8 = logits(d.int8, Precision::kInt8, *cpu, d.tx, 360, &cpu_kernels);
+  const std::vector<float> gpu_i8 = logits(d.int8, Precision::kInt8, *gpu, d.tx, 360, &kernels);
+  ASSERT_EQ(gpu_i8.size(), ref.size());
+  EXPECT_EQ(count_prefix(cpu_kernels, "cpu.mha_i8_ref"), 4);
+  int attn_i8 = 0, qk_heads = 0;
+  for (const std::string& k : kernels) {
+    attn_i8 += k.rfind("cuda.flash_fwd_i8_d32_", 0) == 0 && k.compare(k.size() - 6, 6, "->int8") == 0;
+    qk_heads += k.rfind("cuda.gemm_i8_", 0) == 0 && k.find("+qk_head_i8") != std::string::npos;
+  }
+  EXPECT_EQ(attn_i8, 4) << "the INT8 attention runs in every block";
+  EXPECT_EQ(qk_heads, 4) << "qkv writes int8 Q|K in every block";
+  const std::vector<int> r = top1(ref), g = top1(gpu_i8);
+  int ref_err = 0, gpu_err = 0, agree = 0;
+  for (int i = 0; i < 360; ++i) {
+    ref_err += r[i] != static_cast<int>(d.labels[i]);
+    gpu_err += g[i] != static_cast<int>(d.labels[i]);
+    agree += r[i] == g[i];
+  }
+  const double vs_cpu = testutil::rel_error(gpu_i8.data(), cpu_i8.data(), cpu_i8.size());
+  const double vs_fp32 = testutil::rel_error(gpu_i8.data(), ref.data(), ref.size());
+  std::printf("digits INT8 with int8 attention on %s: %d errors (fp32 %d), agreement %d/360; logits vs CPU INT8 "
+              "%.3g, vs fp32 %.3g\n",
               gpu->name.c_str(), gpu_err, ref_err, agree, vs_cpu, vs_fp32);
   EXPECT_LE(gpu_err, ref_err + 2);
   EXPECT_GE(agree, 357);

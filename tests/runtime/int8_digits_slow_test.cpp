@@ -78,13 +78,16 @@ TEST(Int8Digits, CalibratedOnTheCalibSplitMatchesFp32OnTheTestSplit) {
     std::string name;
     CalibMethod method;
     Int8Activations mode;
+    bool int8_attention = false;  // runtime.int8_attention: int8 (int8 Q/K per (token, head), cpu.mha_i8_ref)
   };
   const Int8Activations tensor = Int8Activations::kPerTensor, norm = Int8Activations::kNormPerToken;
   for (const Variant& v : {Variant{"percentile", CalibMethod::kPercentile, tensor}, Variant{"minmax", CalibMethod::kMinmax, tensor},
                            Variant{"mse", CalibMethod::kMse, tensor}, Variant{"mse_norm_per_token", CalibMethod::kMse, norm},
+                           Variant{"mse_norm_per_token_int8_attention", CalibMethod::kMse, norm, true},
                            Variant{"per_token", CalibMethod::kPercentile, Int8Activations::kPerToken}}) {
     ModelSpec spec = fp32;
     spec.precision = Precision::kInt8;
+    spec.int8_attention = v.int8_attention;
     spec.int8_activations = v.mode;
     if (v.mode != Int8Activations::kPerToken) {
       CalibOptions o;

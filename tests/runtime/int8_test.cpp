@@ -369,6 +369,95 @@ TEST(Int8Plan, OrinForecastHalvesTheWeightsAndPredictsAtTheInt8Rate) {
       << refused.status().message();
 }
 
+// runtime.int8_attention: int8 (docs/int8.md "INT8 attention"): on the Orin NX, qkv writes int8 Q|K (B, T, 2, H, D)
+// with fp32 scales (B, T, 2, H) and fp16 V, the attention runs cuda.mha_i8->int8 (its int8-output row) and the
+// forecast drops (fewer bytes); the CPU runs cpu.mha_i8_ref; the hash changes. Where no row serves (head dim 80,
+// --attention explicit, qk-norm) the plan keeps float q, k, v and says why in a FALLBACK note; the CUDA fp32 mode
+// is refused naming the key, and so is the YAML that asks for both.
+TEST(Int8Plan, Int8AttentionPlansItsRowAndFallsBackLoudly) {
+  auto base = load_model_spec(testutil::source_path("config/models/vit-base-patch16-224.yaml"));
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok());
+  PlanOptions o;
+  o.batch = 1;
+  o.precision = Precision::kInt8;
+  ModelSpec spec = *base;
+  spec.int8_attention = true;
+  auto plain = make_plan(*base, *orin, o);
+  auto i8 = make_plan(spec, *orin, o);
+  ASSERT_TRUE(plain.ok() && i8.ok()) << i8.status().to_string();
+  EXPECT_TRUE(i8->graph.int8_attention);
+  EXPECT_NE(i8->hash, plain->hash);
+  int attentions = 0;
+  for (const Op& op : i8->graph.ops) {
+    if (op.kind == OpKind::kAttention) {
+      ++attentions;
+      EXPECT_EQ(op.row, "cuda.mha_i8->int8") << op.name;
+      EXPECT_EQ(op.kernel.rfind("cuda.flash_fwd_i8_d64_", 0), 0u) << op.kernel;
+      ASSERT_EQ(op.inputs.size(), 3u);
+      EXPECT_EQ(i8->graph.tensors[static_cast<size_t>(op.outputs[0])].elem_bytes, 1) << op.name;
+    }
+    if (op.name.size() > 9 && op.name.compare(op.name.size() - 9, 9, ".attn.qkv") == 0) {
+      ASSERT_EQ(op.outputs.size(), 3u) << op.name;
+      const auto& t = i8->graph.tensors;
+      EXPECT_EQ(t[static_cast<size_t>(op.outputs[0])].elem_bytes, 1);
+      EXPECT_EQ(t[static_cast<size_t>(op.outputs[0])].shape, (std::vector<int64_t>{1, 197, 2, 12, 64}));
+      EXPECT_EQ(t[static_cast<size_t>(op.outputs[1])].shape, (std::vector<int64_t>{1, 197, 2, 12}));
+      EXPECT_EQ(t[static_cast<size_t>(op.outputs[2])].elem_bytes, 2);
+    }
+  }
+  EXPECT_EQ(attentions, 12);
+  EXPECT_NE(i8->attention_reason.find("int8 attention (int8 output)"), std::string::npos) << i8->attention_reason;
+  const double us_plain = nlohmann::json::parse(format_plan_json(*plain))["predicted_total_us"].get<double>();
+  const double us_i8 = nlohmann::json::parse(format_plan_json(*i8))["predicted_total_us"].get<double>();
+  std::printf("orin-nx-16gb ViT-B/16 INT8 batch 1: %.1f us, with int8 Q/K %.1f us\n", us_plain, us_i8);
+  EXPECT_LT(us_i8, us_plain - 20.0);  // ~0.6 MB a full block less activation traffic at 102 GB/s
+  // The CPU INT8 path: the reference row.
+  auto cpu = make_plan(spec, host(), o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  for (const Op& op : cpu->graph.ops)
+    if (op.kind == OpKind::kAttention) EXPECT_EQ(op.row, "cpu.mha_i8_ref") << op.name;
+  // Fallbacks, each loud.
+  const auto expect_fallback = [&](const ModelSpec& sp, const PlanOptions& po, const std::string& why) {
+    auto p = make_plan(sp, *orin, po);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_FALSE(p->graph.int8_attention) << why;
+    bool noted = false;
+    for (const std::string& n : p->notes)
+      noted = noted || (n.rfind("FALLBACK: runtime.int8_attention", 0) == 0 && n.find(why) != std::string::npos);
+    EXPECT_TRUE(noted) << "no FALLBACK note naming '" << why << "'";
+    for (const Op& op : p->graph.ops)
+      if (op.kind == OpKind::kAttention) EXPECT_NE(op.row, "cuda.mha_i8->int8");
+  };
+  ModelSpec d80 = spec;
+  d80.arch.embed_dim = 960;  // 12 heads of 80
+  expect_fallback(d80, o, "no row for head_dim 80");
+  PlanOptions ex = o;
+  ex.attention = AttentionImpl::kExplicit;
+  expect_fallback(spec, ex, "unfused attention forced");
+  ModelSpec qk = spec;
+  qk.arch.qk_norm = true;
+  expect_fallback(qk, o, "qk_norm");
+  PlanOptions f32 = o;
+  f32.int8_float = Precision::kFp32;
+  auto refused = make_plan(spec, *orin, f32);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("runtime.int8_attention"), std::string::npos)
+      << refused.status().message();
+  const std::string yaml = tmp_path("int8_attention_fp32.yaml");
+  {
+    std::ofstream f(yaml);
+    f << "architecture: {img_size: 32, patch_size: 8, embed_dim: 64, depth: 1, num_heads: 2, num_classes: 10}\n"
+         "weights: {path: none.safetensors}\n"
+         "runtime: {precision: int8, int8_activations: per_token, int8_attention: int8, int8_float: fp32}\n";
+  }
+  auto bad = load_model_spec(yaml);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("int8_attention"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find(yaml), std::string::npos) << bad.status().message();
+}
+
 // The twin row (docs/int8.md "fp32 mode") an INT8 graph's float op of this kind runs on `dev`, or "".
 std::string twin_row(OpKind kind, const std::string& dev) {
   return kind == OpKind::kAttention   ? dev + ".mha_f64"

@@ -12,6 +12,8 @@
 #   - INT8_ACCURACY_ONLY=1: stop after the accuracy part; INT8_SKIP_ACCURACY=1: only the speed part, on the
 #     checkpoints and scales an earlier run left in /tmp/edgevit-int8-e2e.
 #   - INT8_PROFILE=1: also `bench --profile` per-op tables of both engines at batch 1 and 64 (prof_*.txt).
+#   - INT8_ATTENTION=1: also the config with `runtime.int8_attention: int8` (docs/int8.md "INT8 attention"): its
+#     compare, its GPU logits against its CPU INT8 path and timm, a speed column, and (with INT8_PROFILE) its tables.
 # Run from the repository root with build-e2e-bundle carried (tools/gpu/make_e2e_bundle.sh; B=another dir).
 #   usage: tools/gpu/bench_int8_e2e.sh [OUT_DIR]
 set -uo pipefail
@@ -67,6 +69,28 @@ print(f"{t} int8 logits (int8_float fp32): GPU vs CPU INT8 {rel(g32, cpu.double(
       f"{float((g32.double() - cpu.double()).abs().max()):.2e}, bit-equal {bool(torch.equal(g32, cpu))}); GPU vs timm "
       f"float64 {rel(g32, ref):.2e}; top-1 GPU {g32.argmax(1).tolist()} CPU INT8 {cpu.argmax(1).tolist()}")
 PY
+  if [ -n "${INT8_ATTENTION:-}" ]; then  # the same scales with int8 Q/K and the INT8 attention
+    sed 's/^runtime:$/runtime:\n  int8_attention: int8/' "$m-int8.yaml" >"$m-int8ia.yaml"
+    "$bin" compare "$m-int8ia.yaml" -i "$work/eval.safetensors" -t 16 >"$out/int8ia_compare_$t.log" 2>&1
+    echo "$t compare (int8 attention): rc=$?"; grep -E "logits|pre_logits" "$out/int8ia_compare_$t.log" | tail -2
+    for dev in auto host-cpu; do
+      "$bin" run "$m-int8ia.yaml" --device "$dev" --input "$m.input.safetensors" \
+        --output "$work/int8ia_${t}_$dev.safetensors" -t 16 -v >"$out/int8ia_run_${t}_$dev.log" 2>&1
+      echo "$t run int8 (int8 attention) on $dev: rc=$?"
+    done
+    grep -m3 -E "attention:|FALLBACK" "$out/int8ia_run_${t}_auto.log"
+    python3 - "$work" "$m" "$t" <<'PY'
+import sys, torch
+from safetensors.torch import load_file
+w, m, t = sys.argv[1], sys.argv[2], sys.argv[3]
+gpu, cpu = load_file(f"{w}/int8ia_{t}_auto.safetensors")["logits"], load_file(f"{w}/int8ia_{t}_host-cpu.safetensors")["logits"]
+ref = load_file(f"{m}.golden.safetensors")["logits"].double()
+rel = lambda a, b: float((a.double() - b).norm() / b.norm())
+print(f"{t} int8 logits (int8 attention): GPU vs CPU INT8 {rel(gpu, cpu.double()):.2e}; GPU vs timm float64 "
+      f"{rel(gpu, ref):.2e}; CPU vs timm float64 {rel(cpu, ref):.2e}; top-1 GPU {gpu.argmax(1).tolist()} "
+      f"timm {ref.argmax(1).tolist()}")
+PY
+  fi
   for b in "$bin" "$B/bin/edgevit-old"; do
     [ -x "$b" ] || continue
     "$b" bench "$m-int8.yaml" --device host-cpu --batch 1 --iters 3 --warmup 1 -t 16 --json 2>>"$out/int8_bench.err" \
@@ -79,8 +103,8 @@ if [ -z "${INT8_SKIP_ACCURACY:-}" ]; then
 fi
 [ -n "${INT8_ACCURACY_ONLY:-}" ] && exit 0
 m=$work/vit_base_patch16_224
-echo "| batch | fp16 p50 ms | int8 p50 ms | int8 speed-up | int8 (int8_float fp32) p50 ms | its speed-up |"
-echo "|---|---|---|---|---|---|"
+echo "| batch | fp16 p50 ms | int8 p50 ms | int8 speed-up | int8 (int8_float fp32) p50 ms | its speed-up | int8 (int8 attention) p50 ms | its speed-up |"
+echo "|---|---|---|---|---|---|---|---|"
 p50() { "$bin" bench "$@" --device auto --iters $it --warmup 10 --device-input --json 2>>"$out/int8_bench.err" \
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])'; }
 for b in 1 8 64; do
@@ -88,13 +112,15 @@ for b in 1 8 64; do
   f16=$(p50 "$m.yaml" --batch $b)
   i8=$(p50 "$m-int8.yaml" --batch $b)
   i8f32=$(p50 "$m-int8.yaml" --batch $b --int8-float fp32)
-  python3 -c "a, b, c = (float(v or 'nan') for v in ('$f16', '$i8', '$i8f32'))
-print(f'| $b | {a:.3f} | {b:.3f} | {a / b:.2f}x | {c:.3f} | {a / c:.2f}x |')"
+  i8ia=""
+  [ -f "$m-int8ia.yaml" ] && i8ia=$(p50 "$m-int8ia.yaml" --batch $b)
+  python3 -c "a, b, c, d = (float(v or 'nan') for v in ('$f16', '$i8', '$i8f32', '$i8ia'))
+print(f'| $b | {a:.3f} | {b:.3f} | {a / b:.2f}x | {c:.3f} | {a / c:.2f}x | {d:.3f} | {a / d:.2f}x |')"
 done
 if [ -n "${INT8_PROFILE:-}" ]; then
   # Per-op tables (`bench --profile`) of both engines at batch 1 and 64, for where the INT8 time goes.
   for b in 1 64; do
-    for y in "$m.yaml" "$m-int8.yaml"; do
+    for y in "$m.yaml" "$m-int8.yaml" $([ -f "$m-int8ia.yaml" ] && echo "$m-int8ia.yaml"); do
       tag=$(basename "$y" .yaml)_b$b
       "$bin" bench "$y" --device auto --batch $b --iters 20 --warmup 5 --device-input --profile >"$out/prof_$tag.txt" 2>&1
     done
