@@ -31,7 +31,6 @@ using cuda::max_tree;
 using cuda::mma_16816;
 using cuda::pack_half2;
 using cuda::smem_addr;
-using cuda::pack_i8x8;
 using cuda::stage_output_f16;
 using cuda::stage_output_i8;
 
