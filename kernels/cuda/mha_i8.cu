@@ -52,6 +52,43 @@ __device__ __forceinline__ void copy_kv(const I8Args& a, KCopy& k_copy, VCopy& v
 }
 
 // Streams K/V tiles while each warp keeps its O rows, row maxima and row sums in registers.
+// The warp's rows of O from its accumulators, staged through shared memory (the warp's own rows of the idle
+// pipeline buffers) and written as 16-byte chunks (kI8Out: int8 codes at *a.o_scale, 8-byte chunks) to a.o /
+// a.o_i8; rows past seq_q are not written.
+template <class T, bool kI8Out>
+__device__ __forceinline__ void write_output(const I8Args& a, WarpState<T>& w, unsigned char* smem_raw, int b, int h,
+                                             int q0, int warp_row0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  if constexpr (kI8Out) {  // rows of 2 kRowV bytes (the fp16 staging's pitch), 8-byte chunks of codes
+    int8_t* og = a.o_i8 + b * a.os.batch + h * a.os.head;
+    int8_t* so = reinterpret_cast<int8_t*>(smem_raw) + warp_row0 * 2 * T::kRowV;
+    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kRowV>(so, w.o_acc, w.row_sum,
+                                                          gpu::i8prod::make_quantizer(__ldg(a.o_scale)), g, t);
+    __syncwarp();
+#pragma unroll
+    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
+      const int r = c / T::kChunksV, ch = c % T::kChunksV;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint2*>(so + r * 2 * T::kRowV + ch * 8);
+    }
+  } else {
+    __half* og = a.o + b * a.os.batch + h * a.os.head;
+    __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
+    stage_output_f16<T::kMTiles, T::kOTiles, T::kRowV>(so, w.o_acc, w.row_sum, g, t);
+    __syncwarp();
+#pragma unroll
+    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
+      const int r = c / T::kChunksV, ch = c % T::kChunksV;
+      const int row = q0 + warp_row0 + r;
+      if (row < a.seq_q)
+        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
+            *reinterpret_cast<const uint4*>(so + r * T::kRowV + ch * 8);
+    }
+  }
+}
+
 // kI8Out: int8 codes of the fp32 normalised output at the per-tensor scale *a.o_scale to a.o_i8 (stage_output_i8,
 // the fp16 kernel's int8 staging) instead of fp16 O to a.o.
 template <class T, bool kI8Out>
@@ -122,34 +159,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_i8_kerne
   cp_async_wait<0>();
   __syncthreads();  // every warp is past the loop: the whole buffer stages the output
   if (!warp_active) return;
-  if constexpr (kI8Out) {  // rows of 2 kRowV bytes (the fp16 staging's pitch), 8-byte chunks of codes
-    int8_t* og = a.o_i8 + b * a.os.batch + h * a.os.head;
-    int8_t* so = reinterpret_cast<int8_t*>(smem_raw) + warp_row0 * 2 * T::kRowV;
-    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kRowV>(so, w.o_acc, w.row_sum,
-                                                          gpu::i8prod::make_quantizer(__ldg(a.o_scale)), g, t);
-    __syncwarp();
-#pragma unroll
-    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
-      const int r = c / T::kChunksV, ch = c % T::kChunksV;
-      const int row = q0 + warp_row0 + r;
-      if (row < a.seq_q)
-        *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
-            *reinterpret_cast<const uint2*>(so + r * 2 * T::kRowV + ch * 8);
-    }
-  } else {
-    __half* og = a.o + b * a.os.batch + h * a.os.head;
-    __half* so = reinterpret_cast<__half*>(smem_raw) + warp_row0 * T::kRowV;
-    stage_output_f16<T::kMTiles, T::kOTiles, T::kRowV>(so, w.o_acc, w.row_sum, g, t);
-    __syncwarp();
-#pragma unroll
-    for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {
-      const int r = c / T::kChunksV, ch = c % T::kChunksV;
-      const int row = q0 + warp_row0 + r;
-      if (row < a.seq_q)
-        *reinterpret_cast<uint4*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
-            *reinterpret_cast<const uint4*>(so + r * T::kRowV + ch * 8);
-    }
-  }
+  write_output<T, kI8Out>(a, w, smem_raw, b, h, q0, warp_row0, lane);
 }
 
 template <size_t kRow, bool kPerKey, bool kI8Out = false>
