@@ -21,6 +21,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/digits_data.h"
+#include "tests/runtime/int8_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -32,6 +33,7 @@ using digits::file_bytes;
 using digits::host;
 using digits::load_split;
 using digits::Split;
+using int8fix::expect_refused;
 
 std::string tmp_path(const std::string& leaf) { return testutil::temp_dir() + "edgevit_int8_bias_" + leaf; }
 
@@ -77,10 +79,7 @@ TEST(Int8BiasCorrection, CorrectedBiasTakesOutTheMeanRoundingError) {
 }
 
 Int8Scales corrected_scales(const VitArch& a, float value) {
-  Int8Scales s;
-  s.method = "minmax";
-  s.samples = 1;
-  for (const std::string& g : int8_gemm_names(a)) s.input_scales[g + ".input_scale"] = 0.05f;
+  Int8Scales s = int8fix::uniform_scales(a);
   for (const std::string& g : int8_bias_corrected_gemms(a))
     s.input_means[g + ".input_mean"] = std::vector<float>(static_cast<size_t>(int8_gemm_input_width(a, g)), value);
   return s;
@@ -139,32 +138,18 @@ TEST(Int8BiasCorrection, CudaPlansGetTheCpuEnginesCorrectedBiases) {
   for (auto& kv : s.input_means) kv.second = testutil::random_floats(kv.second.size(), seed++, -0.5f, 1.5f);
   spec.int8_scales_path = tmp_path("cuda_plan.safetensors");
   ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
-  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
-  ASSERT_TRUE(orin.ok());
-  PlanOptions o;
-  o.batch = 1;
-  o.precision = Precision::kInt8;
-  auto plan = make_plan(spec, *orin, o);
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
-  std::map<int, std::string> put;
-  ASSERT_TRUE(load_int8_weights(*plan, *w, [&](int id, const void* bytes, size_t size) {
-                put[id] = std::string(static_cast<const char*>(bytes), size);
-                return Status::Ok();
-              }).ok());
+  int8fix::PlannedWeights planned;
+  ASSERT_NO_FATAL_FAILURE(int8fix::plan_orin_int8(spec, &planned));
   auto e = engine(spec, Precision::kInt8);
   ASSERT_TRUE(e);
   int biases = 0;
   for (const std::string& gemm : int8_bias_corrected_gemms(spec.arch)) {
-    int cuda_id = -1;
-    for (const TensorDesc& t : plan->graph.tensors)
-      if (t.name == gemm + ".bias") cuda_id = t.id;
-    ASSERT_GE(cuda_id, 0) << gemm;
+    const std::string cuda_bytes = planned.of(gemm + ".bias");
+    ASSERT_FALSE(cuda_bytes.empty()) << gemm;
     for (const TensorDesc& t : e->plan().graph.tensors) {
       if (t.name != gemm + ".bias") continue;
       ++biases;
-      EXPECT_EQ(put[cuda_id], std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())))
+      EXPECT_EQ(cuda_bytes, std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())))
           << gemm;
     }
   }
@@ -206,14 +191,6 @@ TEST(Int8BiasCorrection, CalibrationIsDeterministicAndWithoutItUnchanged) {
 }
 
 // ---- hostile mean files ------------------------------------------------------------------------------------
-
-void expect_refused(const Status& st, const std::string& file, const std::string& tensor, const std::string& why) {
-  EXPECT_EQ(st.code(), StatusCode::kCheckpointError) << st.to_string();
-  EXPECT_EQ(exit_code_for(st.code()), 4);
-  EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find(tensor), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
-}
 
 // A scale file written by hand with one F16 mean (a dtype write_int8_scales cannot make).
 void write_with_f16_mean(const std::string& path, const VitArch& a, const std::string& f16_name) {
@@ -318,15 +295,8 @@ TEST(Int8BiasCorrection, AnEngineRefusesAHostileMeanFile) {
   ModelSpec spec = digits_spec();
   Int8Scales s = corrected_scales(spec.arch, 0.1f);
   s.input_means["blocks.3.mlp.fc1.input_mean"][5] = std::nanf("");
-  spec.int8_scales_path = tmp_path("engine_nan.safetensors");
-  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
-  EngineOptions o;
-  o.plan.precision = Precision::kInt8;
-  auto e = Engine::create(spec, host(), o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kCheckpointError);
-  EXPECT_NE(e.status().message().find("blocks.3.mlp.fc1.input_mean': channel 5: NaN"), std::string::npos)
-      << e.status().message();
+  int8fix::expect_engine_refuses(spec, s, tmp_path("engine_nan.safetensors"),
+                                 "blocks.3.mlp.fc1.input_mean': channel 5: NaN");
 }
 
 }  // namespace

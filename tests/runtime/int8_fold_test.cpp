@@ -22,6 +22,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/digits_data.h"
+#include "tests/runtime/int8_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -35,6 +36,7 @@ using digits::load_split;
 using digits::logits;
 using digits::read;
 using digits::Split;
+using int8fix::expect_refused;
 
 std::string tmp_path(const std::string& leaf) { return testutil::temp_dir() + "edgevit_int8_fold_" + leaf; }
 
@@ -97,10 +99,7 @@ TEST(Int8LnFold, ArenaHoldsTheFoldedLayerNormsAndWeightsQuantizedAfterTheFold) {
   ModelSpec spec = digits_spec();
   spec.precision = Precision::kInt8;
   spec.int8_activations = Int8Activations::kPerTensor;
-  Int8Scales s;
-  s.method = "minmax";
-  s.samples = 1;
-  for (const std::string& g : int8_gemm_names(spec.arch)) s.input_scales[g + ".input_scale"] = 0.05f;
+  Int8Scales s = int8fix::uniform_scales(spec.arch);
   s.channel_factors = wide_factors(spec.arch);
   spec.int8_scales_path = tmp_path("arena.safetensors");
   ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
@@ -150,32 +149,14 @@ TEST(Int8LnFold, ArenaHoldsTheFoldedLayerNormsAndWeightsQuantizedAfterTheFold) {
 TEST(Int8LnFold, CudaPlansGetFp16LayerNormsRoundedFromTheFoldedValues) {
   ModelSpec spec = digits_spec();
   spec.precision = Precision::kInt8;
-  Int8Scales s;
-  s.method = "minmax";
-  s.samples = 1;
-  for (const std::string& g : int8_gemm_names(spec.arch)) s.input_scales[g + ".input_scale"] = 0.05f;
+  Int8Scales s = int8fix::uniform_scales(spec.arch);
   s.channel_factors = wide_factors(spec.arch);
   spec.int8_scales_path = tmp_path("cuda_plan.safetensors");
   ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
-  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
-  ASSERT_TRUE(orin.ok());
-  PlanOptions o;
-  o.batch = 1;
-  o.precision = Precision::kInt8;
-  auto plan = make_plan(spec, *orin, o);
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  int8fix::PlannedWeights planned;
+  ASSERT_NO_FATAL_FAILURE(int8fix::plan_orin_int8(spec, &planned));
   auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
-  std::map<int, std::string> put;
-  ASSERT_TRUE(load_int8_weights(*plan, *w, [&](int id, const void* bytes, size_t size) {
-                put[id] = std::string(static_cast<const char*>(bytes), size);
-                return Status::Ok();
-              }).ok());
-  auto bytes_of = [&](const std::string& name) -> std::string {
-    for (const TensorDesc& t : plan->graph.tensors)
-      if (t.name == name) return put.count(t.id) ? put[t.id] : "";
-    return "";
-  };
   const int64_t k = spec.arch.embed_dim;
   for (const auto& kv : s.channel_factors) {
     const std::string norm = kv.first.substr(0, kv.first.rfind('.'));
@@ -184,7 +165,7 @@ TEST(Int8LnFold, CudaPlansGetFp16LayerNormsRoundedFromTheFoldedValues) {
       ASSERT_TRUE(w->read_f32(norm + leaf, v.data(), v.size()).ok());
       std::vector<uint16_t> want(v.size());
       for (size_t c = 0; c < v.size(); ++c) want[c] = f32_to_f16(v[c] / kv.second[c]);
-      ASSERT_EQ(bytes_of(norm + leaf), std::string(reinterpret_cast<const char*>(want.data()), want.size() * 2))
+      ASSERT_EQ(planned.of(norm + leaf), std::string(reinterpret_cast<const char*>(want.data()), want.size() * 2))
           << norm << leaf << ": not fp16 of the folded fp32 values";
     }
   }
@@ -194,7 +175,7 @@ TEST(Int8LnFold, CudaPlansGetFp16LayerNormsRoundedFromTheFoldedValues) {
   ASSERT_TRUE(e);
   for (const TensorDesc& t : e->plan().graph.tensors) {
     if (t.name != "blocks.1.attn.qkv.weight") continue;
-    EXPECT_EQ(bytes_of(t.name), std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())));
+    EXPECT_EQ(planned.of(t.name), std::string(static_cast<const char*>(e->tensor_data(t.id)), static_cast<size_t>(t.bytes())));
   }
 }
 
@@ -246,10 +227,7 @@ TEST(Int8LnFold, CalibrationWithTheFoldIsDeterministicAndWithoutItUnchanged) {
 // ---- hostile factor files ----------------------------------------------------------------------------------
 
 Int8Scales folded_scales(const VitArch& a) {
-  Int8Scales s;
-  s.method = "minmax";
-  s.samples = 1;
-  for (const std::string& g : int8_gemm_names(a)) s.input_scales[g + ".input_scale"] = 0.05f;
+  Int8Scales s = int8fix::uniform_scales(a);
   for (const std::string& n : int8_fold_norm_names(a))
     s.channel_factors[n + ".channel_factor"] = std::vector<float>(static_cast<size_t>(a.embed_dim), 1.5f);
   return s;
@@ -282,14 +260,6 @@ void write_raw(const std::string& path, const VitArch& a, const std::map<std::st
   const uint64_t n = text.size();
   f.write(reinterpret_cast<const char*>(&n), 8);
   f << text << data;
-}
-
-void expect_refused(const Status& st, const std::string& file, const std::string& tensor, const std::string& why) {
-  EXPECT_EQ(st.code(), StatusCode::kCheckpointError) << st.to_string();
-  EXPECT_EQ(exit_code_for(st.code()), 4);
-  EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find(tensor), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
 }
 
 TEST(Int8LnFold, HostileFactorFilesAreRefusedNamingFileTensorAndReason) {
@@ -358,15 +328,8 @@ TEST(Int8LnFold, AnEngineRefusesAHostileFactorFile) {
   ModelSpec spec = digits_spec();
   Int8Scales s = folded_scales(spec.arch);
   s.channel_factors["blocks.3.norm1.channel_factor"][5] = -1.f;
-  spec.int8_scales_path = tmp_path("engine_negative.safetensors");
-  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
-  EngineOptions o;
-  o.plan.precision = Precision::kInt8;
-  auto e = Engine::create(spec, host(), o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kCheckpointError);
-  EXPECT_NE(e.status().message().find("blocks.3.norm1.channel_factor': channel 5: negative"), std::string::npos)
-      << e.status().message();
+  int8fix::expect_engine_refuses(spec, s, tmp_path("engine_negative.safetensors"),
+                                 "blocks.3.norm1.channel_factor': channel 5: negative");
 }
 
 }  // namespace

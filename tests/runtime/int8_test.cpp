@@ -20,6 +20,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/runtime/digits_data.h"
+#include "tests/runtime/int8_fixtures.h"
 #include "tests/testutil/testutil.h"
 
 namespace edgevit {
@@ -61,14 +62,6 @@ TEST(Int8CalibSplit, TrainingImagesDisjointFromTheTestSplit) {
 
 // ---- scale file -------------------------------------------------------------------------------------------
 
-Int8Scales valid_scales(const VitArch& a) {
-  Int8Scales s;
-  s.method = "minmax";
-  s.samples = 1;
-  for (const std::string& g : int8_gemm_names(a)) s.input_scales[g + ".input_scale"] = 0.05f;
-  return s;
-}
-
 // A safetensors file of raw tensors (any dtype string), for what write_safetensors cannot make.
 void write_raw(const std::string& path, const std::vector<std::pair<std::string, std::string>>& dtypes_by_name,
                const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& bytes,
@@ -93,7 +86,7 @@ void write_raw(const std::string& path, const std::vector<std::pair<std::string,
 }
 
 Status load_after(const std::string& leaf, const std::function<void(Int8Scales*)>& edit, const VitArch& a) {
-  Int8Scales s = valid_scales(a);
+  Int8Scales s = int8fix::uniform_scales(a);
   edit(&s);
   const std::string path = tmp_path(leaf);
   EXPECT_TRUE(write_int8_scales(path, s).ok());
@@ -103,7 +96,7 @@ Status load_after(const std::string& leaf, const std::function<void(Int8Scales*)
 TEST(Int8Scales, ValidFileRoundTrips) {
   const VitArch a = digits_spec().arch;
   const std::string path = tmp_path("valid.safetensors");
-  ASSERT_TRUE(write_int8_scales(path, valid_scales(a)).ok());
+  ASSERT_TRUE(write_int8_scales(path, int8fix::uniform_scales(a)).ok());
   auto s = load_int8_scales(path, a);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s->input_scales.size(), 16u);
@@ -194,17 +187,9 @@ TEST(Int8Scales, HostileFilesAreRefusedNamingFileTensorAndReason) {
 
 TEST(Int8Scales, AnEngineRefusesAHostileScaleFile) {
   ModelSpec spec = digits_spec();
-  Int8Scales s = valid_scales(spec.arch);
+  Int8Scales s = int8fix::uniform_scales(spec.arch);
   s.input_scales["blocks.1.attn.proj.input_scale"] = std::nanf("");
-  spec.int8_scales_path = tmp_path("engine_nan.safetensors");
-  ASSERT_TRUE(write_int8_scales(spec.int8_scales_path, s).ok());
-  EngineOptions o;
-  o.plan.precision = Precision::kInt8;
-  auto e = Engine::create(spec, host(), o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kCheckpointError);
-  EXPECT_NE(e.status().message().find("blocks.1.attn.proj.input_scale': NaN"), std::string::npos)
-      << e.status().message();
+  int8fix::expect_engine_refuses(spec, s, tmp_path("engine_nan.safetensors"), "blocks.1.attn.proj.input_scale': NaN");
 }
 
 // ---- calibration and accuracy -----------------------------------------------------------------------------
@@ -416,8 +401,11 @@ TEST(Int8Plan, Int8AttentionPlansItsRowAndFallsBackLoudly) {
   // The CPU INT8 path: the reference row.
   auto cpu = make_plan(spec, host(), o);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  for (const Op& op : cpu->graph.ops)
-    if (op.kind == OpKind::kAttention) EXPECT_EQ(op.row, "cpu.mha_i8_ref") << op.name;
+  for (const Op& op : cpu->graph.ops) {
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_EQ(op.row, "cpu.mha_i8_ref") << op.name;
+    }
+  }
   // Fallbacks, each loud.
   const auto expect_fallback = [&](const ModelSpec& sp, const PlanOptions& po, const std::string& why) {
     auto p = make_plan(sp, *orin, po);
@@ -427,8 +415,11 @@ TEST(Int8Plan, Int8AttentionPlansItsRowAndFallsBackLoudly) {
     for (const std::string& n : p->notes)
       noted = noted || (n.rfind("FALLBACK: runtime.int8_attention", 0) == 0 && n.find(why) != std::string::npos);
     EXPECT_TRUE(noted) << "no FALLBACK note naming '" << why << "'";
-    for (const Op& op : p->graph.ops)
-      if (op.kind == OpKind::kAttention) EXPECT_NE(op.row, "cuda.mha_i8->int8");
+    for (const Op& op : p->graph.ops) {
+      if (op.kind == OpKind::kAttention) {
+        EXPECT_NE(op.row, "cuda.mha_i8->int8");
+      }
+    }
   };
   ModelSpec d80 = spec;
   d80.arch.embed_dim = 960;  // 12 heads of 80

@@ -1,0 +1,84 @@
+// Fixtures shared by the CPU INT8 scale-file tests (int8_test, int8_fold_test, int8_bias_test): a valid scale
+// file's content, the check of a refused file, an engine's refusal of a hostile file, and the weight bytes a CUDA
+// INT8 plan (made on the CPU, for the Orin NX profile; nothing runs) loads. Header-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "base/status.h"
+#include "platform/device_registry.h"
+#include "runtime/engine.h"
+#include "runtime/int8_scales.h"
+#include "runtime/plan.h"
+#include "runtime/weights.h"
+#include "tests/runtime/digits_data.h"
+#include "tests/testutil/testutil.h"
+
+namespace edgevit::int8fix {
+
+// Every block GEMM's input at `scale`, calibration method minmax over one sample.
+inline Int8Scales uniform_scales(const VitArch& a, float scale = 0.05f) {
+  Int8Scales s;
+  s.method = "minmax";
+  s.samples = 1;
+  for (const std::string& g : int8_gemm_names(a)) s.input_scales[g + ".input_scale"] = scale;
+  return s;
+}
+
+// A scale file refused as a checkpoint error (exit code 4) whose message names the file, the tensor and why.
+inline void expect_refused(const Status& st, const std::string& file, const std::string& tensor,
+                           const std::string& why) {
+  EXPECT_EQ(st.code(), StatusCode::kCheckpointError) << st.to_string();
+  EXPECT_EQ(exit_code_for(st.code()), 4);
+  EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(tensor), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+}
+
+// An INT8 engine on the host profile reading scales `s` (written to `path`) must refuse to start, as a
+// checkpoint error whose message contains `what`.
+inline void expect_engine_refuses(ModelSpec spec, const Int8Scales& s, const std::string& path,
+                                  const std::string& what) {
+  spec.int8_scales_path = path;
+  ASSERT_TRUE(write_int8_scales(path, s).ok());
+  EngineOptions o;
+  o.plan.precision = Precision::kInt8;
+  auto e = Engine::create(spec, digits::host(), o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kCheckpointError);
+  EXPECT_NE(e.status().message().find(what), std::string::npos) << e.status().message();
+}
+
+// A CUDA INT8 plan of `spec` (its scale file already written) for orin-nx-16gb at batch 1, and the bytes
+// load_int8_weights puts into its arena, by tensor id.
+struct PlannedWeights {
+  Plan plan;
+  std::map<int, std::string> bytes;
+  // The bytes of the plan's tensor `name` (empty when it has none).
+  std::string of(const std::string& name) const {
+    for (const TensorDesc& t : plan.graph.tensors)
+      if (t.name == name) return bytes.count(t.id) ? bytes.at(t.id) : "";
+    return "";
+  }
+};
+inline void plan_orin_int8(const ModelSpec& spec, PlannedWeights* out) {
+  auto orin = find_device_profile("orin-nx-16gb", {testutil::source_path("config/devices")});
+  ASSERT_TRUE(orin.ok());
+  PlanOptions o;
+  o.batch = 1;
+  o.precision = Precision::kInt8;
+  auto plan = make_plan(spec, *orin, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  out->plan = std::move(*plan);
+  auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_TRUE(load_int8_weights(out->plan, *w, [&](int id, const void* bytes, size_t size) {
+                out->bytes[id] = std::string(static_cast<const char*>(bytes), size);
+                return Status::Ok();
+              }).ok());
+}
+
+}  // namespace edgevit::int8fix
