@@ -194,27 +194,15 @@ TEST(Int8BiasCorrection, CalibrationIsDeterministicAndWithoutItUnchanged) {
 
 // A scale file written by hand with one F16 mean (a dtype write_int8_scales cannot make).
 void write_with_f16_mean(const std::string& path, const VitArch& a, const std::string& f16_name) {
-  nlohmann::json h;
-  h["__metadata__"] = {{"format", kInt8ScalesFormat}, {"gelu_shift", kInt8ScalesGeluShift},
-                       {"bias_correction", kInt8BiasCorrectionMean}};
-  std::string data;
-  auto add = [&](const std::string& name, const char* dtype, int64_t n, const std::string& bytes) {
-    h[name] = {{"dtype", dtype}, {"shape", {n}}, {"data_offsets", {data.size(), data.size() + bytes.size()}}};
-    data += bytes;
-  };
-  const float v = 0.05f;
-  for (const std::string& g : int8_gemm_names(a)) add(g + ".input_scale", "F32", 1, std::string(reinterpret_cast<const char*>(&v), 4));
+  const nlohmann::json md = {{"format", kInt8ScalesFormat}, {"gelu_shift", kInt8ScalesGeluShift},
+                             {"bias_correction", kInt8BiasCorrectionMean}};
+  std::vector<int8fix::RawTensor> t = int8fix::uniform_raw_scales(a);
   for (const std::string& g : int8_bias_corrected_gemms(a)) {
     const int64_t k = int8_gemm_input_width(a, g);
-    if (g + ".input_mean" == f16_name) add(f16_name, "F16", k, std::string(static_cast<size_t>(2 * k), '\0'));
-    else add(g + ".input_mean", "F32", k, std::string(static_cast<size_t>(4 * k), '\0'));
+    const bool f16 = g + ".input_mean" == f16_name;
+    t.push_back({g + ".input_mean", f16 ? "F16" : "F32", {k}, std::string(static_cast<size_t>((f16 ? 2 : 4) * k), '\0')});
   }
-  std::string text = h.dump();
-  while (text.size() % 8) text += ' ';
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t n = text.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << text << data;
+  int8fix::write_raw_scale_file(path, md, t);
 }
 
 TEST(Int8BiasCorrection, HostileMeanFilesAreRefusedNamingFileTensorAndReason) {

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "platform/device_registry.h"
@@ -26,6 +30,41 @@ inline Int8Scales uniform_scales(const VitArch& a, float scale = 0.05f) {
   s.samples = 1;
   for (const std::string& g : int8_gemm_names(a)) s.input_scales[g + ".input_scale"] = scale;
   return s;
+}
+
+// One tensor of a scale file written by hand: any dtype string, any shape, raw bytes.
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// Every block GEMM's input scale 0.05 as F32 [1] raw tensors (the body of a valid file).
+inline std::vector<RawTensor> uniform_raw_scales(const VitArch& a) {
+  const float v = 0.05f;
+  std::vector<RawTensor> t;
+  for (const std::string& g : int8_gemm_names(a))
+    t.push_back({g + ".input_scale", "F32", {1}, std::string(reinterpret_cast<const char*>(&v), 4)});
+  return t;
+}
+
+// A safetensors file of `tensors` in order with `metadata` as its __metadata__, for what write_int8_scales
+// cannot make (other dtypes, shapes, metadata).
+inline void write_raw_scale_file(const std::string& path, const nlohmann::json& metadata,
+                                 const std::vector<RawTensor>& tensors) {
+  nlohmann::json h;
+  h["__metadata__"] = metadata;
+  std::string data;
+  for (const RawTensor& t : tensors) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string text = h.dump();
+  while (text.size() % 8) text += ' ';
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t n = text.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << text << data;
 }
 
 // A scale file refused as a checkpoint error (exit code 4) whose message names the file, the tensor and why.

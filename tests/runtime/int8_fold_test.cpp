@@ -233,33 +233,14 @@ Int8Scales folded_scales(const VitArch& a) {
   return s;
 }
 
-struct RawTensor {
-  std::string name, dtype;
-  int64_t n;  // shape [n]
-  std::string bytes;
-};
+using int8fix::RawTensor;
 // A scale file written by hand (dtypes write_int8_scales cannot make): every input scale 0.05 (F32 [1]),
 // then `extra`, with `metadata`.
 void write_raw(const std::string& path, const VitArch& a, const std::map<std::string, std::string>& metadata,
                const std::vector<RawTensor>& extra) {
-  nlohmann::json h;
-  h["__metadata__"] = metadata;
-  std::string data;
-  const float v = 0.05f;
-  std::vector<RawTensor> all;
-  for (const std::string& g : int8_gemm_names(a))
-    all.push_back({g + ".input_scale", "F32", 1, std::string(reinterpret_cast<const char*>(&v), 4)});
+  std::vector<RawTensor> all = int8fix::uniform_raw_scales(a);
   all.insert(all.end(), extra.begin(), extra.end());
-  for (const RawTensor& t : all) {
-    h[t.name] = {{"dtype", t.dtype}, {"shape", {t.n}}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  std::string text = h.dump();
-  while (text.size() % 8) text += ' ';
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t n = text.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << text << data;
+  int8fix::write_raw_scale_file(path, nlohmann::json(metadata), all);
 }
 
 TEST(Int8LnFold, HostileFactorFilesAreRefusedNamingFileTensorAndReason) {
@@ -295,7 +276,7 @@ TEST(Int8LnFold, HostileFactorFilesAreRefusedNamingFileTensorAndReason) {
   const std::vector<float> r(64, 1.f);
   const std::string rb(reinterpret_cast<const char*>(r.data()), r.size() * 4);
   // A factor without the metadata: refused (a fold the file does not declare).
-  write_raw(tmp_path("f_nometa.safetensors"), a, md, {{t, "F32", 64, rb}});
+  write_raw(tmp_path("f_nometa.safetensors"), a, md, {{t, "F32", {64}, rb}});
   expect_refused(load_int8_scales(tmp_path("f_nometa.safetensors"), a).status(), "f_nometa", t, "without metadata 'ln_fold'");
   // The metadata without any factor: the first one is named missing.
   write_raw(tmp_path("f_nofactor.safetensors"), a, fold_md, {});
@@ -312,7 +293,7 @@ TEST(Int8LnFold, HostileFactorFilesAreRefusedNamingFileTensorAndReason) {
     std::vector<RawTensor> factors;
     for (const std::string& n : int8_fold_norm_names(a)) {
       const bool f16 = n + ".channel_factor" == t && dtype == std::string("F16");
-      factors.push_back({n + ".channel_factor", f16 ? "F16" : "F32", 64, f16 ? std::string(128, '\x3c') : rb});
+      factors.push_back({n + ".channel_factor", f16 ? "F16" : "F32", {64}, f16 ? std::string(128, '\x3c') : rb});
     }
     write_raw(tmp_path("f_dtype.safetensors"), a, fold_md, factors);
     if (dtype == std::string("F32")) {

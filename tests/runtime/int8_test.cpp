@@ -66,23 +66,12 @@ TEST(Int8CalibSplit, TrainingImagesDisjointFromTheTestSplit) {
 void write_raw(const std::string& path, const std::vector<std::pair<std::string, std::string>>& dtypes_by_name,
                const std::vector<std::vector<int64_t>>& shapes, const std::vector<std::string>& bytes,
                const std::string& format, const std::string& gelu_shift = kInt8ScalesGeluShift) {
-  nlohmann::json h;
-  h["__metadata__"] = {{"format", format}};
-  if (!gelu_shift.empty()) h["__metadata__"]["gelu_shift"] = gelu_shift;
-  size_t off = 0;
-  std::string data;
-  for (size_t i = 0; i < dtypes_by_name.size(); ++i) {
-    h[dtypes_by_name[i].first] = {{"dtype", dtypes_by_name[i].second}, {"shape", shapes[i]},
-                                  {"data_offsets", {off, off + bytes[i].size()}}};
-    off += bytes[i].size();
-    data += bytes[i];
-  }
-  std::string text = h.dump();
-  while (text.size() % 8) text += ' ';
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t n = text.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << text << data;
+  nlohmann::json md = {{"format", format}};
+  if (!gelu_shift.empty()) md["gelu_shift"] = gelu_shift;
+  std::vector<int8fix::RawTensor> t;
+  for (size_t i = 0; i < dtypes_by_name.size(); ++i)
+    t.push_back({dtypes_by_name[i].first, dtypes_by_name[i].second, shapes[i], bytes[i]});
+  int8fix::write_raw_scale_file(path, md, t);
 }
 
 Status load_after(const std::string& leaf, const std::function<void(Int8Scales*)>& edit, const VitArch& a) {
