@@ -30,72 +30,18 @@
 #include "kernels/cpu/gemm_i8_ref.h"
 #include "kernels/cuda/gemm_i8_lt.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "tests/kernels/gemm_i8_problem.h"
 #include "tests/testutil/cuda_main.h"
 
 namespace edgevit {
 namespace {
 
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  explicit DeviceBuffer(size_t n) { cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-template <class T>
-void upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
-  ASSERT_EQ(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-}
+using gemmi8test::DeviceBuffer;
+using gemmi8test::make_problem;
+using gemmi8test::Problem;
+using gemmi8test::upload;
 
 constexpr size_t kWorkspaceBytes = 4 << 20;  // the runtime's cuBLASLt workspace (kCudaLtWorkspaceBytes)
-
-// One shape's operands, scales and reference products (signed and unsigned activations).
-struct Problem {
-  int64_t m, n, k;
-  std::vector<int8_t> x, w;
-  std::vector<uint8_t> xu;
-  std::vector<float> sx_tensor, sx_token, sw, bias, residual16, residual32;
-  std::vector<int32_t> acc, acc_u8;
-};
-
-Problem make_problem(int64_t m, int64_t n, int64_t k, uint32_t seed) {
-  Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> q(-127, 127), code(0, 255);
-  std::uniform_real_distribution<float> u(0.f, 1.f);
-  p.x.resize(m * k);
-  p.w.resize(n * k);
-  p.xu.resize(m * k);
-  for (auto& v : p.x) v = static_cast<int8_t>(q(rng));
-  for (auto& v : p.w) v = static_cast<int8_t>(q(rng));
-  for (auto& v : p.xu) v = static_cast<uint8_t>(code(rng));
-  p.sx_tensor = {0.0173f};
-  p.sx_token.resize(m);
-  for (auto& v : p.sx_token) v = 0.002f + 0.03f * u(rng);
-  p.sw.resize(n);
-  for (auto& v : p.sw) v = 0.0005f + 0.004f * u(rng);
-  p.bias.resize(n);
-  for (auto& v : p.bias) v = 2.f * u(rng) - 1.f;
-  p.residual16.resize(m * n);
-  for (auto& v : p.residual16) v = __half2float(__float2half_rn(8.f * u(rng) - 4.f));
-  p.residual32.resize(m * n);
-  for (auto& v : p.residual32) v = 80.f * u(rng) - 40.f;
-  p.acc.resize(m * n);
-  p.acc_u8.resize(m * n);
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) {
-    const int64_t r0 = m * t / threads, r1 = m * (t + 1) / threads;
-    pool.emplace_back([&p, r0, r1] {
-      gemm_i8_accumulate_ref(r1 - r0, p.n, p.k, p.x.data() + r0 * p.k, p.w.data(), p.acc.data() + r0 * p.n);
-      gemm_u8i8_accumulate_ref(r1 - r0, p.n, p.k, p.xu.data() + r0 * p.k, p.w.data(), p.acc_u8.data() + r0 * p.n);
-    });
-  }
-  for (auto& t : pool) t.join();
-  return p;
-}
 
 size_t out_bytes(GemmI8Epilogue e) { return gemm_i8_epilogue_is_f32(e) ? 4 : gemm_i8_epilogue_is_i8(e) ? 1 : 2; }
 
@@ -117,7 +63,7 @@ std::vector<uint8_t> reference(const Problem& p, const std::vector<int32_t>& acc
     r.out_scale = mx > 0.f ? mx / (gemm_i8_epilogue_is_u8(e) ? 300.f : 150.f) : 1.f;
   }
   const bool f32_res = e == GemmI8Epilogue::kF32BiasResidual;
-  gemm_i8_epilogue_ref(r, acc.data(), f32_res ? p.residual32.data() : p.residual16.data(), f.data(), q.data());
+  gemm_i8_epilogue_ref(r, acc.data(), f32_res ? p.residual32.data() : p.residual.data(), f.data(), q.data());
   *used = r;
   std::vector<uint8_t> out(total * out_bytes(e));
   for (int64_t i = 0; i < total; ++i) {
@@ -157,7 +103,7 @@ void prime_output(const Problem& p, GemmI8Epilogue e, float* y) {
   const int64_t total = p.m * p.n;
   if (e == GemmI8Epilogue::kF16BiasResidual) {
     std::vector<__half> r(total);
-    for (int64_t i = 0; i < total; ++i) r[i] = __float2half_rn(p.residual16[i]);
+    for (int64_t i = 0; i < total; ++i) r[i] = __float2half_rn(p.residual[i]);
     ASSERT_EQ(cudaMemcpy(y, r.data(), total * 2, cudaMemcpyHostToDevice), cudaSuccess);
   } else if (e == GemmI8Epilogue::kF32BiasResidual) {
     ASSERT_EQ(cudaMemcpy(y, p.residual32.data(), total * 4, cudaMemcpyHostToDevice), cudaSuccess);
