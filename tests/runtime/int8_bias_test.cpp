@@ -100,13 +100,7 @@ TEST(Int8BiasCorrection, ArenaHoldsTheCorrectedBiases) {
   ASSERT_TRUE(e);
   auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
-  const Graph& g = e->plan().graph;
-  auto data = [&](const std::string& name) -> const void* {
-    for (const TensorDesc& t : g.tensors)
-      if (t.name == name) return e->tensor_data(t.id);
-    ADD_FAILURE() << "no tensor " << name;
-    return nullptr;
-  };
+  auto data = [&](const std::string& name) { return int8fix::arena_data(*e, name); };
   for (const std::string& gemm : int8_bias_corrected_gemms(spec.arch)) {
     const int64_t k = int8_gemm_input_width(spec.arch, gemm);
     const int64_t n = gemm.find(".attn.qkv") != std::string::npos ? 3 * spec.arch.embed_dim

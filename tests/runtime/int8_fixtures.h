@@ -1,6 +1,7 @@
 // Fixtures shared by the CPU INT8 scale-file tests (int8_test, int8_fold_test, int8_bias_test): a valid scale
-// file's content, the check of a refused file, an engine's refusal of a hostile file, and the weight bytes a CUDA
-// INT8 plan (made on the CPU, for the Orin NX profile; nothing runs) loads. Header-only.
+// file's content, hand-made files, the check of a refused file, an engine's refusal of a hostile file, an
+// engine's arena bytes, and the weight bytes a CUDA INT8 plan (made on the CPU, for the Orin NX profile; nothing
+// runs) loads. Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -89,6 +90,14 @@ inline void expect_engine_refuses(ModelSpec spec, const Int8Scales& s, const std
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), StatusCode::kCheckpointError);
   EXPECT_NE(e.status().message().find(what), std::string::npos) << e.status().message();
+}
+
+// The arena bytes of an engine's tensor `name` (null, with a test failure, when the plan has none).
+inline const void* arena_data(const Engine& e, const std::string& name) {
+  for (const TensorDesc& t : e.plan().graph.tensors)
+    if (t.name == name) return e.tensor_data(t.id);
+  ADD_FAILURE() << "no tensor " << name;
+  return nullptr;
 }
 
 // A CUDA INT8 plan of `spec` (its scale file already written) for orin-nx-16gb at batch 1, and the bytes

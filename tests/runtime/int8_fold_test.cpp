@@ -107,13 +107,7 @@ TEST(Int8LnFold, ArenaHoldsTheFoldedLayerNormsAndWeightsQuantizedAfterTheFold) {
   ASSERT_TRUE(e);
   auto w = WeightSource::open(spec.weights_path, spec.weights_naming);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
-  const Graph& g = e->plan().graph;
-  auto data = [&](const std::string& name) -> const void* {
-    for (const TensorDesc& t : g.tensors)
-      if (t.name == name) return e->tensor_data(t.id);
-    ADD_FAILURE() << "no tensor " << name;
-    return nullptr;
-  };
+  auto data = [&](const std::string& name) { return int8fix::arena_data(*e, name); };
   const int64_t k = spec.arch.embed_dim;
   for (const auto& kv : s.channel_factors) {
     const std::string norm = kv.first.substr(0, kv.first.rfind('.'));
