@@ -1,7 +1,7 @@
 // The INT8 bias correction (docs/int8.md, `edgevit calibrate --bias-correction`): the corrected bias takes the
 // weights' mean rounding error out exactly, the arena holds the corrected biases (and unchanged int8 weights), a
-// CUDA plan gets the same bytes, calibration with it is deterministic and without it writes the file of the
-// version before it, hostile mean files are refused naming the file, the tensor and the reason.
+// CUDA plan gets the same bytes, calibration with it is deterministic and without it writes a plain scale file
+// (no means, no metadata for them), hostile mean files are refused naming the file, the tensor and the reason.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
