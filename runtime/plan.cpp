@@ -76,7 +76,7 @@ uint64_t hash_plan(const Plan& p) {
   hash_i64(st, static_cast<int64_t>(p.graph.attention));
   // Hashed only when set: plans without it keep their hashes.
   if (p.graph.int8_attention) hash_str(st, "int8_attention");
-  // per_tensor 0 and per_token 1 as before the third mode; norm_per_token 2
+  // Fixed values per mode (per_tensor 0, per_token 1, norm_per_token 2), so a mode's hash never moves.
   if (p.graph.precision == Precision::kInt8)
     hash_i64(st, p.graph.int8_activations == Int8Activations::kPerTensor  ? 0
                  : p.graph.int8_activations == Int8Activations::kPerToken ? 1
