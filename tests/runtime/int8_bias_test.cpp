@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -153,12 +154,14 @@ TEST(Int8BiasCorrection, CudaPlansGetTheCpuEnginesCorrectedBiases) {
 TEST(Int8BiasCorrection, CalibrationIsDeterministicAndWithoutItUnchanged) {
   const ModelSpec spec = digits_spec();
   const Split calib = load_split("calib_split.safetensors");
+  // 64 of the 256 images: enough for determinism, and the emulated CI stage runs this test too.
+  const int n = std::min(calib.n, 64);
   CalibOptions o;
   o.bias_correction = true;
   o.threads = 2;
-  auto a = calibrate_int8(spec, host(), calib.input.data(), calib.n, o);
+  auto a = calibrate_int8(spec, host(), calib.input.data(), n, o);
   o.threads = 1;
-  auto b = calibrate_int8(spec, host(), calib.input.data(), calib.n, o);
+  auto b = calibrate_int8(spec, host(), calib.input.data(), n, o);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string();
   ASSERT_TRUE(write_int8_scales(tmp_path("det_a.safetensors"), *a).ok());
   ASSERT_TRUE(write_int8_scales(tmp_path("det_b.safetensors"), *b).ok());
@@ -173,7 +176,7 @@ TEST(Int8BiasCorrection, CalibrationIsDeterministicAndWithoutItUnchanged) {
   EXPECT_EQ(loaded->input_means, a->input_means);
   // The means do not change the scales; without the flag the file has no mean and no metadata for it.
   o.bias_correction = false;
-  auto c = calibrate_int8(spec, host(), calib.input.data(), calib.n, o);
+  auto c = calibrate_int8(spec, host(), calib.input.data(), n, o);
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->input_means.empty());
   EXPECT_EQ(c->input_scales, a->input_scales);
