@@ -11,11 +11,11 @@
 //               evaluated at the bin centres) is least, / qmax; ties go to the larger clip
 // with qmax = 127, except for fc2's input, which is observed as u = x + kGemmI8GeluShift clipped at 0 (the
 // unsigned value fc1's epilogue quantizes: kernels/cpu/gemm_i8_ref.h) with qmax = 255.
-// With ln_fold (RepQ-ViT, `--ln-fold`), a first pass takes each block LayerNorm's (norm1, norm2) largest |y_c|
-// per output channel c over every token (the last block too: PlanOptions::all_tokens), range_c, and gives it the factor r_c = range_c / mean_c range_c clamped to
-// [kLnFoldMinFactor, kLnFoldMaxFactor] (1 for a channel that is zero on every image, and for every channel of
-// an all-zero LayerNorm); qkv's and fc1's inputs are then observed folded, y_c / r_c, as the folded model
-// (runtime/int8_scales.h) computes them. The factors go into the scale file.
+// With ln_fold (RepQ-ViT, `--ln-fold`), a first pass takes each block LayerNorm's (norm1, norm2) largest |y_c| per
+// output channel c over every token (the last block too: PlanOptions::all_tokens), range_c, and gives it the factor r_c
+// = range_c / mean_c range_c clamped to [kLnFoldMinFactor, kLnFoldMaxFactor] (1 for a channel that is zero on every
+// image, and for every channel of an all-zero LayerNorm); qkv's and fc1's inputs are then observed folded, y_c / r_c,
+// as the folded model (runtime/int8_scales.h) computes them. The factors go into the scale file.
 // With bias_correction, the first pass also sums each block GEMM's input (as observed: fc2's x, not u; folded
 // with the fold) per input channel over every row of every image; the means go into the scale file
 // (blocks.N.<gemm>.input_mean, runtime/int8_scales.h), from which the loader takes the mean rounding error of
@@ -48,7 +48,7 @@ struct CalibOptions {
   double percentile = 99.99;  // kPercentile
   int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
   bool ln_fold = false;       // RepQ-ViT channel factors for norm1 and norm2 (above)
-  bool bias_correction = false;  // each GEMM input's per-channel mean, for the load-time bias correction (below)
+  bool bias_correction = false;  // each GEMM input's per-channel mean, for the load-time bias correction (above)
 };
 
 // images: (count, C, H, W) fp32, normalized like the model's input. `spec` is run at fp32 on `device` (a CPU
@@ -64,12 +64,11 @@ struct LayerError {
   double max_abs = 0;      // max |b - a|
 };
 
-// Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale
-// file) on the same images and compares every activation both graphs have under one name, dequantizing
-// int8 tensors with their per-row scales (`<name>_scale`; fc2's unsigned input as q * s - kGemmI8GeluShift;
-// a folded LayerNorm's output times its channel factors, back in the fp32 model's units), then pre_logits and
-// logits. In graph order. Both
-// run every token through the last block (PlanOptions::all_tokens: same outputs), so every tensor compares.
+// Runs `a` and `b` (the same model at two precisions, each with its own spec: an INT8 one names its scale file) on the
+// same images and compares every activation both graphs have under one name, dequantizing int8 tensors with their
+// per-row scales (`<name>_scale`; fc2's unsigned input as q * s - kGemmI8GeluShift; a folded LayerNorm's output times
+// its channel factors, back in the fp32 model's units), then pre_logits and logits. In graph order. Both run every
+// token through the last block (PlanOptions::all_tokens: same outputs), so every tensor compares.
 Result<std::vector<LayerError>> compare_layers(const ModelSpec& a, Precision pa, const ModelSpec& b, Precision pb,
                                                const DeviceProfile& device, const float* images, int count,
                                                int threads);
