@@ -4,21 +4,21 @@
 // + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
 // (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
-// [_k: K split]), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
+// [_k: K split]; rows 4 and 26 run the register-lean main loop), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
 // TOP/s on an H200 (mma.sync s8 ceiling 1279 TOP/s; cuBLASLt fp16 640 TFLOP/s). Every shape and batch:
 // docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
 //    0 i8_128x128x64_w8_s4       605      15 i8_32x64x128_w4_s3        416  (batch 1: best on qkv, proj, fc2)
 //    1 i8_128x64x64_w4_s4        587      16 i8_64x32x128_w4_s3        408  (batch 1: best on fc1)
 //    2 i8_64x128x64_w4_s4        582      17 i8_32x32x128_w4_s4        306
 //    3 i8_64x64x64_w4_s4         513      18 i8_64x64x128_w4_s3_k2     437
-//    4 i8_128x128x128_w8_s3      598      19 i8_64x64x128_w4_s3_k4     334
+//    4 i8_128x128x128_w8_s3      617      19 i8_64x64x128_w4_s3_k4     334
 //    5 i8_128x128x128_w4_s3      605      20 i8_32x64x128_w4_s3_k2     355
 //    6 i8_128x256x128_w8_s3      496      21 i8_64x32x128_w4_s3_k3     288
 //    7 i8_128x64x128_w4_s3       629      22 i8_64x64x64_w4_s4_k2      408  (7: batch 64 best on proj, fc1, fc2)
 //    8 i8_64x64x128_w4_s3        545      23 i8_128x64x128_w4_s3_k2    484
 //    9 i8_128x256x64_w8_s4       467      24 i8_128x128x64_w4_s4_k2    451
 //   10 i8_256x128x64_w8_s4       469      25 i8_64x128x64_w4_s4_b4     606
-//   11 i8_256x128x128_w8_s3      509      26 i8_128x64x128_w4_s2_b4    522
+//   11 i8_256x128x128_w8_s3      509      26 i8_128x64x128_w4_s2_b4    606
 //   12 i8_128x128x64_w4_s4       577      27 i8_128x64x64_w4_s4_b4     612
 //   13 i8_128x128x128_w4_s3_b2   614      28 i8_64x128x64_w4_s3_b4     580  (28, 29: 4 blocks fit Orin's SM)
 //   14 i8_64x256x64_w4_s4        547      29 i8_128x64x64_w4_s3_b4     575
@@ -73,12 +73,12 @@ cudaError_t launch(const GemmI8Args& a, int split_k, cudaStream_t stream) {
 }
 static_assert(static_cast<int>(GemmI8Epilogue::kQkHeadI8) == kGemmI8EpilogueCount - 1, "launch() covers all");
 
-// Traits: tile M, N, K (bytes), warps M x N, stages, resident blocks per SM (the register cap).
+// Traits: tile M, N, K (bytes), warps M x N, stages, resident blocks per SM (the register cap), lean main loop.
 using T128x128x64 = GemmI8Traits<128, 128, 64, 2, 4, 4, 2>;
 using T128x64x64 = GemmI8Traits<128, 64, 64, 2, 2, 4, 3>;
 using T64x128x64 = GemmI8Traits<64, 128, 64, 2, 2, 4, 3>;
 using T64x64x64 = GemmI8Traits<64, 64, 64, 2, 2, 4, 4>;
-using T128x128x128 = GemmI8Traits<128, 128, 128, 2, 4, 3, 2>;
+using T128x128x128 = GemmI8Traits<128, 128, 128, 2, 4, 3, 2, true>;
 using T128x128x128w4 = GemmI8Traits<128, 128, 128, 2, 2, 3, 1>;
 using T128x256x128 = GemmI8Traits<128, 256, 128, 2, 4, 3, 1>;
 using T128x64x128 = GemmI8Traits<128, 64, 128, 2, 2, 3, 3>;
@@ -93,7 +93,7 @@ using T32x64x128 = GemmI8Traits<32, 64, 128, 2, 2, 3, 4>;
 using T64x32x128 = GemmI8Traits<64, 32, 128, 2, 2, 3, 4>;
 using T32x32x128 = GemmI8Traits<32, 32, 128, 2, 2, 4, 4>;
 using T64x128x64b4 = GemmI8Traits<64, 128, 64, 2, 2, 4, 4>;
-using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4>;
+using T128x64x128s2 = GemmI8Traits<128, 64, 128, 2, 2, 2, 4, true>;
 using T128x64x64b4 = GemmI8Traits<128, 64, 64, 2, 2, 4, 4>;
 using T64x128x64s3b4 = GemmI8Traits<64, 128, 64, 2, 2, 3, 4>;  // 3 stages: 4 blocks fit Orin's 164 KB per SM
 using T128x64x64s3b4 = GemmI8Traits<128, 64, 64, 2, 2, 3, 4>;

@@ -25,7 +25,8 @@ using cuda::mma_16832_u8s8;
 using cuda::smem_addr;
 
 // Compile-time configuration of one variant; derives shared-memory sizes and checks the limits.
-template <int kTileM_, int kTileN_, int kTileK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_>
+template <int kTileM_, int kTileN_, int kTileK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_,
+          bool kLean_ = false>
 struct GemmI8Traits {
   static constexpr int kTileM = kTileM_;
   static constexpr int kTileN = kTileN_;
@@ -53,10 +54,15 @@ struct GemmI8Traits {
   static constexpr int kOutRow = kTileN + 8;
   static constexpr int kOutBytes = kTileM * kOutRow * 4;
   static constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
+  // kLean: the main loop holds one k32 step's B fragments and two m16 A fragments instead of two whole steps'
+  // (main_loop_lean), for rows capped at 128 registers whose double-buffered fragments spill: measured per row
+  // (docs/kernels-gemm-i8.md "Register-lean main loop"), it pays where the spill was large and costs where small.
+  static constexpr bool kLean = kLean_;
   static_assert(kTileK == 64 || kTileK == 128, "64- or 128-byte shared-memory rows (swizzle)");
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tile: m16 tiles, pairs of n8 tiles (ldmatrix.x4)");
   static_assert(kStages >= 2 && kThreads <= 256, "2+ stages, at most 8 warps");
   static_assert(kSmemBytes <= 163 * 1024, "above SM87's 163 KB per-block opt-in");
+  static_assert(!kLean || kThreads * kMinBlocks >= 512, "lean: for rows capped at 128 registers");
   static_assert(kThreads % (kTileN / 8) == 0, "the epilogue keeps one column group per thread");
 };
 
@@ -172,19 +178,44 @@ __device__ __forceinline__ void load_fragments(Fragments<T>& f, uint32_t stage_b
   for (int np = 0; np < T::kNTiles / 2; ++np) ldmatrix_x4_at(f.b[np], b + np * 16 * T::kTileK);
 }
 
-// One MMA k32 step of the warp on fragments already in registers (kXU8: A holds unsigned codes).
+// The MMAs of m16 tile mt over the warp's n8 tiles, one k32 step (kXU8: A holds unsigned codes).
+template <class T, bool kXU8>
+__device__ __forceinline__ void mma_mtile(int (&acc)[T::kNTiles][4], const uint32_t (&a)[4],
+                                          const uint32_t (&b)[T::kNTiles / 2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < T::kNTiles; ++nt) {
+    if constexpr (kXU8) {
+      mma_16832_u8s8(acc[nt], a, b[nt / 2][(nt & 1) * 2], b[nt / 2][(nt & 1) * 2 + 1]);
+    } else {
+      mma_16832_s8(acc[nt], a, b[nt / 2][(nt & 1) * 2], b[nt / 2][(nt & 1) * 2 + 1]);
+    }
+  }
+}
+
+// One MMA k32 step of the warp on fragments already in registers.
 template <class T, bool kXU8>
 __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], const Fragments<T>& g) {
 #pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt) {
+  for (int mt = 0; mt < T::kMTiles; ++mt) mma_mtile<T, kXU8>(acc[mt], g.a[mt], g.b);
+}
+
+// One k32 step of a kLean row: step ks's B fragments, then the m16 tiles in turn, tile mt + 1's A fragment
+// loading while tile mt's MMAs issue (two A registers sets). The fragments' load latency that the
+// double-buffered loop hides within a warp is hidden here by the other warps of the scheduler.
+template <class T, bool kXU8>
+__device__ __forceinline__ void mma_step_lean(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t stage_base,
+                                              const LaneOffsets& o, int ks) {
+  const uint32_t a_addr = stage_base + (o.a ^ static_cast<uint32_t>(ks * 32));
+  const uint32_t b_addr = stage_base + (o.b ^ static_cast<uint32_t>(ks * 32));
+  uint32_t b[T::kNTiles / 2][4];
+  uint32_t a[2][4];
+  ldmatrix_x4_at(a[0], a_addr);
 #pragma unroll
-    for (int nt = 0; nt < T::kNTiles; ++nt) {
-      if constexpr (kXU8) {
-        mma_16832_u8s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
-      } else {
-        mma_16832_s8(acc[mt][nt], g.a[mt], g.b[nt / 2][(nt & 1) * 2], g.b[nt / 2][(nt & 1) * 2 + 1]);
-      }
-    }
+  for (int np = 0; np < T::kNTiles / 2; ++np) ldmatrix_x4_at(b[np], b_addr + np * 16 * T::kTileK);
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt) {
+    if (mt + 1 < T::kMTiles) ldmatrix_x4_at(a[(mt + 1) & 1], a_addr + (mt + 1) * 16 * T::kTileK);
+    mma_mtile<T, kXU8>(acc[mt], a[mt & 1], b);
   }
 }
 
@@ -287,11 +318,9 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
 // The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
 // One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
 // first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
-template <class T, bool kXU8, bool kAllFull>
-__device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
-                                          const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
-                                          int kt_begin, int kt_end, int tid) {
-  const int k_tiles = kt_end - kt_begin;
+template <class T, bool kAllFull>
+__device__ __forceinline__ void prologue(uint32_t base, const GemmI8Args& a, const StageLoader<T>& loader,
+                                         int kt_begin, int k_tiles, int tid) {
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < k_tiles) loader.template load<kAllFull>(a, base + s * T::kStageBytes, kt_begin + s, tid);
@@ -299,6 +328,41 @@ __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4],
   }
   cuda::cp_async_wait<T::kStages - 2>();
   __syncthreads();
+}
+
+// main_loop for kLean rows: the barrier closes each k-tile (no fragments cross it).
+template <class T, bool kXU8, bool kAllFull>
+__device__ __forceinline__ void main_loop_lean(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
+                                               const LaneOffsets& lo, const GemmI8Args& a,
+                                               const StageLoader<T>& loader, int kt_begin, int kt_end, int tid) {
+  const int k_tiles = kt_end - kt_begin;
+  prologue<T, kAllFull>(base, a, loader, kt_begin, k_tiles, tid);
+  int read_stage = 0, write_stage = T::kStages - 1;
+  for (int t = 0; t < k_tiles; ++t) {
+    if (t + T::kStages - 1 < k_tiles)
+      loader.template load<kAllFull>(a, base + write_stage * T::kStageBytes, kt_begin + t + T::kStages - 1, tid);
+    cuda::cp_async_commit();
+    const uint32_t read_base = base + read_stage * T::kStageBytes;
+#pragma unroll
+    for (int ks = 0; ks < T::kKSteps; ++ks) mma_step_lean<T, kXU8>(acc, read_base, lo, ks);
+    read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;
+    cuda::cp_async_wait<T::kStages - 2>();
+    __syncthreads();
+  }
+  cuda::cp_async_wait<0>();
+}
+
+template <class T, bool kXU8, bool kAllFull>
+__device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
+                                          const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,
+                                          int kt_begin, int kt_end, int tid) {
+  if constexpr (T::kLean) {
+    main_loop_lean<T, kXU8, kAllFull>(acc, base, lo, a, loader, kt_begin, kt_end, tid);
+    return;
+  }
+  const int k_tiles = kt_end - kt_begin;
+  prologue<T, kAllFull>(base, a, loader, kt_begin, k_tiles, tid);
   Fragments<T> f[2];
   load_fragments<T>(f[0], base, lo, 0);
   int read_stage = 0, write_stage = T::kStages - 1;

@@ -14,11 +14,12 @@ def short(name):
     if not m:
         return re.sub(r"^.*_cu_[0-9a-f]+\d+", "", name)[:40]
     kind = m.group(1)
-    if kind == "gemm_i8_kernel":  # GemmI8Traits<M, N, K, warps M, warps N, stages, blocks>, epilogue, uint8 input
+    if kind == "gemm_i8_kernel":  # GemmI8Traits<M, N, K, warps M, warps N, stages, blocks, lean>, epilogue, uint8 input
         g = re.findall(r"Li(\d+)E", name)
-        u8 = re.search(r"Li\d+ELb(\d)E", name)
-        return (f"gemm_i8 {g[0]}x{g[1]}x{g[2]} w{int(g[3]) * int(g[4])} s{g[5]} ep{g[7] if len(g) > 7 else '?'}"
-                f"{' u8' if u8 and u8.group(1) == '1' else ''}")
+        b = re.findall(r"Lb(\d)E", name)  # lean (when 8 traits), then uint8 input
+        lean = len(b) > 1 and b[0] == "1"
+        return (f"gemm_i8 {g[0]}x{g[1]}x{g[2]} w{int(g[3]) * int(g[4])} s{g[5]}{' lean' if lean else ''} "
+                f"ep{g[7] if len(g) > 7 else '?'}{' u8' if b and b[-1] == '1' else ''}")
     if kind == "rows_i8_vec_kernel":  # <In, kVec, kNorm, kBlock>
         return "rows_i8 " + ",".join(re.findall(r"L(?:i|b)(\d+)E", name))
     return kind
