@@ -71,6 +71,11 @@ __device__ __forceinline__ uint32_t pack_half2_rn(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// One 16-byte store. `*p = value` of a uint4 built from four packed words compiled to four 4-byte stores where
+// nothing read *p first (nvcc 13, the kF16Bias and kF16BiasGelu epilogues; PTX st.global.u32 x 4); the
+// intrinsic keeps it one st.global.v4.
+__device__ __forceinline__ void store16(uint4* p, uint4 value) { __stwb(p, value); }
+
 // Eight consecutive outputs (columns col .. col + 7 of one row: y + o) through the epilogue, one 16-byte
 // store (8 bytes for int8, two for fp32). kF32's instantiation also serves kF32BiasResidual (a uniform
 // branch on a.epilogue: y = y + v in place), so the fp32 residual adds no kernel per tile row.
@@ -117,8 +122,8 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv
         v[2 * j + 1] = __fadd_rn(f.y, v[2 * j + 1]);
       }
     }
-    *p = make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
-                    pack_half2_rn(v[6], v[7]));
+    store16(p, make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
+                          pack_half2_rn(v[6], v[7])));
   }
 }
 

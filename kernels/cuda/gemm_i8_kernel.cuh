@@ -228,9 +228,9 @@ __device__ __forceinline__ void store_qk_head(const GemmI8Args& a, int64_t row, 
                                               int lane) {
   if (col >= a.qk_cols) {
     const int64_t nv = a.n - a.qk_cols;
-    *reinterpret_cast<uint4*>(static_cast<__half*>(a.y_v) + row * nv + (col - a.qk_cols)) =
-        make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
-                   pack_half2_rn(v[6], v[7]));
+    store16(reinterpret_cast<uint4*>(static_cast<__half*>(a.y_v) + row * nv + (col - a.qk_cols)),
+            make_uint4(pack_half2_rn(v[0], v[1]), pack_half2_rn(v[2], v[3]), pack_half2_rn(v[4], v[5]),
+                       pack_half2_rn(v[6], v[7])));
     return;
   }
   float amax = 0.f;
