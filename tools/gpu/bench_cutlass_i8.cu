@@ -41,43 +41,16 @@
 #include "cutlass/gemm/device/gemm.h"
 #include "cutlass/version.h"
 #include "kernels/cuda/gemm_i8.h"
+#include "tools/gpu/bench_timing.cuh"
 
 namespace {
 
 using namespace edgevit;
 
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
-
 constexpr int kWarmup = 10;
 constexpr int kRuns = 60;
 
-float median_ms(const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < kWarmup; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < kRuns; ++i) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0.f;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+float median_ms(const std::function<void()>& launch) { return bench::median_ms(launch, kRuns, kWarmup); }
 
 // One GEMM to run: device pointers owned by the caller.
 struct Problem {

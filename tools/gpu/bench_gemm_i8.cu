@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_i8.h"
+#include "tools/gpu/bench_timing.cuh"
 #include "kernels/cuda/gemm_i8_lt.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/mma_sm80.cuh"
@@ -45,39 +46,11 @@ namespace {
 
 using namespace edgevit;
 
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
-
 constexpr int kWarmup = 10;
 int g_runs = 60;
 constexpr int kCeilIters = 4096;
 
-float median_ms(const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < kWarmup; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < g_runs; ++i) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0.f;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+float median_ms(const std::function<void()>& launch) { return bench::median_ms(launch, g_runs, kWarmup); }
 
 // Eight independent accumulators per warp so the tensor pipe, not mma latency, is the limit.
 __global__ void mma_s8_kernel(int* sink, uint32_t seed) {

@@ -14,19 +14,11 @@
 #include <vector>
 
 #include "kernels/cuda/mma_sm80.cuh"
+#include "tools/gpu/bench_timing.cuh"
 
 namespace {
 
 constexpr int kIters = 4096;
-
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 // Eight independent accumulators per warp so the tensor pipe, not mma latency, is the limit.
 __global__ void mma_kernel(float* sink, uint32_t seed) {
