@@ -72,25 +72,10 @@ __global__ void ex2_kernel(float* sink, float x0) {
   if (s == 12345.f) sink[threadIdx.x] = s;
 }
 
+// One warm-up launch, then the median of 7.
 template <class Launch>
 float time_ms(Launch launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  CHECK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return edgevit::bench::median_ms(launch, 7, 1);
 }
 
 }  // namespace
