@@ -296,42 +296,40 @@ void bench_imma(cublasLtHandle_t lt, const Buffers& b) {
   CHECK(cudaFree(acc));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  int sms = 0, profile_row = -1, profile_batch = 0;
+struct Options {
+  int sms = 0;  // > 0: confine the GEMMs to this many multiprocessors
+  int profile_row = -1, profile_batch = 0;
   std::string mode;  // "--split", "--imma" or empty
   std::string profile_gemm, profile_epilogue, row_list;
+};
+
+bool parse_options(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--sms" && i + 1 < argc) {
-      sms = std::atoi(argv[++i]);
+      o->sms = std::atoi(argv[++i]);
     } else if (arg == "--profile" && i + 3 < argc) {
-      profile_row = std::atoi(argv[++i]);
-      profile_gemm = argv[++i];
-      profile_batch = std::atoi(argv[++i]);
-      if (i + 1 < argc && argv[i + 1][0] != '-') profile_epilogue = argv[++i];
+      o->profile_row = std::atoi(argv[++i]);
+      o->profile_gemm = argv[++i];
+      o->profile_batch = std::atoi(argv[++i]);
+      if (i + 1 < argc && argv[i + 1][0] != '-') o->profile_epilogue = argv[++i];
     } else if (arg == "--rows" && i + 1 < argc) {
-      row_list = argv[++i];
+      o->row_list = argv[++i];
     } else if (arg == "--split" || arg == "--imma") {
-      mode = arg;
+      o->mode = arg;
     } else {
       std::fprintf(stderr,
                    "usage: bench_gemm_i8 [--sms N | --profile ROW qkv|proj|fc1|fc2 BATCH [EPILOGUE] | --split | "
                    "--imma] [--rows LIST]\n");
-      return 2;
+      return false;
     }
   }
-  cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  if (sms == 0 && profile_row < 0) {
-    double i8_ceil = 0, f16_ceil = 0;
-    ceilings(&i8_ceil, &f16_ceil);
-    std::printf("ceilings: mma.sync m16n8k32 s8 %.0f TOP/s, m16n8k16 f16 %.0f TFLOP/s (%.2fx)\n", i8_ceil, f16_ceil,
-                i8_ceil / f16_ceil);
-  }
+  return true;
+}
+
+// Inputs for the largest shape (batch 64, N and K up to 3072), random int8 codes and their fp16 values; owned
+// for the process's life.
+Buffers make_buffers() {
   const int64_t max_m = 197 * 64, max_n = 3072, max_k = 3072;
   std::vector<int8_t> hq(std::max(max_m, max_n) * max_k);
   std::mt19937 rng(3);
@@ -363,11 +361,11 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(sx, hs.data(), max_m * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(sw, hs.data(), max_n * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(bias, 0, max_n * 4));
-  cublasLtHandle_t lt;
-  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 2;
+  return Buffers{xq, wq, xh, wh, bh, y, sx, sw, bias, ws, ws_bytes};
+}
 
-  int count = 0;
-  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+// --rows LIST: which rows are timed (all without the option).
+std::vector<bool> timed_rows(const std::string& row_list, int count) {
   std::vector<bool> timed(count, row_list.empty());
   for (size_t pos = 0; !row_list.empty() && pos != std::string::npos;) {
     const size_t comma = row_list.find(',', pos);
@@ -375,102 +373,114 @@ int main(int argc, char** argv) {
     if (v >= 0 && v < count) timed[v] = true;
     pos = comma == std::string::npos ? comma : comma + 1;
   }
+  return timed;
+}
+
+// The arguments of one GEMM of the table (the block's epilogue, per-token activation scales).
+gpu::GemmI8Args table_args(const Buffers& b, const Gemm& g, int64_t m, int variant, GemmI8Epilogue epilogue) {
+  gpu::GemmI8Args a;
+  a.m = m, a.n = g.n, a.k = g.k, a.x = b.xq, a.w = b.wq, a.sx = b.sx, a.sx_per_token = true, a.sw = b.sw;
+  a.bias = b.bias, a.epilogue = epilogue, a.y = b.y, a.out_scale = 0.05f, a.variant = variant;
+  a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
+  return a;
+}
+
+// --profile: three launches of one row at one shape (for ncu), nothing timed.
+void run_profile(const Buffers& b, const Options& o) {
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
   auto epilogue_named = [](const std::string& name, GemmI8Epilogue fallback) {
     for (int e = 0; e < kGemmI8EpilogueCount; ++e)
       if (name == gemm_i8_epilogue_name(static_cast<GemmI8Epilogue>(e))) return static_cast<GemmI8Epilogue>(e);
     return fallback;
   };
-  const Buffers buffers{xq, wq, xh, wh, bh, y, sx, sw, bias, ws, ws_bytes};
-  if (!mode.empty()) {
-    if (mode == "--split") bench_split(buffers, timed);
-    if (mode == "--imma") bench_imma(lt, buffers);
-    return 0;
+  for (const Gemm& g : kGemms) {
+    if (o.profile_gemm != g.name || o.profile_row >= count) continue;
+    const gpu::GemmI8Args a = table_args(b, g, 197 * o.profile_batch, o.profile_row,
+                                         epilogue_named(o.profile_epilogue, g.i8_epilogue));
+    for (int i = 0; i < 3; ++i) CHECK(gpu::gemm_i8(a, nullptr));
+    CHECK(cudaDeviceSynchronize());
+    std::printf("profiled %s at %s batch %d, epilogue %s\n", rows[o.profile_row].name, g.name, o.profile_batch,
+                gemm_i8_epilogue_name(a.epilogue));
   }
-  if (profile_row >= 0) {
-    for (const Gemm& g : kGemms) {
-      if (profile_gemm != g.name || profile_row >= count) continue;
-      gpu::GemmI8Args a;
-      a.m = 197 * profile_batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true;
-      a.sw = sw, a.bias = bias, a.epilogue = epilogue_named(profile_epilogue, g.i8_epilogue), a.y = y;
-      a.out_scale = 0.05f, a.variant = profile_row;
-      a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
-      for (int i = 0; i < 3; ++i) CHECK(gpu::gemm_i8(a, nullptr));
-      CHECK(cudaDeviceSynchronize());
-      std::printf("profiled %s at %s batch %d, epilogue %s\n", rows[profile_row].name, g.name, profile_batch,
-                  gemm_i8_epilogue_name(a.epilogue));
+}
+
+// --sms: every kernel loaded and the workspace sized before the other multiprocessors are parked (nothing may
+// wait on the parked blocks).
+Parking prepare_and_park(const Buffers& b, int sms, int count) {
+  g_runs = 20;
+  for (int batch : {1, 8, 64})
+    for (const Gemm& g : kGemms)
+      for (int v = 0; v < count; ++v) {
+        gpu::GemmI8Args a = table_args(b, g, 197 * batch, v, g.i8_epilogue);
+        a.sx_per_token = false;
+        const cudaError_t e = gpu::gemm_i8(a, nullptr);
+        if (e != cudaErrorInvalidValue) CHECK(e);  // a split row past its tile limit is refused
+      }
+  CHECK(cudaDeviceSynchronize());
+  return park_all_but(sms);
+}
+
+// One line of the table: every timed row at one GEMM and batch, the best of them and cuBLASLt fp16 (none with
+// --sms). Adds the best row's and cuBLASLt's times to *i8_all and *lt_all.
+void table_line(cublasLtHandle_t lt, const Buffers& b, const Gemm& g, int batch, int sms,
+                const std::vector<bool>& timed, double* i8_all, double* lt_all) {
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
+  const int64_t m = 197 * batch;
+  const double ops = 2.0 * m * g.n * g.k;
+  std::vector<float> t(count, INFINITY);
+  int best = 0;
+  for (int v = 0; v < count; ++v) {
+    if (!timed[v]) continue;
+    const gpu::GemmI8Args a = table_args(b, g, m, v, g.i8_epilogue);
+    const cudaError_t e = gpu::gemm_i8(a, nullptr);
+    if (e == cudaErrorInvalidValue) continue;  // a split row past its tile limit: not timed
+    CHECK(e);
+    t[v] = median_ms([&] { gpu::gemm_i8(a, nullptr); });
+    if (t[v] < t[best]) best = v;
+  }
+  CHECK(cudaGetLastError());
+  // cuBLASLt's Hopper kernels use thread-block clusters, which need free neighbours: not with --sms.
+  const float lt_ms = sms > 0 ? -1.f : time_lt(lt, m, g, b.wh, b.xh, b.bh, b.y, b.ws, b.ws_bytes);
+  *i8_all += t[best];
+  *lt_all += lt_ms;
+  std::printf("%-5d %-5s %6lld %5lld %5lld | %-24s %8.1f %8.0f |", batch, g.name, static_cast<long long>(m),
+              static_cast<long long>(g.n), static_cast<long long>(g.k), rows[best].name, t[best] * 1e3,
+              ops / (t[best] * 1e-3) / 1e12);
+  if (lt_ms > 0.f) {
+    std::printf(" %8.1f %8.0f | %6.2f |", lt_ms * 1e3, ops / (lt_ms * 1e-3) / 1e12, lt_ms / t[best]);
+  } else {
+    std::printf(" %8s %8s | %6s |", "n/a", "n/a", "n/a");
+  }
+  for (int v = 0; v < count; ++v) {
+    if (std::isinf(t[v])) {
+      std::printf(" -");
+    } else {
+      std::printf(" %.0f", ops / (t[v] * 1e-3) / 1e12);
     }
-    return 0;
   }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// The table: each GEMM at batch 1, 8 and 64, every timed row, then the four GEMMs' sums.
+void run_table(cublasLtHandle_t lt, const Buffers& b, int sms, const std::vector<bool>& timed) {
+  int count = 0;
+  const gpu::GemmI8Variant* rows = gpu::gemm_i8_variants(&count);
   for (int v = 0; v < count; ++v)
     std::printf("row %2d %-26s %2d warps, %6d B shared memory\n", v, rows[v].name, rows[v].warps, rows[v].smem_bytes);
   Parking parking;
-  if (sms > 0) {  // load every kernel and size the workspace first: nothing may wait on the parked blocks
-    g_runs = 20;
-    for (int batch : {1, 8, 64})
-      for (const Gemm& g : kGemms)
-        for (int v = 0; v < count; ++v) {
-          gpu::GemmI8Args a;
-          a.m = 197 * batch, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sw = sw, a.bias = bias;
-          a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;
-          a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
-          const cudaError_t e = gpu::gemm_i8(a, nullptr);
-          if (e != cudaErrorInvalidValue) CHECK(e);  // a split row past its tile limit is refused
-        }
-    CHECK(cudaDeviceSynchronize());
-    parking = park_all_but(sms);
-  }
+  if (sms > 0) parking = prepare_and_park(b, sms, count);
   std::printf("%-5s %-5s %6s %5s %5s | %-24s %8s %8s | %8s %8s | %6s |", "batch", "gemm", "M", "N", "K",
               "best int8 variant", "us", "TOP/s", "lt us", "TFLOP/s", "ratio");
   for (int v = 0; v < count; ++v) std::printf(" r%d", v);
   std::printf("  (TOP/s)\n");
   for (int batch : {1, 8, 64}) {
-    const int64_t m = 197 * batch;
     double ops_all = 0, i8_all = 0, lt_all = 0;
     for (const Gemm& g : kGemms) {
-      const double ops = 2.0 * m * g.n * g.k;
-      std::vector<float> t(count);
-      int best = 0;
-      for (int v = 0; v < count; ++v) {
-        if (!timed[v]) {
-          t[v] = INFINITY;
-          continue;
-        }
-        gpu::GemmI8Args a;
-        a.m = m, a.n = g.n, a.k = g.k, a.x = xq, a.w = wq, a.sx = sx, a.sx_per_token = true, a.sw = sw;
-        a.bias = bias, a.epilogue = g.i8_epilogue, a.y = y, a.out_scale = 0.05f, a.variant = v;
-        a.workspace = workspace(gpu::gemm_i8_workspace_bytes(a));
-        const cudaError_t e = gpu::gemm_i8(a, nullptr);
-        if (e == cudaErrorInvalidValue) {  // a split row past its tile limit: not timed
-          t[v] = INFINITY;
-          continue;
-        }
-        CHECK(e);
-        t[v] = median_ms([&] { gpu::gemm_i8(a, nullptr); });
-        if (t[v] < t[best]) best = v;
-      }
-      CHECK(cudaGetLastError());
-      // cuBLASLt's Hopper kernels use thread-block clusters, which need free neighbours: not with --sms.
-      const float lt_ms = sms > 0 ? -1.f : time_lt(lt, m, g, wh, xh, bh, y, ws, ws_bytes);
-      ops_all += ops;
-      i8_all += t[best];
-      lt_all += lt_ms;
-      std::printf("%-5d %-5s %6lld %5lld %5lld | %-24s %8.1f %8.0f |", batch, g.name, static_cast<long long>(m),
-                  static_cast<long long>(g.n), static_cast<long long>(g.k), rows[best].name, t[best] * 1e3,
-                  ops / (t[best] * 1e-3) / 1e12);
-      if (lt_ms > 0.f) {
-        std::printf(" %8.1f %8.0f | %6.2f |", lt_ms * 1e3, ops / (lt_ms * 1e-3) / 1e12, lt_ms / t[best]);
-      } else {
-        std::printf(" %8s %8s | %6s |", "n/a", "n/a", "n/a");
-      }
-      for (int v = 0; v < count; ++v) {
-        if (std::isinf(t[v])) {
-          std::printf(" -");
-        } else {
-          std::printf(" %.0f", ops / (t[v] * 1e-3) / 1e12);
-        }
-      }
-      std::printf("\n");
-      std::fflush(stdout);
+      ops_all += 2.0 * 197 * batch * g.n * g.k;
+      table_line(lt, b, g, batch, sms, timed, &i8_all, &lt_all);
     }
     std::printf("%-5d %-5s four GEMMs: int8 %.1f us (%.0f TOP/s)", batch, "all", i8_all * 1e3,
                 ops_all / (i8_all * 1e-3) / 1e12);
@@ -481,6 +491,38 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   if (sms > 0) release(&parking);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Options o;
+  if (!parse_options(argc, argv, &o)) return 2;
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (o.sms == 0 && o.profile_row < 0) {
+    double i8_ceil = 0, f16_ceil = 0;
+    ceilings(&i8_ceil, &f16_ceil);
+    std::printf("ceilings: mma.sync m16n8k32 s8 %.0f TOP/s, m16n8k16 f16 %.0f TFLOP/s (%.2fx)\n", i8_ceil, f16_ceil,
+                i8_ceil / f16_ceil);
+  }
+  const Buffers buffers = make_buffers();
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 2;
+  int count = 0;
+  gpu::gemm_i8_variants(&count);
+  const std::vector<bool> timed = timed_rows(o.row_list, count);
+  if (o.mode == "--split") {
+    bench_split(buffers, timed);
+  } else if (o.mode == "--imma") {
+    bench_imma(lt, buffers);
+  } else if (o.profile_row >= 0) {
+    run_profile(buffers, o);
+  } else {
+    run_table(lt, buffers, o.sms, timed);
+  }
   cublasLtDestroy(lt);
   return 0;
 }

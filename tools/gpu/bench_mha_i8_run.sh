@@ -13,20 +13,10 @@ dir=/tmp/attn8-bundle
 logs=/tmp/attn8-logs/attn8  # tarred into $OUT at the end (at most 8 files come back from a run)
 mkdir -p "$logs" "$dir"
 tar xJf "$bundle/payload.tar.xz" -C "$dir"
-libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
-            python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
-export LD_LIBRARY_PATH="$dir/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
-summary=()
-step() {  # name, timeout, command...
-  local name=$1 cap=$2
-  shift 2
-  local t0=$SECONDS
-  timeout "$cap" "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  summary+=("$name=$rc($((SECONDS - t0))s)")
-  tail -n 3 "$logs/$name.log"
-}
+step_dir=$logs
+step_tail=3
+. tools/gpu/device_steps.sh
+gpu_env "$dir"
 small='*B2_H3_Sq7_*:*B3_H5_Sq131_*:*B3_H4_Sq70_*:*B3_H2_Sq1_*:*Launcher*:*ScaleMax*'
 step cpu_test 15 "$dir/mha_i8_test" --gtest_brief=1
 step memcheck 50 compute-sanitizer --tool memcheck --error-exitcode 99 "$dir/mha_i8_cuda_test" --gtest_brief=1 \

@@ -14,20 +14,9 @@ mkdir -p "$out" "$dir"
 bundle=${1:-build-i8-bundle}
 steps=${STEPS:-test bench bench8 sanitize imma}
 tar xJf "$bundle/payload.tar.xz" -C "$dir"
-libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
-            python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
-export LD_LIBRARY_PATH="$dir/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-summary=()
-step() {  # name, timeout, command...
-  local name=$1 cap=$2
-  shift 2
-  local t0=$SECONDS
-  timeout "$cap" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  summary+=("$name=$rc($((SECONDS - t0))s)")
-  tail -n 4 "$out/$name.log"
-}
+step_dir=$out
+. tools/gpu/device_steps.sh
+gpu_env "$dir"
 has() { [[ " $steps " == *" $1 "* ]]; }
 has bench && step bench 90 "$dir/bench_gemm_i8"
 if has test; then
