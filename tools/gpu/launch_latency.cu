@@ -10,7 +10,7 @@
 //   gemm-tiny   cuBLASLt's heuristic first algorithm for ViT-Ti's fc1 shape (197 x 768 x 192, fp16)
 //   alternate   gemm-tiny and copy alternating (a GEMM followed by a LayerNorm, as in a ViT block), then the
 //               same with the copy launched with PDL after each GEMM
-//   build: nvcc -O2 -std=c++17 -arch=sm_90 tools/gpu/launch_latency.cu -lcublasLt -o launch_latency
+//   build (from the repository root): nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/launch_latency.cu -lcublasLt -o launch_latency
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -20,14 +20,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "tools/gpu/bench_timing.cuh"
+
 #define LK(x)                                                                          \
   do {                                                                                 \
     cublasStatus_t s_ = (x);                                                           \
@@ -68,36 +62,36 @@ void launch_copy(bool pdl, const __half* in, __half* out, cudaStream_t s) {
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   if (pdl)
-    CK(cudaLaunchKernelEx(&cfg, copy_rows<true>, in, out));
+    CHECK(cudaLaunchKernelEx(&cfg, copy_rows<true>, in, out));
   else
-    CK(cudaLaunchKernelEx(&cfg, copy_rows<false>, in, out));
+    CHECK(cudaLaunchKernelEx(&cfg, copy_rows<false>, in, out));
 }
 
 template <typename F>
 float time_graph(cudaStream_t s, F enqueue) {
   cudaGraph_t g;
   cudaGraphExec_t e;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   enqueue();
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&e, g, 0));
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&e, g, 0));
   cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(e, s));
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(e, s));
   std::vector<float> t;
   for (int i = 0; i < 200; ++i) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(e, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(e, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1e3f);
   }
   std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(e));
-  CK(cudaGraphDestroy(g));
+  CHECK(cudaGraphExecDestroy(e));
+  CHECK(cudaGraphDestroy(g));
   return t[t.size() / 2];
 }
 
@@ -105,19 +99,19 @@ float time_graph(cudaStream_t s, F enqueue) {
 
 int main() {
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d), %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
   __half *buf[2], *w, *y;
   for (auto& p : buf) {
-    CK(cudaMalloc(&p, size_t(kRows) * kCols * 2));
-    CK(cudaMemset(p, 0, size_t(kRows) * kCols * 2));
+    CHECK(cudaMalloc(&p, size_t(kRows) * kCols * 2));
+    CHECK(cudaMemset(p, 0, size_t(kRows) * kCols * 2));
   }
-  CK(cudaMalloc(&w, 768 * 192 * 2));
-  CK(cudaMemset(w, 0, 768 * 192 * 2));
-  CK(cudaMalloc(&y, size_t(kRows) * 768 * 2));
-  CK(cudaMemset(y, 0, size_t(kRows) * 768 * 2));
+  CHECK(cudaMalloc(&w, 768 * 192 * 2));
+  CHECK(cudaMemset(w, 0, 768 * 192 * 2));
+  CHECK(cudaMalloc(&y, size_t(kRows) * 768 * 2));
+  CHECK(cudaMemset(y, 0, size_t(kRows) * 768 * 2));
   for (const bool pdl : {false, true}) {
     const float us = time_graph(s, [&] {
       for (int i = 0; i < kChain; ++i) launch_copy(pdl, buf[i & 1], buf[(i + 1) & 1], s);
@@ -128,7 +122,7 @@ int main() {
   LK(cublasLtCreate(&lt));
   void* ws;
   const size_t wsb = 4u << 20;
-  CK(cudaMalloc(&ws, wsb));
+  CHECK(cudaMalloc(&ws, wsb));
   cublasLtMatmulDesc_t desc;
   LK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;

@@ -9,7 +9,7 @@
 // each after an L2 sweep, CUDA events, median of 5. Then it captures 12 blocks of the four GEMMs (distinct
 // weights, 172 MB, so batch 1 streams them from DRAM as the model does) in a CUDA graph with the heuristic's
 // best and with the overall best per shape, and times the replays.
-//   build: nvcc -O2 -std=c++17 -arch=sm_90 tools/gpu/lt_search.cu -lcublasLt -o lt_search
+//   build (from the repository root): nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/lt_search.cu -lcublasLt -o lt_search
 //   usage: lt_search [--quick] [tokens ...]   (default 197 1576; --quick: no search, the heuristic's first
 //          result in the 12-block graph with distinct weights and with block 0's weights for every block)
 #include <cublasLt.h>
@@ -23,14 +23,8 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "tools/gpu/bench_timing.cuh"
+
 #define LK(x)                                                                          \
   do {                                                                                 \
     cublasStatus_t s_ = (x);                                                           \
@@ -125,14 +119,14 @@ float time_algo(Ctx& c, const Gemm& g, const cublasLtMatmulAlgo_t& algo, const _
   float t[kRuns];
   for (int r = 0; r < kRuns; ++r) {
     sweep<<<264, 512, 0, c.s>>>(c.flush, c.flush_words);
-    CK(cudaEventRecord(c.e0, c.s));
+    CHECK(cudaEventRecord(c.e0, c.s));
     if (cublasLtMatmul(c.lt, g.desc, &alpha, w, g.a, x, g.b, &g.beta, y, g.c, y, g.c, &algo, c.ws, kWorkspace, c.s) !=
         CUBLAS_STATUS_SUCCESS)
       return -1.f;
-    CK(cudaEventRecord(c.e1, c.s));
-    CK(cudaEventSynchronize(c.e1));
+    CHECK(cudaEventRecord(c.e1, c.s));
+    CHECK(cudaEventSynchronize(c.e1));
     float ms = 0;
-    CK(cudaEventElapsedTime(&ms, c.e0, c.e1));
+    CHECK(cudaEventElapsedTime(&ms, c.e0, c.e1));
     t[r] = ms * 1e3f;
     if (r == 1 && best > 0 && std::min(t[0], t[1]) > 2 * best) return -1.f;
   }
@@ -146,7 +140,7 @@ template <typename Launch>
 float time_chain(Ctx& c, Launch launch) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
+  CHECK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
   bool ok = true;
   for (int l = 0; l < 12 && ok; ++l) ok = launch(l);
   cudaError_t e = cudaStreamEndCapture(c.s, &graph);
@@ -159,20 +153,20 @@ float time_chain(Ctx& c, Launch launch) {
     cudaGetLastError();
     return -1.f;
   }
-  for (int i = 0; i < 5; ++i) CK(cudaGraphLaunch(exec, c.s));
+  for (int i = 0; i < 5; ++i) CHECK(cudaGraphLaunch(exec, c.s));
   std::vector<float> t;
   for (int i = 0; i < 31; ++i) {
-    CK(cudaEventRecord(c.e0, c.s));
-    CK(cudaGraphLaunch(exec, c.s));
-    CK(cudaEventRecord(c.e1, c.s));
-    CK(cudaEventSynchronize(c.e1));
+    CHECK(cudaEventRecord(c.e0, c.s));
+    CHECK(cudaGraphLaunch(exec, c.s));
+    CHECK(cudaEventRecord(c.e1, c.s));
+    CHECK(cudaEventSynchronize(c.e1));
     float ms = 0;
-    CK(cudaEventElapsedTime(&ms, c.e0, c.e1));
+    CHECK(cudaEventElapsedTime(&ms, c.e0, c.e1));
     t.push_back(ms * 1e3f);
   }
   std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
   return t[t.size() / 2];
 }
 
@@ -203,15 +197,15 @@ int main(int argc, char** argv) {
   if (tokens.empty()) tokens = {197, 1576};
   Ctx c;
   LK(cublasLtCreate(&c.lt));
-  CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
-  CK(cudaMalloc(&c.ws, kWorkspace));
+  CHECK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  CHECK(cudaMalloc(&c.ws, kWorkspace));
   c.flush_words = (128u << 20) / 4;
-  CK(cudaMalloc(&c.flush, c.flush_words * 4));
-  CK(cudaMemset(c.flush, 0, c.flush_words * 4));
-  CK(cudaEventCreate(&c.e0));
-  CK(cudaEventCreate(&c.e1));
+  CHECK(cudaMalloc(&c.flush, c.flush_words * 4));
+  CHECK(cudaMemset(c.flush, 0, c.flush_words * 4));
+  CHECK(cudaEventCreate(&c.e0));
+  CHECK(cudaEventCreate(&c.e1));
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, cuBLASLt %zu\n", prop.name, prop.multiProcessorCount, cublasLtGetVersion());
 
   constexpr int kLayers = 12;
@@ -223,21 +217,21 @@ int main(int argc, char** argv) {
   for (int l = 0; l < kLayers; ++l)
     for (int s = 0; s < 4; ++s) {
       const size_t n = size_t(kShapes[s].n) * kShapes[s].k;
-      CK(cudaMalloc(&w[l][s], n * 2));
+      CHECK(cudaMalloc(&w[l][s], n * 2));
       fill<<<256, 256, 0, c.s>>>(w[l][s], n, 17u * l + s);
     }
   for (int s = 0; s < 4; ++s) {
-    CK(cudaMalloc(&bias[s], kShapes[s].n * 2));
+    CHECK(cudaMalloc(&bias[s], kShapes[s].n * 2));
     fill<<<16, 256, 0, c.s>>>(bias[s], kShapes[s].n, 99u + s);
   }
   __half *x, *y[4];
-  CK(cudaMalloc(&x, size_t(max_m) * 3072 * 2));
+  CHECK(cudaMalloc(&x, size_t(max_m) * 3072 * 2));
   fill<<<256, 256, 0, c.s>>>(x, size_t(max_m) * 3072, 5u);
   for (int s = 0; s < 4; ++s) {
-    CK(cudaMalloc(&y[s], size_t(max_m) * kShapes[s].n * 2));
+    CHECK(cudaMalloc(&y[s], size_t(max_m) * kShapes[s].n * 2));
     fill<<<256, 256, 0, c.s>>>(y[s], size_t(max_m) * kShapes[s].n, 7u + s);
   }
-  CK(cudaStreamSynchronize(c.s));
+  CHECK(cudaStreamSynchronize(c.s));
 
   int ids[256];
   int nids = 0;
@@ -438,7 +432,7 @@ int main(int argc, char** argv) {
       const cublasLtMatmulAlgo_t* algos = variant == 0 ? chosen_heur : chosen_all;
       cudaGraph_t graph;
       cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
+      CHECK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
       const float alpha = 1.f;
       for (int l = 0; l < kLayers; ++l)
         for (int s = 0; s < 4; ++s) {
@@ -447,22 +441,22 @@ int main(int argc, char** argv) {
               row_kernel<<<m, 96, 0, c.s>>>(y[3], x);
             else
               empty_kernel<<<1, 32, 0, c.s>>>();
-            CK(cudaGetLastError());
+            CHECK(cudaGetLastError());
           }
           LK(cublasLtMatmul(c.lt, gs[s].desc, &alpha, w[variant == 2 ? 0 : l][s], gs[s].a, x, gs[s].b, &gs[s].beta, y[s], gs[s].c, y[s],
                             gs[s].c, &algos[s], c.ws, kWorkspace, c.s));
         }
-      CK(cudaStreamEndCapture(c.s, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, c.s));
+      CHECK(cudaStreamEndCapture(c.s, &graph));
+      CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, c.s));
       std::vector<float> t;
       for (int i = 0; i < 200; ++i) {
-        CK(cudaEventRecord(c.e0, c.s));
-        CK(cudaGraphLaunch(exec, c.s));
-        CK(cudaEventRecord(c.e1, c.s));
-        CK(cudaEventSynchronize(c.e1));
+        CHECK(cudaEventRecord(c.e0, c.s));
+        CHECK(cudaGraphLaunch(exec, c.s));
+        CHECK(cudaEventRecord(c.e1, c.s));
+        CHECK(cudaEventSynchronize(c.e1));
         float ms = 0;
-        CK(cudaEventElapsedTime(&ms, c.e0, c.e1));
+        CHECK(cudaEventElapsedTime(&ms, c.e0, c.e1));
         t.push_back(ms * 1e3f);
       }
       std::sort(t.begin(), t.end());
@@ -473,8 +467,8 @@ int main(int argc, char** argv) {
                   : variant == 4 ? "+ 2 LayerNorm-sized and 1 empty kernel per block"
                   : quick        ? "heuristic's first, distinct weights"
                                  : "best in chain", t[t.size() / 2], t[t.size() / 2] / kLayers);
-      CK(cudaGraphExecDestroy(exec));
-      CK(cudaGraphDestroy(graph));
+      CHECK(cudaGraphExecDestroy(exec));
+      CHECK(cudaGraphDestroy(graph));
     }
   }
   return 0;
