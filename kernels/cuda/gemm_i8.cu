@@ -4,9 +4,9 @@
 // + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
 // (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
-// [_k: K split]; rows 4 and 26 run the register-lean main loop), one figure each: ViT-B/16 fc2 at batch 64 (12608 x 768 x 3072, bias + residual into fp16),
-// TOP/s on an H200 (mma.sync s8 ceiling 1279 TOP/s; cuBLASLt fp16 640 TFLOP/s). Every shape and batch:
-// docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
+// [_k: K split]; rows 4 and 26 run the register-lean main loop), one figure each: ViT-B/16 fc2 at batch 64
+// (12608 x 768 x 3072, bias + residual into fp16), TOP/s on an H200 (mma.sync s8 ceiling 1279 TOP/s; cuBLASLt
+// fp16 640 TFLOP/s). Every shape and batch: docs/benchmarks.md ("INT8 GEMM"), tools/gpu/bench_gemm_i8.cu.
 //    0 i8_128x128x64_w8_s4       605      15 i8_32x64x128_w4_s3        416  (batch 1: best on qkv, proj, fc2)
 //    1 i8_128x64x64_w4_s4        587      16 i8_64x32x128_w4_s3        408  (batch 1: best on fc1)
 //    2 i8_64x128x64_w4_s4        582      17 i8_32x32x128_w4_s4        306

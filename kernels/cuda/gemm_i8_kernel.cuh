@@ -200,7 +200,7 @@ __device__ __forceinline__ void mma_step(int (&acc)[T::kMTiles][T::kNTiles][4], 
 }
 
 // One k32 step of a kLean row: step ks's B fragments, then the m16 tiles in turn, tile mt + 1's A fragment
-// loading while tile mt's MMAs issue (two A registers sets). The fragments' load latency that the
+// loading while tile mt's MMAs issue (two A register sets). The fragments' load latency that the
 // double-buffered loop hides within a warp is hidden here by the other warps of the scheduler.
 template <class T, bool kXU8>
 __device__ __forceinline__ void mma_step_lean(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t stage_base,
@@ -315,9 +315,7 @@ __device__ __forceinline__ void store_tile(const GemmI8Args& a, const int (&acc)
   }
 }
 
-// The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
-// One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
-// first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
+// The pipeline's first kStages - 1 k-tiles (k_tiles of them at most), waited for until the first has landed.
 template <class T, bool kAllFull>
 __device__ __forceinline__ void prologue(uint32_t base, const GemmI8Args& a, const StageLoader<T>& loader,
                                          int kt_begin, int k_tiles, int tid) {
@@ -353,6 +351,9 @@ __device__ __forceinline__ void main_loop_lean(int (&acc)[T::kMTiles][T::kNTiles
   cuda::cp_async_wait<0>();
 }
 
+// The block's K range, kt_begin .. kt_end (in kTileK steps), through the kStages-deep cp.async pipeline.
+// One barrier per k-tile, taken before the last k32 step's MMAs: after it, tile kt + 1 has landed (its
+// first fragments load during those MMAs) and no warp still reads the stage the next loads overwrite.
 template <class T, bool kXU8, bool kAllFull>
 __device__ __forceinline__ void main_loop(int (&acc)[T::kMTiles][T::kNTiles][4], uint32_t base,
                                           const LaneOffsets& lo, const GemmI8Args& a, const StageLoader<T>& loader,

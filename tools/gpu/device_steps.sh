@@ -8,7 +8,8 @@
 gpu_env() {
   local libdirs
   libdirs=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
-              python3 -c 'import glob, site; [print(d) for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
+              python3 -c 'import glob, site
+for p in site.getsitepackages(): [print(d) for d in glob.glob(p + "/nvidia/*/lib")]' 2>/dev/null) | paste -sd:)
   export LD_LIBRARY_PATH="$1/lib:$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$step_dir/gpu.txt"
 }

@@ -10,7 +10,8 @@
 //   gemm-tiny   cuBLASLt's heuristic first algorithm for ViT-Ti's fc1 shape (197 x 768 x 192, fp16)
 //   alternate   gemm-tiny and copy alternating (a GEMM followed by a LayerNorm, as in a ViT block), then the
 //               same with the copy launched with PDL after each GEMM
-//   build (from the repository root): nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/launch_latency.cu -lcublasLt -o launch_latency
+//   build (from the repository root):
+//     nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/launch_latency.cu -lcublasLt -o launch_latency
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -9,7 +9,8 @@
 // each after an L2 sweep, CUDA events, median of 5. Then it captures 12 blocks of the four GEMMs (distinct
 // weights, 172 MB, so batch 1 streams them from DRAM as the model does) in a CUDA graph with the heuristic's
 // best and with the overall best per shape, and times the replays.
-//   build (from the repository root): nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/lt_search.cu -lcublasLt -o lt_search
+//   build (from the repository root):
+//     nvcc -O2 -std=c++17 -I. -arch=sm_90 tools/gpu/lt_search.cu -lcublasLt -o lt_search
 //   usage: lt_search [--quick] [tokens ...]   (default 197 1576; --quick: no search, the heuristic's first
 //          result in the 12-block graph with distinct weights and with block 0's weights for every block)
 #include <cublasLt.h>
