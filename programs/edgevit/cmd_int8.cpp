@@ -90,9 +90,9 @@ Int8Commands add_int8_commands(CLI::App& app) {
   c.calibrate->add_flag("--ln-fold", c.ln_fold,
                         "RepQ-ViT: per-channel factors folded into each block's norm1/norm2 and the next weight "
                         "(qkv, fc1), written into the scale file (docs/int8.md)");
-  c.calibrate->add_flag("--bias-correction", c.bias_correction,
+  c.calibrate->add_flag("--bias-correction,!--no-bias-correction", c.bias_correction,
                         "each block GEMM input's per-channel mean in the scale file, from which the loader takes "
-                        "the weights' mean rounding error out of their biases (docs/int8.md)");
+                        "the weights' mean rounding error out of their biases (default on; docs/int8.md)");
   c.calibrate->add_option("-o,--output", c.output, "int8 model YAML to write (the scales go beside it)")->required();
   c.compare = app.add_subcommand("compare", "layer-wise error between two precisions on the same input (CPU)");
   c.compare->add_option("model", c.cmp_model, "model YAML")->required();

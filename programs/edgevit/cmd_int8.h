@@ -14,7 +14,7 @@ struct Int8Commands {
   double warn_db = 20;
   int threads = 1;
   bool ln_fold = false;
-  bool bias_correction = false;
+  bool bias_correction = true;  // --no-bias-correction turns it off
   std::string cmp_model, precisions = "fp32,int8", cmp_input;
   int cmp_samples = 0;
   double cmp_warn_db = 20;

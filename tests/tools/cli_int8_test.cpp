@@ -29,7 +29,8 @@ TEST(CliInt8, CalibrateWithTheLayerNormFold) {
   const std::string out = testutil::temp_dir() + "cli_int8_fold.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --ln-fold -o " + out);
   ASSERT_EQ(c.code, 0) << c.err;
-  EXPECT_NE(c.out.find("(mse, LayerNorm fold): 16 scales and 8 channel factors"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("(mse, LayerNorm fold, bias correction): 16 scales and 8 channel factors"), std::string::npos)
+      << c.out;
   std::ifstream f(testutil::temp_dir() + "cli_int8_fold.scales.safetensors", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_NE(bytes.find("\"ln_fold\":\"repq\""), std::string::npos);
@@ -42,8 +43,8 @@ TEST(CliInt8, CalibrateWithTheLayerNormFold) {
   EXPECT_NE(cmp.out.find("blocks.0.norm1.out"), std::string::npos) << cmp.out;
 }
 
-// --bias-correction (docs/int8.md "Bias correction"): the means are in the scale file, the config runs, and with
-// the fold too both go in.
+// The bias correction (docs/int8.md "Bias correction", on by default; --bias-correction says so explicitly): the
+// means are in the scale file, the config runs, and with the fold too both go in; --no-bias-correction leaves them out.
 TEST(CliInt8, CalibrateWithBiasCorrection) {
   const std::string out = testutil::temp_dir() + "cli_int8_bias.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --bias-correction -o " + out);
@@ -60,13 +61,22 @@ TEST(CliInt8, CalibrateWithBiasCorrection) {
                        testutil::temp_dir() + "cli_int8_bias_fold.yaml");
   ASSERT_EQ(both.code, 0) << both.err;
   EXPECT_NE(both.out.find("16 scales and 8 channel factors and 16 input means"), std::string::npos) << both.out;
+  const std::string plain = testutil::temp_dir() + "cli_int8_nobias.yaml";
+  const Ran off = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --no-bias-correction -o " + plain);
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_NE(off.out.find("calibrated vit-digits on 64 images (mse): 16 scales ->"), std::string::npos) << off.out;
+  std::ifstream g(testutil::temp_dir() + "cli_int8_nobias.scales.safetensors", std::ios::binary);
+  const std::string plain_bytes((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(plain_bytes.find("input_mean"), std::string::npos);
 }
 
 TEST(CliInt8, CalibrateWritesScalesAndAConfigThatRunsAtInt8) {
   const std::string out = testutil::temp_dir() + "cli_int8_digits.yaml";
   const Ran c = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --method mse -o " + out);
   ASSERT_EQ(c.code, 0) << c.err;
-  EXPECT_NE(c.out.find("calibrated vit-digits on 64 images (mse): 16 scales"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("calibrated vit-digits on 64 images (mse, bias correction): 16 scales and 16 input means"),
+            std::string::npos)
+      << c.out;
   for (const char* t : {"blocks.0.attn.qkv.out", "blocks.3.mlp.hidden", "logits"})
     EXPECT_NE(c.out.find(t), std::string::npos) << t << " missing from\n" << c.out;
   std::ifstream yaml(out);

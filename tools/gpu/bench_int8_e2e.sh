@@ -8,7 +8,7 @@
 #     time at batch 1 (and, when the bundle has bin/edgevit-old, the earlier build's, for the cost of a change);
 #   - speed (ViT-B): `edgevit bench --device-input` p50 at batch 1, 8, 64, fp16 vs int8 (both float modes).
 #   - INT8_METHOD=minmax|percentile|mse: the calibration method (default: calibrate's).
-#   - INT8_BIAS_CORRECTION=1: calibrate with --bias-correction (docs/int8.md "Bias correction").
+#   - INT8_NO_BIAS_CORRECTION=1: calibrate with --no-bias-correction (docs/int8.md "Bias correction").
 #   - INT8_ACCURACY_ONLY=1: stop after the accuracy part; INT8_SKIP_ACCURACY=1: only the speed part, on the
 #     checkpoints and scales an earlier run left in /tmp/edgevit-int8-e2e.
 #   - INT8_PROFILE=1: also `bench --profile` per-op tables of both engines at batch 1 and 64 (prof_*.txt).
@@ -41,7 +41,7 @@ PY
 accuracy() {
   local m=$work/$1 t=$1
   "$bin" calibrate "$m.yaml" --images "$work/calib.safetensors" ${INT8_METHOD:+--method "$INT8_METHOD"} \
-    ${INT8_BIAS_CORRECTION:+--bias-correction} -o "$m-int8.yaml" -t 16 \
+    ${INT8_NO_BIAS_CORRECTION:+--no-bias-correction} -o "$m-int8.yaml" -t 16 \
     >"$out/int8_calibrate_$t.log" 2>&1
   echo "$t calibrate: rc=$?"; tail -3 "$out/int8_calibrate_$t.log"
   "$bin" compare "$m-int8.yaml" -i "$work/eval.safetensors" -t 16 >"$out/int8_compare_$t.log" 2>&1

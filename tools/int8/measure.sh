@@ -2,7 +2,7 @@
 # The INT8 measurements of docs/int8.md: for each model, calibrate with each method, then compare INT8 with
 # fp32 on held-out images with each runtime.int8_activations (per_tensor and norm_per_token for each method,
 # then per_token), and each method again with the RepQ-ViT LayerNorm fold (`calibrate --ln-fold`: per_tensor +
-# fold, norm_per_token + fold), and mse with the bias correction (`calibrate --bias-correction`); prints per
+# fold, norm_per_token + fold), all without the bias correction, then mse with it (calibrate's default); prints per
 # configuration the smallest SQNR of the block GEMM outputs (attn.qkv.out, mlp.hidden) and of every compared
 # tensor, and the logits' relative error.
 # Usage: tools/int8/measure.sh EDGEVIT_BINARY DIR MODEL.yaml CALIB.safetensors EVAL.safetensors [SAMPLES]
@@ -25,7 +25,7 @@ for method in minmax percentile mse; do
   for fold in "" " + fold"; do
     cfg=$stem-$method${fold:+-fold}
     "$bin" calibrate "$model" --images "$calib" --samples "$samples" --method "$method" ${fold:+--ln-fold} \
-      -o "$cfg.yaml" -t 2 >/dev/null 2>&1
+      --no-bias-correction -o "$cfg.yaml" -t 2 >/dev/null 2>&1
     mode "$cfg.yaml" per_tensor "$cfg-per-tensor.yaml"
     "$bin" compare "$cfg-per-tensor.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method$fold (per tensor)"
     "$bin" compare "$cfg.yaml" -i "$eval" -t 2 2>/dev/null | summary "$stem $method$fold (norm_per_token)"
