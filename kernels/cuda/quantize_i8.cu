@@ -10,13 +10,15 @@
 //                       3.9 us (docs/benchmarks.md "INT8 producers and fc2 at small batches").
 //   generic             one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
 //                       C not a multiple of 8, unaligned pointers).
-// All give the reference's q = rne(x / s) (IEEE division): the generic kernel divides, the row kernels
-// multiply by 1 / s and divide only next to a rounding tie (Quantizer in quantize_i8_device.cuh, proof
-// beside it).
+// Rows -> int8 give the reference's q = rne(x / s) (IEEE division) bit for bit: the generic kernel divides, the
+// row kernels multiply by 1 / s and divide only next to a rounding tie (Quantizer in quantize_i8_device.cuh, proof
+// beside it). LayerNorm -> int8 in the row kernels quantizes its finite rows as rne(y * (1 / s)) without that tie
+// rule (quantize_store8_nearest): its y already differs from the reference's in the last bits.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 
 #include "kernels/cuda/quantize_i8.h"
@@ -95,6 +97,21 @@ __device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, in
   *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
 }
 
+// rne(v[j] * inv) saturated to [-127, 127] for eight finite values, one 8-byte store: the LayerNorm's codes, whose
+// values already differ from the reference's in their last bits (fp32 statistics in another order, against its
+// float64), so the exact rule next to a tie (quantize(v, z)) would buy no equality there. Adding 1.5 * 2^23 to the
+// saturated product rounds it to an integer (to nearest even) held in the low mantissa bits, so a code is the low
+// byte of that float (two's complement for the negative ones): no F2I (a quarter-rate conversion) and no tie test.
+__device__ void quantize_store8_nearest(const float (&v)[kChunk], float inv, int8_t* q) {
+  uint32_t b[kChunk];
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j)
+    b[j] = __float_as_uint(__fadd_rn(fminf(fmaxf(__fmul_rn(v[j], inv), -127.f), 127.f), 12582912.f));
+  const uint32_t w0 = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+  const uint32_t w1 = __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040), 0x5410);
+  *reinterpret_cast<uint2*>(q) = make_uint2(w0, w1);
+}
+
 // max |v[e]| over a chunk as a balanced tree (fmaxf is exact, so the order is free; depth 3, not a chain of 8).
 __device__ float chunk_amax(const float (&v)[kChunk]) {
   const float a = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
@@ -152,6 +169,7 @@ __global__ void __launch_bounds__(kMaxRowWarps * 32)
       }
     }
   float amax = 0.f;
+  bool finite_row = false;  // kNorm: the statistics are finite (then every value is, gamma and beta being finite)
   if constexpr (kNorm) {
     float sum = 0.f;
 #pragma unroll
@@ -170,6 +188,7 @@ __global__ void __launch_bounds__(kMaxRowWarps * 32)
           sq += d * d;
         }
     const float rstd = rsqrtf(row_reduce<kBlock, false>(sq, red[1]) / static_cast<float>(c) + eps);
+    finite_row = fabsf(mean) <= FLT_MAX && rstd == rstd;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int i = (j * nt + ti) * kChunk;
@@ -194,10 +213,18 @@ __global__ void __launch_bounds__(kMaxRowWarps * 32)
   const float sr = row_scale(scale == nullptr ? row_reduce<kBlock, true>(amax, red[2]) : 0.f, scale);
   const Quantizer z = make_quantizer(sr);
   int8_t* qr = q + static_cast<int64_t>(row) * c;
+  if (kNorm && finite_row && !z.divide) {  // uniform over the row's threads
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    const int i = (j * nt + ti) * kChunk;
-    if (i < c) quantize_store8<kBlock>(v[j], z, qr + i);
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * nt + ti) * kChunk;
+      if (i < c) quantize_store8_nearest(v[j], z.inv, qr + i);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * nt + ti) * kChunk;
+      if (i < c) quantize_store8<kBlock>(v[j], z, qr + i);
+    }
   }
   if (ti == 0) s[row] = sr;
 }

@@ -4,8 +4,8 @@
 // fallback past 2048, off multiples of 8 or off 16-byte alignment), outputs poisoned (int8 -128, NaN scales)
 // before each launch.
 // Rules: the row quantizer is exact (same fp32 value, same division and rounding): equal codes and
-// scales. LayerNorm -> int8: fp32 statistics in another order (and rsqrtf) may move a value at a rounding tie
-// by one step, so codes differ by at most 1, on at most 1% of the elements, and the dequantized output is
+// scales. LayerNorm -> int8: fp32 statistics in another order (and rsqrtf), and codes rounded from y * (1 / s)
+// instead of y / s, may move a value at a rounding tie by one step, so codes differ by at most 1, on at most 1% of the elements, and the dequantized output is
 // within base/tolerances.h's kInt8Kernel normwise of the reference's; per-token scales within 1e-5.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -251,6 +251,38 @@ TEST(QuantizeI8Cuda, LayerNormOfFp32ToInt8MatchesTheReferenceWithinOneStepAtTies
   for (int m : kRowCounts)
     for (int c : {64, 384, 768, 1004, 1024, 1280, 2048, 3072}) check_layernorm<float>(rng, m, c, 0);
   check_layernorm<float>(rng, 197, 768, 1);
+}
+
+// A row with a NaN or an Inf takes the exact rule (its statistics are not finite): codes 0, as the reference
+// quantizes NaN; the finite rows around it keep their codes. Both row kernels (1 and 197 rows), per token.
+TEST(QuantizeI8Cuda, LayerNormOfANonFiniteRowGivesZeroCodes) {
+  constexpr int c = 768;
+  for (int m : {3, 197}) {
+    std::vector<float> xf(static_cast<size_t>(m) * c), ones(c, 1.f), zeros(c, 0.f);
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] = static_cast<float>(i % 13) - 6.f;
+    xf[1 * c + 5] = std::numeric_limits<float>::quiet_NaN();
+    xf[2 * c + 7] = std::numeric_limits<float>::infinity();
+    const std::vector<__half> x = halves(xf), g = halves(ones), b = halves(zeros);
+    Dev<__half> dx(x.size()), dg(c), db(c);
+    Dev<int8_t> dq(x.size());
+    Dev<float> ds(m);
+    cudaMemcpy(dx.p, x.data(), x.size() * sizeof(__half), cudaMemcpyHostToDevice);
+    cudaMemcpy(dg.p, g.data(), c * sizeof(__half), cudaMemcpyHostToDevice);
+    cudaMemcpy(db.p, b.data(), c * sizeof(__half), cudaMemcpyHostToDevice);
+    poison(dq, ds, x.size(), m);
+    EV_ASSERT_CUDA(layernorm(dx.p, dg.p, db.p, nullptr, dq.p, ds.p, m, c));
+    EV_ASSERT_CUDA(cudaDeviceSynchronize());
+    const Fetched got = download(dq, ds, x.size(), m);
+    for (int r = 0; r < m; ++r) {
+      int nonzero = 0;
+      for (int i = 0; i < c; ++i) nonzero += got.q[static_cast<size_t>(r) * c + i] != 0;
+      if (r == 1 || r == 2) {
+        EXPECT_EQ(nonzero, 0) << "row " << r << " of " << m;
+      } else {
+        EXPECT_GT(nonzero, c / 2) << "row " << r << " of " << m;
+      }
+    }
+  }
 }
 
 }  // namespace
