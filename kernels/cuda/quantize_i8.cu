@@ -6,8 +6,8 @@
 //                       shuffles then shared memory, the exact rule out of line (quantize4); from there a warp
 //                       per row (C <= 2048), 2 rows per block (4 from 2048 rows), the exact rule inlined.
 //                       ViT-B/16 LayerNorm -> int8 on the H200, median in the graph replay (CUPTI trace):
-//                       batch 1, a row per block, 2.7 us (the fp16 LayerNorm's 2.05); batch 8, a warp per row,
-//                       3.9 us (docs/benchmarks.md "INT8 producers and fc2 at small batches").
+//                       batch 1, a row per block, 2.30 us (the fp16 LayerNorm's 2.05); batch 8, a warp per row,
+//                       3.01 us (2.88); batch 64 10.94 us (11.3) (docs/benchmarks.md "INT8 end to end").
 //   generic             one warp per row, scalar loops over global memory: any C, any alignment (C > 2048,
 //                       C not a multiple of 8, unaligned pointers).
 // Rows -> int8 give the reference's q = rne(x / s) (IEEE division) bit for bit: the generic kernel divides, the
