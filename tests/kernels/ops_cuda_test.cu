@@ -173,7 +173,8 @@ struct ImCase { int b, c, h, w, p; };
 TEST(OpsCuda, Im2colAllTypePairsMatchTheReferenceExactly) {
   for (const ImCase ic : {ImCase{2, 3, 32, 32, 8}, ImCase{3, 1, 8, 8, 2}, ImCase{2, 3, 224, 224, 16},
                           ImCase{1, 3, 48, 48, 16}, ImCase{2, 3, 48, 32, 8}, ImCase{1, 3, 32, 96, 16},
-                          ImCase{2, 1, 6, 10, 2}}) {
+                          ImCase{2, 1, 6, 10, 2}, ImCase{2, 3, 70, 42, 14}, ImCase{1, 3, 518, 518, 14},
+                          ImCase{2, 3, 21, 35, 7}, ImCase{1, 1, 14, 2758, 14}}) {
     const size_t n = static_cast<size_t>(ic.b) * ic.c * ic.h * ic.w;
     const auto img = testutil::random_floats(n, fresh_seed());
     std::vector<float> ref(n), ref16(n);
@@ -195,7 +196,9 @@ TEST(OpsCuda, Im2colAllTypePairsMatchTheReferenceExactly) {
     EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), out16.get(), ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
     EV_ASSERT_CUDA(cudaDeviceSynchronize());
     expect_exact(out16.get_f32(), ref16, what + " f16");
-    // An output 2 bytes past 16-byte alignment takes the one-element-per-thread kernel: same result.
+    // An output 2 bytes past 16-byte alignment takes another kernel than the 16-byte one: same result. (Patch 14
+    // and 7 take the shared-memory kernel, aligned or not; 14 x 2758 fp32 elements do not fit its 48 KB: the
+    // one-element-per-thread kernel.)
     DevBuf<__half> shifted(n + 1);
     shifted.poison();
     EV_ASSERT_CUDA(gpu::im2col_patches_f16(in16.get(), shifted.get() + 1, ic.b, ic.c, ic.h, ic.w, ic.p, nullptr));
