@@ -59,7 +59,7 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, f
   __syncthreads();
   // The group's threads take 8-column chunks of its 16 rows.
   const int group_warp0 = warp - warp % T::kKvSplit;
-  const gpu::i8prod::Quantizer z = gpu::i8prod::make_quantizer(o_scale);  // unused (removed) without kI8Out
+  const float inv_scale = 1.f / o_scale;  // kI8Out's (unused, removed, without it)
   for (int c = (warp % T::kKvSplit) * 32 + lane; c < 16 * T::kChunks; c += T::kKvSplit * 32) {
     const int r = c / T::kChunks, ch = c % T::kChunks;
     const int row = row0 + r;
@@ -83,11 +83,11 @@ __device__ __forceinline__ void combine_split_kv(const FusedArgs& a, OutT* og, f
       acc[0] += w[j] * lo.x; acc[1] += w[j] * lo.y; acc[2] += w[j] * lo.z; acc[3] += w[j] * lo.w;
       acc[4] += w[j] * hi.x; acc[5] += w[j] * hi.y; acc[6] += w[j] * hi.z; acc[7] += w[j] * hi.w;
     }
-    if constexpr (kI8Out) {  // the fp32 normalised values quantized
-      // One test per 4 values; the exact rule out of line only next to a rounding tie (rare: quantize4).
+    if constexpr (kI8Out) {  // the fp32 normalised values quantized (stage_output_i8's rule)
+      const float f = inv * inv_scale;
       *reinterpret_cast<uint2*>(og + static_cast<int64_t>(row) * a.os.row + ch * 8) =
-          make_uint2(gpu::i8prod::quantize4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv, z),
-                     gpu::i8prod::quantize4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv, z));
+          make_uint2(gpu::i8prod::nearest4<true>(acc[0] * f, acc[1] * f, acc[2] * f, acc[3] * f),
+                     gpu::i8prod::nearest4<true>(acc[4] * f, acc[5] * f, acc[6] * f, acc[7] * f));
     } else {
       uint4 out;
       out.x = pack_half2(acc[0] * inv, acc[1] * inv);
@@ -403,8 +403,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) flash_fwd_kernel(c
   __half* so = s_q + warp_row0 * T::kSmemRow;
   if constexpr (kI8Out) {
     int8_t* so8 = reinterpret_cast<int8_t*>(so);  // rows of 2 kSmemRow bytes, the fp16 staging's pitch
-    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kSmemRow>(so8, o_acc, row_sum,
-                                                            gpu::i8prod::make_quantizer(o_scale), g, t);
+    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kSmemRow>(so8, o_acc, row_sum, 1.f / o_scale, g, t);
     __syncwarp();
 #pragma unroll
     for (int c = lane; c < T::kWarpRows * T::kChunks; c += 32) {

@@ -62,8 +62,7 @@ __device__ __forceinline__ void write_output(const I8Args& a, WarpState<T>& w, u
   if constexpr (kI8Out) {  // rows of 2 kRowV bytes (the fp16 staging's pitch), 8-byte chunks of codes
     int8_t* og = a.o_i8 + b * a.os.batch + h * a.os.head;
     int8_t* so = reinterpret_cast<int8_t*>(smem_raw) + warp_row0 * 2 * T::kRowV;
-    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kRowV>(so, w.o_acc, w.row_sum,
-                                                          gpu::i8prod::make_quantizer(__ldg(a.o_scale)), g, t);
+    stage_output_i8<T::kMTiles, T::kOTiles, 2 * T::kRowV>(so, w.o_acc, w.row_sum, 1.f / __ldg(a.o_scale), g, t);
     __syncwarp();
 #pragma unroll
     for (int c = lane; c < T::kWarpRows * T::kChunksV; c += 32) {

@@ -97,28 +97,26 @@ __device__ __forceinline__ void stage_output_f16(__half* so, const float (&o_acc
 }
 
 // The int8 form of stage_output_f16: each normalised fp32 output o (before any fp16 rounding, so closer to
-// the exact attention than quantizing an fp16 O) becomes the code rne(o / s) saturated to [-127, 127]
-// (kernels/cpu/quantize_i8_ref.h's rule; z multiplies by 1 / s and divides only next to a tie), staged at so
-// as bytes, kRowBytes a row; a row with no valid key is zeros (code 0).
+// the exact attention than quantizing an fp16 O) becomes the code rne(o / s) saturated to [-127, 127], as
+// rne(acc * (1 / l) * (1 / s)) with one multiply by the row's factor and the nearest rule without the tie test
+// (i8prod::nearest4: the attention's o differs from the reference's in the last bits, so the exact rule would buy
+// no equality), staged at so as bytes, kRowBytes a row; a row with no valid key is zeros (code 0).
 template <int kMTiles, int kOTiles, int kRowBytes>
 __device__ __forceinline__ void stage_output_i8(int8_t* so, const float (&o_acc)[kMTiles][kOTiles][4],
-                                                const float (&row_sum)[kMTiles][4], const gpu::i8prod::Quantizer& z,
-                                                int g, int t) {
+                                                const float (&row_sum)[kMTiles][4], float inv_scale, int g, int t) {
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
-    float inv[2];
+    float f[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = row_sum[m][2 * r];
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
+      f[r] = l > 0.f ? (1.f / l) * inv_scale : 0.f;
     }
-    // The common path, one test per 4 values; the exact rule for those 4 (out of line) only when one sits next
-    // to a rounding tie (rare: quantize4).
 #pragma unroll
     for (int i = 0; i < kOTiles; ++i) {
       const int col = i * 8 + 2 * t;
-      const uint32_t w = gpu::i8prod::quantize4(o_acc[m][i][0] * inv[0], o_acc[m][i][1] * inv[0],
-                                                o_acc[m][i][2] * inv[1], o_acc[m][i][3] * inv[1], z);
+      const uint32_t w = gpu::i8prod::nearest4<true>(o_acc[m][i][0] * f[0], o_acc[m][i][1] * f[0],
+                                                     o_acc[m][i][2] * f[1], o_acc[m][i][3] * f[1]);
       *reinterpret_cast<uint16_t*>(so + (m * 16 + g) * kRowBytes + col) = static_cast<uint16_t>(w);
       *reinterpret_cast<uint16_t*>(so + (m * 16 + g + 8) * kRowBytes + col) = static_cast<uint16_t>(w >> 16);
     }

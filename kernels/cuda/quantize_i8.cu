@@ -97,19 +97,15 @@ __device__ void quantize_store8(const float (&v)[kChunk], const Quantizer& z, in
   *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
 }
 
-// rne(v[j] * inv) saturated to [-127, 127] for eight finite values, one 8-byte store: the LayerNorm's codes, whose
-// values already differ from the reference's in their last bits (fp32 statistics in another order, against its
-// float64), so the exact rule next to a tie (quantize(v, z)) would buy no equality there. Adding 1.5 * 2^23 to the
-// saturated product rounds it to an integer (to nearest even) held in the low mantissa bits, so a code is the low
-// byte of that float (two's complement for the negative ones): no F2I (a quarter-rate conversion) and no tie test.
+// rne(v[j] * inv) saturated to [-127, 127] for eight values that are not NaN, one 8-byte store: the LayerNorm's
+// codes by the nearest rule without the tie test (i8prod::nearest4: y already differs from the reference's in the
+// last bits, fp32 statistics in another order against its float64).
 __device__ void quantize_store8_nearest(const float (&v)[kChunk], float inv, int8_t* q) {
-  uint32_t b[kChunk];
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j)
-    b[j] = __float_as_uint(__fadd_rn(fminf(fmaxf(__fmul_rn(v[j], inv), -127.f), 127.f), 12582912.f));
-  const uint32_t w0 = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
-  const uint32_t w1 = __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040), 0x5410);
-  *reinterpret_cast<uint2*>(q) = make_uint2(w0, w1);
+  *reinterpret_cast<uint2*>(q) =
+      make_uint2(i8prod::nearest4<false>(__fmul_rn(v[0], inv), __fmul_rn(v[1], inv), __fmul_rn(v[2], inv),
+                                         __fmul_rn(v[3], inv)),
+                 i8prod::nearest4<false>(__fmul_rn(v[4], inv), __fmul_rn(v[5], inv), __fmul_rn(v[6], inv),
+                                         __fmul_rn(v[7], inv)));
 }
 
 // max |v[e]| over a chunk as a balanced tree (fmaxf is exact, so the order is free; depth 3, not a chain of 8).

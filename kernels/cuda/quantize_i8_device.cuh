@@ -1,6 +1,7 @@
 // Device pieces the INT8 producers share (kernels/cuda/quantize_i8.cu, kernels/cuda/layernorm_i8_f64.cu, and the
 // fused attention's int8 output, kernels/cuda/mha_softmax_pv.cuh): the reference's quantization rule
-// (kernels/cpu/quantize_i8_ref.h), its division-free form (Quantizer) and the warp reductions around it.
+// (kernels/cpu/quantize_i8_ref.h), its division-free form (Quantizer), the nearest rule without the tie test for
+// producers that are not bit-exact anyway (nearest4), and the warp reductions around them.
 // Include from .cu files (and the kernel headers they include) only.
 #pragma once
 
@@ -64,9 +65,8 @@ __device__ __forceinline__ int8_t quantize_common(float v, const Quantizer& z, b
 
 // quantize(v, s) for four values packed little-endian (v0 in the low byte), out of line: the exact path of
 // callers that unroll many values calls it next to a rounding tie (rare) instead of inlining an IEEE division
-// per value, which keeps those kernels small (the fused attention's int8 output q64_w4_kv32_s2_qs: 1704 SASS
-// instructions against 2600; fp16 output 1016). Time: no change measured in the attention (H200); the
-// warp-per-row LayerNorm -> int8 was 0.15 us slower with it at batch 8, so it inlines quantize(v, z) instead.
+// per value, which keeps those kernels small (the row-per-block rows -> int8 kernel of quantize_i8.cu; the
+// warp-per-row kernel was 0.15 us slower with it at batch 8, so it inlines quantize(v, z) instead).
 static __device__ __noinline__ uint32_t quantize4_exact(float v0, float v1, float v2, float v3, float s) {
   return static_cast<uint32_t>(static_cast<uint8_t>(quantize(v0, s))) |
          static_cast<uint32_t>(static_cast<uint8_t>(quantize(v1, s))) << 8 |
@@ -83,6 +83,25 @@ __device__ __forceinline__ uint32_t quantize4(float v0, float v1, float v2, floa
                      static_cast<uint32_t>(static_cast<uint8_t>(quantize_common(v2, z, &exact))) << 16 |
                      static_cast<uint32_t>(static_cast<uint8_t>(quantize_common(v3, z, &exact))) << 24;
   return exact ? quantize4_exact(v0, v1, v2, v3, z.s) : w;
+}
+
+// The nearest rule without the tie test, for producers whose values already differ from the reference's in their
+// last bits (LayerNorm -> int8: fp32 statistics in another order; the attention's int8 output: another summation
+// order), where the exact rule next to a tie buys no equality: t = v * (1 / s) computed by the caller, saturated
+// to [-127, 127] and rounded to nearest even by adding 1.5 * 2^23 (the integer lands in the low mantissa bits), so
+// the code is the low byte of that float (two's complement for the negative ones): no F2I (a quarter-rate
+// conversion), no division, no branch. kNaN: t may be NaN (-> 0, the reference's rule); else the caller knows t is
+// not NaN (+-Inf saturates like the reference).
+template <bool kNaN>
+__device__ __forceinline__ uint32_t nearest_code_bits(float t) {
+  if constexpr (kNaN) t = t == t ? t : 0.f;
+  return __float_as_uint(__fadd_rn(fminf(fmaxf(t, -127.f), 127.f), 12582912.f));
+}
+// nearest_code_bits of four values, packed little-endian (t0 in the low byte).
+template <bool kNaN>
+__device__ __forceinline__ uint32_t nearest4(float t0, float t1, float t2, float t3) {
+  return __byte_perm(__byte_perm(nearest_code_bits<kNaN>(t0), nearest_code_bits<kNaN>(t1), 0x0040),
+                     __byte_perm(nearest_code_bits<kNaN>(t2), nearest_code_bits<kNaN>(t3), 0x0040), 0x5410);
 }
 
 }  // namespace edgevit::gpu::i8prod
