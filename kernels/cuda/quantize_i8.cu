@@ -129,6 +129,27 @@ __device__ float row_reduce(float v, float* red) {
   return v;
 }
 
+// This thread's chunks of a row's codes (chunk j at element (j nt + ti) 8 of qr): LayerNorm's finite rows by the
+// nearest rule without the tie test (quantize_store8_nearest; `finite_row` and z are uniform over the row's
+// threads), other rows by the reference's exact rule.
+template <int kVec, bool kNorm, bool kBlock>
+__device__ __forceinline__ void store_row_codes(const float (&v)[kVec][kChunk], const Quantizer& z, bool finite_row,
+                                                int8_t* qr, int nt, int ti, int c) {
+  if (kNorm && finite_row && !z.divide) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int i = (j * nt + ti) * kChunk;
+      if (i < c) quantize_store8_nearest(v[j], z.inv, qr + i);
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const int i = (j * nt + ti) * kChunk;
+    if (i < c) quantize_store8<kBlock>(v[j], z, qr + i);
+  }
+}
+
 // The row held in registers: thread t of the row's nt threads owns chunks t, t + nt, ... (coalesced 16-byte
 // loads). kBlock false: a warp per row (nt = 32, blockDim.x / 32 rows a block); true: a row per block of up to
 // kMaxRowWarps warps (nt = blockDim.x), for few rows, where one warp's chain of dependent instructions over the
@@ -208,20 +229,7 @@ __global__ void __launch_bounds__(kMaxRowWarps * 32)
   }
   const float sr = row_scale(scale == nullptr ? row_reduce<kBlock, true>(amax, red[2]) : 0.f, scale);
   const Quantizer z = make_quantizer(sr);
-  int8_t* qr = q + static_cast<int64_t>(row) * c;
-  if (kNorm && finite_row && !z.divide) {  // uniform over the row's threads
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const int i = (j * nt + ti) * kChunk;
-      if (i < c) quantize_store8_nearest(v[j], z.inv, qr + i);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const int i = (j * nt + ti) * kChunk;
-      if (i < c) quantize_store8<kBlock>(v[j], z, qr + i);
-    }
-  }
+  store_row_codes<kVec, kNorm, kBlock>(v, z, finite_row, q + static_cast<int64_t>(row) * c, nt, ti, c);
   if (ti == 0) s[row] = sr;
 }
 

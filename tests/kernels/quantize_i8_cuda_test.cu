@@ -5,8 +5,9 @@
 // before each launch.
 // Rules: the row quantizer is exact (same fp32 value, same division and rounding): equal codes and
 // scales. LayerNorm -> int8: fp32 statistics in another order (and rsqrtf), and codes rounded from y * (1 / s)
-// instead of y / s, may move a value at a rounding tie by one step, so codes differ by at most 1, on at most 1% of the elements, and the dequantized output is
-// within base/tolerances.h's kInt8Kernel normwise of the reference's; per-token scales within 1e-5.
+// instead of y / s, may move a value at a rounding tie by one step, so codes differ by at most 1, on at most 1%
+// of the elements, and the dequantized output is within base/tolerances.h's kInt8Kernel normwise of the
+// reference's; per-token scales within 1e-5; a row with a NaN or an Inf gives zeros.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -62,7 +62,8 @@ TEST(CliInt8, CalibrateWithBiasCorrection) {
   ASSERT_EQ(both.code, 0) << both.err;
   EXPECT_NE(both.out.find("16 scales and 8 channel factors and 16 input means"), std::string::npos) << both.out;
   const std::string plain = testutil::temp_dir() + "cli_int8_nobias.yaml";
-  const Ran off = run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --no-bias-correction -o " + plain);
+  const Ran off =
+      run("calibrate " + kDigits + " --images " + kCalib + " --samples 64 --no-bias-correction -o " + plain);
   ASSERT_EQ(off.code, 0) << off.err;
   EXPECT_NE(off.out.find("calibrated vit-digits on 64 images (mse): 16 scales ->"), std::string::npos) << off.out;
   std::ifstream g(testutil::temp_dir() + "cli_int8_nobias.scales.safetensors", std::ios::binary);
