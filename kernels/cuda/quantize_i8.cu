@@ -298,9 +298,9 @@ RowsKernel<In> pick_block_row(int chunks) {
 // A row per block of ceil(C / 8 / 32) warps (at most kMaxRowWarps) below kBlockRowsPerSm rows per SM: a warp per
 // row would leave the schedulers (4 an SM) with fewer than two warps each, and its time is one warp's dependent
 // chain over the whole row (H200, 132 SMs: ViT-B batch 1, 197 rows, takes a block per row, batch 8, 1576 rows, a
-// warp per row; an 8-SM Orin NX a warp per row from 64 rows). Re-measured with LayerNorm's nearest rule (H200,
-// ViT-B INT8 end to end, 2026-11-27): a warp per row at batch 1 / 4 gave 0.429-0.431 / 0.717-0.719 ms against
-// 0.421-0.423 / 0.714-0.716 with a block per row.
+// warp per row; an 8-SM Orin NX a warp per row from 64 rows). With LayerNorm's nearest rule too (H200, ViT-B INT8
+// end to end): a warp per row at batch 1 / 4 takes 0.429-0.431 / 0.717-0.719 ms, a block per row 0.421-0.423 /
+// 0.714-0.716.
 constexpr int kBlockRowsPerSm = 8;
 
 int multiprocessors() {
