@@ -61,7 +61,8 @@ for f in ./usr/bin/edgevit ./usr/bin/edgevit-selftest ./usr/share/edgevit/config
          ./usr/share/edgevit/config/devices/orin-nx-16gb.yaml ./usr/share/edgevit/testdata/digits/test_split.safetensors \
          ./usr/lib/libedgevit.so.0 ./usr/include/edgevit/edgevit.h ./usr/include/edgevit/edgevit.hpp \
          ./usr/include/edgevit/runtime/engine.h ./usr/lib/cmake/edgevit/edgevitConfig.cmake \
-         ./usr/lib/pkgconfig/edgevit.pc; do
+         ./usr/lib/pkgconfig/edgevit.pc ./usr/share/edgevit/tools/board/int8_speed.sh \
+         ./usr/share/edgevit/tools/int8/random_vits.py; do
   grep -q " $f\( -> .*\)\?\$" <<<"$contents" || fail "$deb: missing $f"
 done
 if grep -q " ./usr/bin/edgevitd\$" <<<"$contents"; then

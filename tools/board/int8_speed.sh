@@ -7,7 +7,8 @@
 # twice, at batch 1, 8 and 64, and the speed-up against the targets (>= 1.0, 1.2, 1.35), with `edgevit plan`'s
 # roofline beside (the floor on the profile `--device auto` picks). A batch that does not run (the device cannot
 # hold it) is reported, not failed.
-#   usage: tools/board/int8_speed.sh [EDGEVIT [WORK_DIR]]   (EDGEVIT: default build/bin/edgevit, else PATH's)
+#   usage: tools/board/int8_speed.sh [EDGEVIT [WORK_DIR]]   (EDGEVIT: default build/bin/edgevit in a checkout,
+#   bin/edgevit beside an installed share/edgevit, else PATH's)
 #   environment: INT8_SPEED_MODEL=CONFIG.yaml and INT8_SPEED_IMAGES=FILE (another model and its calibration
 #   images), INT8_SPEED_BATCHES="1 8 64", INT8_SPEED_ITERS (default 200; 40 from batch 64 on)
 #   exit: 0 measured (targets met or not: the table says), 1 a step failed (its log is named), 2 usage
@@ -15,7 +16,9 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-}
 if [ -z "$bin" ]; then
-  if [ -x "$root/build/bin/edgevit" ]; then bin=$root/build/bin/edgevit; else bin=$(command -v edgevit || true); fi
+  for b in "$root/build/bin/edgevit" "$root/../../bin/edgevit" "$(command -v edgevit || true)"; do
+    [ -n "$b" ] && [ -x "$b" ] && { bin=$b; break; }
+  done
 fi
 [ -n "$bin" ] && [ -x "$bin" ] || { echo "int8_speed.sh: no edgevit binary (pass its path)" >&2; exit 2; }
 work=${2:-/tmp/edgevit-int8-speed}

@@ -38,6 +38,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/config/models/vit-digits.yaml ${PROJECT_SOUR
               ${PROJECT_SOURCE_DIR}/config/models/vit-small-patch16-224.yaml
               ${PROJECT_SOURCE_DIR}/config/models/vit-base-patch16-224.yaml
         DESTINATION ${_ev_share}/config/models)
+# The on-board INT8 speed measurement (docs/deploy.md) and the numpy-only random ViTs it times: it finds
+# random_vits.py from its own place (share/edgevit/tools/...) and edgevit on PATH or in ../../../bin.
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/board/int8_speed.sh DESTINATION ${_ev_share}/tools/board)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/int8/random_vits.py DESTINATION ${_ev_share}/tools/int8)
 install(FILES ${PROJECT_SOURCE_DIR}/tests/data/digits/test_split.safetensors
               ${PROJECT_SOURCE_DIR}/tests/data/digits/calib_split.safetensors DESTINATION ${_ev_share}/testdata/digits)
 if(TARGET edgevitd)
