@@ -52,33 +52,19 @@ float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias) {
   return std::fma(static_cast<float>(acc), scale, bias);
 }
 
-float gemm_i8_erf_ratio_ref(float p, float q) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &q, sizeof bits);
-  bits = kGemmI8RcpMagic - bits;
-  float y = 0.f;
-  std::memcpy(&y, &bits, sizeof y);
-  for (int i = 0; i < kGemmI8RcpSteps; ++i) y = std::fma(y, std::fma(-q, y, 1.f), y);
-  const float r = p * y;
-  return std::fma(y, std::fma(-q, r, p), r);
-}
-
-void gemm_i8_erf_terms_ref(float x, float* p, float* q) {
-  const float x2 = x * x;
-  float pp = std::fma(x2, kGemmI8ErfP0, kGemmI8ErfP1);
-  for (float c : {kGemmI8ErfP2, kGemmI8ErfP3, kGemmI8ErfP4, kGemmI8ErfP5, kGemmI8ErfP6}) pp = std::fma(x2, pp, c);
-  *p = x * pp;
-  float qq = std::fma(x2, kGemmI8ErfQ0, kGemmI8ErfQ1);
-  for (float c : {kGemmI8ErfQ2, kGemmI8ErfQ3, kGemmI8ErfQ4}) qq = std::fma(x2, qq, c);
-  *q = qq;
-}
+const float kGemmI8GeluTable[kGemmI8GeluTableRows][4] = {
+#include "kernels/cpu/gemm_i8_gelu_table.inc"
+};
 
 float gemm_i8_gelu_ref(float v) {
-  const float x = std::fmin(std::fmax(v * 0.70710678f, -4.f), 4.f);
-  float p = 0.f, q = 0.f;
-  gemm_i8_erf_terms_ref(x, &p, &q);
-  const float h = 0.5f * v;
-  return h * (1.f + gemm_i8_erf_ratio_ref(p, q));
+  const float t = std::fmin(std::fmax(v, -kGemmI8GeluClamp), kGemmI8GeluClamp) * kGemmI8GeluInvStep;
+  const float tm = t + 12582912.f;
+  const float d = t - (tm - 12582912.f);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &tm, sizeof bits);  // 0x4B400000 + round(t): the rounded integer in the low bits
+  const float* c = kGemmI8GeluTable[static_cast<int>(bits - 0x4B400000u) + kGemmI8GeluTableCenter];
+  const float p = std::fma(d, std::fma(d, std::fma(d, c[3], c[2]), c[1]), c[0]);
+  return v * p;
 }
 
 int8_t gemm_i8_quantize_ref(float q) {

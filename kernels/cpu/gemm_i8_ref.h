@@ -5,18 +5,15 @@
 //   v         = fma(float(acc), sx[m or 0] * sw[n], bias[n])    fp32; float(acc) rounds to nearest even,
 //                                                               the scale product is one rounded multiply
 //   then the epilogue (GemmI8Epilogue) in fp32, each step one rounded operation in this order:
-//   GELU (erf)  x = clamp(v * 0.70710678, -4, 4); x2 = x * x
-//               p = x * P(x2), q = Q(x2)   (Horner, one fma a step: kGemmI8ErfP / kGemmI8ErfQ)
-//               g = (0.5 * v) * (1 + p / q)
-//               p / q without a division (gemm_i8_erf_ratio_ref): y = the float whose bits are
-//               kGemmI8RcpMagic - bits(q) (1/q within 13%), then kGemmI8RcpSteps Newton steps
-//               y = fma(y, fma(-q, y, 1), y), r = p * y, p / q = fma(y, fma(-q, r, p), r). On every fp32
-//               x in [-4, 4], 1 + this equals 1 + the IEEE quotient, so g is the division form's bit for bit
-//               (tests/kernels/gemm_i8_slow_test.cpp checks all 1.08e9 x); the GPU runs it as straight-line
-//               fma code (an IEEE division there is a reciprocal, a check and a branch an output).
-//               p / q is the rational fp32 erf of XLA and Eigen (|error| <= 4e-7 on [-4, 4]; erf(+-4) rounds
-//               to +-1 in fp32); g is within 1.5e-6 of the exact erf GELU. It replaces erfc, which costs ~75
-//               instructions an output on the GPU (this form ~28) and is not reproducible bit for bit.
+//   GELU (erf)  t = clamp(v, -5.5, 5.5) * 4 (exact); ti = (t + 1.5 * 2^23) - 1.5 * 2^23 (t rounded to the
+//               nearest integer k, ties to even, by the two adds); d = t - ti (exact, in [-1/2, 1/2]);
+//               p = c0 + d (c1 + d (c2 + d c3)) (Horner, one fma a step) with row k + 22 of kGemmI8GeluTable
+//               (Phi, the normal CDF, as a cubic on [k - 1/2, k + 1/2] / 4: tools/int8/make_gelu_table.py);
+//               g = v * p. |g - v Phi(v)| <= 1e-6 for |v| <= 12 (tests/kernels/gemm_i8_slow_test.cpp checks
+//               every float32 there); NaN stays NaN (the clamp sends it to -5.5, v * p is NaN). Thirteen
+//               instructions an output on the GPU (two min / max, the multiply, three adds, the row's index and
+//               one 16-byte load, three fma, the product) where the rational erf with a Newton reciprocal took
+//               ~27 and erfc ~75; fc1's epilogue is most of what its GELU costs (docs/kernels-gemm-i8.md).
 //   residual    y = r + v                 (r: the residual's fp16 value, or its fp32 value for kF32BiasResidual)
 //   INT8 out    q = v * inv, inv = 1 / out_scale (rounded once), rounded to nearest even, saturated to
 //               [-127, 127]  (a multiply: the GPU's IEEE division is ~10 instructions an output)
@@ -32,23 +29,16 @@
 
 namespace edgevit {
 
-// The rational erf's coefficients, highest power first: erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4].
-constexpr float kGemmI8ErfP0 = -2.72614225801306e-10f, kGemmI8ErfP1 = 2.77068142495902e-08f,
-                kGemmI8ErfP2 = -2.10102402082508e-06f, kGemmI8ErfP3 = -5.69250639462346e-05f,
-                kGemmI8ErfP4 = -7.34990630326855e-04f, kGemmI8ErfP5 = -2.95459980854025e-03f,
-                kGemmI8ErfP6 = -1.60960333262415e-02f;
-constexpr float kGemmI8ErfQ0 = -1.45660718464996e-05f, kGemmI8ErfQ1 = -2.13374055278905e-04f,
-                kGemmI8ErfQ2 = -1.68282697438203e-03f, kGemmI8ErfQ3 = -7.37332916720468e-03f,
-                kGemmI8ErfQ4 = -1.42647390514189e-02f;
-
-// p / q of the rational erf without a division (above): the reciprocal's first guess is the float with bits
-// kGemmI8RcpMagic - bits(q) (relative error <= 13% for normal q; q is in [-2.4, -0.014]), refined by
-// kGemmI8RcpSteps Newton steps (error squared each: 6e-8 after three), then one residual correction.
-constexpr uint32_t kGemmI8RcpMagic = 0x7EF311C7u;
-constexpr int kGemmI8RcpSteps = 3;
+// The GELU's table (above): kGemmI8GeluTableRows cubics of Phi, row k + kGemmI8GeluTableCenter for
+// t = 4 clamp(v) rounded to k; each row {c0, c1, c2, c3}.
+constexpr float kGemmI8GeluClamp = 5.5f;    // Phi(-5.5) = 1.9e-8: beyond, v * Phi(+-5.5) is within 1e-6 for |v| <= 12
+constexpr float kGemmI8GeluInvStep = 4.f;   // intervals of 1/4 (a power of two: t = v * 4 is exact)
+constexpr int kGemmI8GeluTableCenter = 22;  // kGemmI8GeluClamp * kGemmI8GeluInvStep
+constexpr int kGemmI8GeluTableRows = 2 * kGemmI8GeluTableCenter + 1;
+extern const float kGemmI8GeluTable[kGemmI8GeluTableRows][4];
 
 // The shift c of fc2's unsigned input u = GELU(v) + c. The erf GELU's minimum is -0.16997120748 (at
-// v = -0.75179); the rational fp32 GELU below is within 1.5e-6 of it. c = 0.17f (0.1700000018) exceeds both by
+// v = -0.75179); the table's GELU below is within 1e-6 of it. c = 0.17f (0.1700000018) exceeds both by
 // 2.9e-5, so u > 0 for every finite v: no code is spent below the range and none saturates at 0. A round
 // constant rather than the exact minimum: the margin is far below any calibrated step (>= 1e-3 in the models
 // measured), and a value one can write down keeps the scale file's `gelu_shift` metadata readable.
@@ -118,8 +108,6 @@ void gemm_i8_epilogue_ref(const GemmI8RefArgs& a, const int32_t* acc, const floa
 // One output element's fp32 steps (shared by gemm_i8_epilogue_ref and the CPU INT8 path).
 float gemm_i8_dequant_ref(int32_t acc, float sx, float sw, float bias);
 float gemm_i8_gelu_ref(float v);
-void gemm_i8_erf_terms_ref(float x, float* p, float* q);  // the GELU's erf(x) ~ p / q, x in [-4, 4]
-float gemm_i8_erf_ratio_ref(float p, float q);             // p / q without a division, as above
 int8_t gemm_i8_quantize_ref(float q);     // rne, saturated to [-127, 127]; NaN -> 0
 uint8_t gemm_i8_quantize_u8_ref(float q);  // rne, saturated to [0, 255]; NaN -> 0
 // One head's d values v -> int8 codes q (kQkHeadI8's rule above); returns the head's scale amax / 127.

@@ -1,7 +1,7 @@
 // W8A8 GEMM on SM80-class tensor cores: mma.sync m16n8k32 (s8 x s8 -> s32), ldmatrix fragments from
 // XOR-swizzled shared memory, a multi-stage cp.async pipeline with one barrier per k-tile, optional split-K,
-// and the dequantization (fp32) with bias, GELU (rational erf), residual add or INT8 requantization (fc1: GELU
-// + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
+// and the dequantization (fp32) with bias, GELU (a table of cubics), residual add or INT8 requantization (fc1:
+// GELU + shift -> uint8) fused into the store; unsigned activations (fc2's input) through mma .u8.s8
 // (kernels/cuda/gemm_i8.h; the design and what limits it: docs/kernels-gemm-i8.md).
 // Rows (gemm_i8_variants(): tile M x N x K bytes, warps, stages, [_b: blocks per SM of the register cap],
 // [_k: K split]; rows 4 and 26 run the register-lean main loop), one figure each: ViT-B/16 fc2 at batch 64

@@ -1,5 +1,5 @@
 // The W8A8 GEMM's epilogue arithmetic on the device (the fp32 steps of kernels/cpu/gemm_i8_ref.h, in its
-// order): the rational-erf GELU, the int8 / uint8 requantization, the fp16 packing and store8, which writes
+// order): the table GELU, the int8 / uint8 requantization, the fp16 packing and store8, which writes
 // eight consecutive outputs of one row through any GemmI8Epilogue. Shared by the mma.sync kernel's fused store
 // (gemm_i8_kernel.cuh) and the standalone epilogue over cuBLASLt IMMA's int32 output (gemm_i8_epilogue.cu), so
 // both round exactly as the reference does. Internal linkage: include it from .cu files only.
@@ -18,32 +18,20 @@ using gpu::GemmI8Args;
 
 // The epilogue's steps, in the order of gemm_i8_ref.h; __fmul_rn / __fadd_rn / __fmaf_rn keep nvcc from
 // contracting or reordering steps, so every output equals the reference's bit for bit.
-// p / q without a division (gemm_i8_erf_ratio_ref): a reciprocal guess from the bits of q, three Newton steps
-// and one residual correction of the quotient, all fma: straight-line code (an IEEE division is a MUFU.RCP,
-// an FCHK and a branch to a slow path per output, which keeps the eight outputs of a row from interleaving).
-__device__ __forceinline__ float erf_ratio(float p, float q) {
-  float y = __uint_as_float(kGemmI8RcpMagic - __float_as_uint(q));
-#pragma unroll
-  for (int i = 0; i < kGemmI8RcpSteps; ++i) y = __fmaf_rn(y, __fmaf_rn(-q, y, 1.f), y);
-  const float r = __fmul_rn(p, y);
-  return __fmaf_rn(y, __fmaf_rn(-q, r, p), r);
-}
+// The GELU's table (gemm_i8_ref.h: one cubic of Phi per quarter step), read through the read-only cache: 720
+// bytes that stay in L1, one 16-byte load an output.
+__device__ const float4 kGeluTable[kGemmI8GeluTableRows] = {
+#include "kernels/cpu/gemm_i8_gelu_table.inc"
+};
 
-__device__ __forceinline__ float gelu_rational(float v) {
-  const float x = fminf(fmaxf(__fmul_rn(v, 0.70710678f), -4.f), 4.f);
-  const float x2 = __fmul_rn(x, x);
-  float p = __fmaf_rn(x2, kGemmI8ErfP0, kGemmI8ErfP1);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP2);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP3);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP4);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP5);
-  p = __fmaf_rn(x2, p, kGemmI8ErfP6);
-  p = __fmul_rn(x, p);
-  float q = __fmaf_rn(x2, kGemmI8ErfQ0, kGemmI8ErfQ1);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ2);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ3);
-  q = __fmaf_rn(x2, q, kGemmI8ErfQ4);
-  return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.f, erf_ratio(p, q)));
+// g = v Phi(v): t = 4 clamp(v) rounded to k by adding and removing 1.5 * 2^23 (k is then the low bits of the
+// sum: no F2I), d = t - k, Phi from row k's cubic in d.
+__device__ __forceinline__ float gelu_table(float v) {
+  const float t = __fmul_rn(fminf(fmaxf(v, -kGemmI8GeluClamp), kGemmI8GeluClamp), kGemmI8GeluInvStep);
+  const float tm = __fadd_rn(t, 12582912.f);
+  const float d = __fadd_rn(t, -__fadd_rn(tm, -12582912.f));
+  const float4 c = __ldg(&kGeluTable[static_cast<int>(__float_as_uint(tm) - 0x4B400000u) + kGemmI8GeluTableCenter]);
+  return __fmul_rn(v, __fmaf_rn(d, __fmaf_rn(d, __fmaf_rn(d, c.w, c.z), c.y), c.x));
 }
 
 __device__ __forceinline__ uint32_t quantize(float v, float inv_out_scale) {
@@ -84,7 +72,7 @@ __device__ __forceinline__ void store8(const GemmI8Args& a, int64_t o, float inv
   constexpr auto e = static_cast<GemmI8Epilogue>(kEpilogue);
   if constexpr (e == GemmI8Epilogue::kF16BiasGelu || e == GemmI8Epilogue::kI8BiasGelu) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = gelu_rational(v[j]);
+    for (int j = 0; j < 8; ++j) v[j] = gelu_table(v[j]);
   }
   if constexpr (e == GemmI8Epilogue::kF32) {
     float4* p = reinterpret_cast<float4*>(static_cast<float*>(a.y) + o);

@@ -152,23 +152,24 @@ TEST(GemmI8Ref, QkHeadEpilogueQuantizesEachHeadWithItsAmax) {
     }
 }
 
-// The rational-erf GELU (gemm_i8_ref.h) against the exact erf GELU in float64, over |v| <= 12 (past 5.66
-// the clamped erf is +-1 in fp32): within 1.5e-6 absolute plus 2^-23 relative; NaN stays NaN; odd inputs
-// keep their sign of the product.
-TEST(GemmI8Ref, RationalGeluWithinBoundOfExactErfGelu) {
-  constexpr double kGeluAbs = 1.5e-6;            // the rational erf's |error| <= 4e-7, times |v| / 2 up to 5.66
-  constexpr double kGeluRel = 1.0 / (1 << 23);   // the last multiply's rounding, for large v
+// The table GELU (gemm_i8_ref.h) against the exact erf GELU in float64 over |v| <= 12 (every float32 there:
+// gemm_i8_slow_test): within 1e-6 absolute; NaN stays NaN, +Inf is +Inf, large negative inputs give a tiny
+// negative (v Phi(-5.5), the last row's value).
+TEST(GemmI8Ref, TableGeluWithinBoundOfExactErfGelu) {
+  constexpr double kGeluAbs = 1e-6;  // the cubics' fit error (<= 3e-7 in Phi) times |v|, plus the roundings
   double worst = 0.0;
   for (int i = -1200000; i <= 1200000; ++i) {
     const float v = static_cast<float>(i) * 1e-5f;
     const double err = std::fabs(gemm_i8_gelu_ref(v) - gelu64(v));
-    worst = std::max(worst, err - kGeluRel * std::fabs(gelu64(v)));
-    ASSERT_LE(err, kGeluAbs + kGeluRel * std::fabs(gelu64(v))) << "v " << v;
+    worst = std::max(worst, err);
+    ASSERT_LE(err, kGeluAbs) << "v " << v;
   }
-  EXPECT_GT(worst, 1e-8);  // the bound is near the error, not loose by orders of magnitude
+  EXPECT_GT(worst, 1e-7);  // the bound is near the error, not loose by orders of magnitude
   EXPECT_TRUE(std::isnan(gemm_i8_gelu_ref(NAN)));
   EXPECT_EQ(gemm_i8_gelu_ref(INFINITY), INFINITY);
-  EXPECT_EQ(gemm_i8_gelu_ref(-30.f), -0.f);
+  EXPECT_LE(gemm_i8_gelu_ref(-30.f), 0.f);
+  EXPECT_GT(gemm_i8_gelu_ref(-30.f), -1e-6f);
+  EXPECT_EQ(gemm_i8_gelu_ref(0.f), 0.f);
 }
 
 TEST(GemmI8Ref, QuantizeRoundsToNearestEvenAndSaturates) {
@@ -200,7 +201,7 @@ TEST(GemmI8Ref, QuantizeU8RoundsToNearestEvenAndSaturatesAtZeroAnd255) {
   EXPECT_EQ(gemm_i8_quantize_u8_ref(NAN), 0);
 }
 
-// The shift lies just above GELU's minimum (-0.16997 exact, the rational fp32 GELU within 1.5e-6 of it): u > 0.
+// The shift lies just above GELU's minimum (-0.16997 exact, the table's fp32 GELU within 1e-6 of it): u > 0.
 TEST(GemmI8Ref, ShiftedGeluIsPositiveEverywhere) {
   float lowest = 1.f;
   for (int i = -400000; i <= 100000; ++i) lowest = std::min(lowest, gemm_i8_gelu_ref(static_cast<float>(i) * 1e-5f));
