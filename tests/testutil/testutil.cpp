@@ -93,12 +93,15 @@ std::string temp_dir() {
 
 ProgramRun run_program(const std::string& binary_relative, const std::string& args, Stderr mode) {
   const char* emu = std::getenv("EDGEVIT_TEST_EMULATOR");
+  return run_command(std::string(emu != nullptr ? emu : "") + " " + binary_path(binary_relative) + " " + args, mode);
+}
+
+ProgramRun run_command(const std::string& command, Stderr mode) {
   const std::string err_path = std::string(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp") +
                                "/edgevit_test_stderr." + std::to_string(getpid());
   const std::string redirect = mode == Stderr::kMerged ? " 2>&1" : mode == Stderr::kDropped ? " 2>/dev/null"
                                                                                              : " 2>" + err_path;
-  const std::string cmd = std::string(emu != nullptr ? emu : "") + " " + binary_path(binary_relative) + " " + args +
-                          redirect;
+  const std::string cmd = command + redirect;
   ProgramRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;

@@ -51,6 +51,8 @@ struct ProgramRun {
   std::string err;  // kSeparate only
 };
 ProgramRun run_program(const std::string& binary_relative, const std::string& args, Stderr mode);
+// Any shell command line, the same way (no emulator prefix: the caller's command says what runs).
+ProgramRun run_command(const std::string& command, Stderr mode);
 
 }  // namespace edgevit::testutil
 

@@ -4,9 +4,7 @@
 // step fails, naming its log.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -17,24 +15,11 @@
 namespace edgevit {
 namespace {
 
-struct Ran {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
-// The script with `env` in front of it and `edgevit` as its binary (through the test emulator, if any).
-Ran run_script(const std::string& env, const std::string& edgevit, const std::string& work) {
-  const std::string cmd = env + " sh " + testutil::source_path("tools/board/int8_speed.sh") + " " + edgevit + " " +
-                          work + " 2>&1";
-  Ran r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+// The script with `env` in front of it and `edgevit` as its binary; stdout and stderr together.
+testutil::ProgramRun run_script(const std::string& env, const std::string& edgevit, const std::string& work) {
+  return testutil::run_command(env + " sh " + testutil::source_path("tools/board/int8_speed.sh") + " " + edgevit +
+                                   " " + work,
+                               testutil::Stderr::kMerged);
 }
 
 // build/bin/edgevit, or a wrapper that runs it under $EDGEVIT_TEST_EMULATOR (the cross build's qemu).
@@ -54,7 +39,7 @@ const std::string kDigitsEnv = "INT8_SPEED_MODEL=" + testutil::source_path("conf
                                " INT8_SPEED_BATCHES='1 2' INT8_SPEED_ITERS=3";
 
 TEST(BoardInt8Speed, TimesBothEnginesAndPrintsAVerdictPerBatch) {
-  const Ran r = run_script(kDigitsEnv, edgevit_command(), testutil::temp_dir() + "int8_speed");
+  const testutil::ProgramRun r = run_script(kDigitsEnv, edgevit_command(), testutil::temp_dir() + "int8_speed");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("batch  fp32 p50 ms (2 runs)   int8 p50 ms (2 runs)"), std::string::npos) << r.out;
   // batch 1 has the issue's target (>= 1.0), batch 2 none; every time a number, the speed-up their ratio.
@@ -66,10 +51,10 @@ TEST(BoardInt8Speed, TimesBothEnginesAndPrintsAVerdictPerBatch) {
 }
 
 TEST(BoardInt8Speed, RefusesAMissingBinaryAndNamesAFailedStepsLog) {
-  const Ran none = run_script("", "/nonexistent/edgevit", testutil::temp_dir() + "int8_speed_none");
+  const testutil::ProgramRun none = run_script("", "/nonexistent/edgevit", testutil::temp_dir() + "int8_speed_none");
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_NE(none.out.find("no edgevit binary"), std::string::npos) << none.out;
-  const Ran bad = run_script("INT8_SPEED_MODEL=/nonexistent/model.yaml INT8_SPEED_IMAGES=/nonexistent/x",
+  const testutil::ProgramRun bad = run_script("INT8_SPEED_MODEL=/nonexistent/model.yaml INT8_SPEED_IMAGES=/nonexistent/x",
                              edgevit_command(), testutil::temp_dir() + "int8_speed_bad");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("calibrate failed: "), std::string::npos) << bad.out;

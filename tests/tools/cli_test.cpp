@@ -30,16 +30,9 @@ struct Ran {
 };
 
 Ran run(const std::string& args) {
-  const std::string cmd = testutil::binary_path("bin/edgevit") + " " + args + " 2>&1";
-  Ran r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  const testutil::ProgramRun p =
+      testutil::run_command(testutil::binary_path("bin/edgevit") + " " + args, testutil::Stderr::kMerged);
+  return Ran{p.code, p.out};
 }
 
 std::string tmp(const std::string& name) { return testutil::temp_dir() + "edgevit_cli_" + name; }
