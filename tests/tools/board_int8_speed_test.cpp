@@ -54,8 +54,8 @@ TEST(BoardInt8Speed, RefusesAMissingBinaryAndNamesAFailedStepsLog) {
   const testutil::ProgramRun none = run_script("", "/nonexistent/edgevit", testutil::temp_dir() + "int8_speed_none");
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_NE(none.out.find("no edgevit binary"), std::string::npos) << none.out;
-  const testutil::ProgramRun bad = run_script("INT8_SPEED_MODEL=/nonexistent/model.yaml INT8_SPEED_IMAGES=/nonexistent/x",
-                             edgevit_command(), testutil::temp_dir() + "int8_speed_bad");
+  const std::string env = "INT8_SPEED_MODEL=/nonexistent/model.yaml INT8_SPEED_IMAGES=/nonexistent/x";
+  const testutil::ProgramRun bad = run_script(env, edgevit_command(), testutil::temp_dir() + "int8_speed_bad");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("calibrate failed: "), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("calibrate.log"), std::string::npos) << bad.out;
