@@ -10,10 +10,11 @@
 //               p = c0 + d (c1 + d (c2 + d c3)) (Horner, one fma a step) with row k + 22 of kGemmI8GeluTable
 //               (Phi, the normal CDF, as a cubic on [k - 1/2, k + 1/2] / 4: tools/int8/make_gelu_table.py);
 //               g = v * p. |g - v Phi(v)| <= 1e-6 for |v| <= 12 (tests/kernels/gemm_i8_slow_test.cpp checks
-//               every float32 there); NaN stays NaN (the clamp sends it to -5.5, v * p is NaN). Thirteen
-//               instructions an output on the GPU (two min / max, the multiply, three adds, the row's index and
-//               one 16-byte load, three fma, the product) where the rational erf with a Newton reciprocal took
-//               ~27 and erfc ~75; fc1's epilogue is most of what its GELU costs (docs/kernels-gemm-i8.md).
+//               every float32 there); NaN stays NaN (the clamp sends it to -5.5, v * p is NaN). Why a table:
+//               thirteen instructions an output on the GPU (two min / max, the multiply, three adds, the row's
+//               index and one 16-byte load, three fma, the product), against ~27 for a rational fp32 erf with a
+//               division-free reciprocal and ~75 for erfc, and the GELU is most of fc1's epilogue
+//               (docs/kernels-gemm-i8.md); only IEEE adds, multiplies and fma, so the CPU matches bit for bit.
 //   residual    y = r + v                 (r: the residual's fp16 value, or its fp32 value for kF32BiasResidual)
 //   INT8 out    q = v * inv, inv = 1 / out_scale (rounded once), rounded to nearest even, saturated to
 //               [-127, 127]  (a multiply: the GPU's IEEE division is ~10 instructions an output)

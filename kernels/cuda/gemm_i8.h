@@ -1,7 +1,8 @@
 // W8A8 GEMM on SM80-class tensor cores (mma.sync m16n8k32 s8 x s8 -> s32), for ViT's block GEMMs:
 //   y (M, N) = epilogue( sx[m or 0] * sw[n] * (x_q (M, K) @ w_q (N, K)^T) + bias[n] )
-// with the dequantization, bias, GELU (a table of cubics), residual add or INT8 requantization fused (GemmI8Epilogue,
-// kernels/cpu/gemm_i8_ref.h, which also states the exact arithmetic; gemm_i8_ref is the reference).
+// with the dequantization, bias, GELU (a table of cubics), residual add or INT8 requantization fused
+// (GemmI8Epilogue, kernels/cpu/gemm_i8_ref.h, which also states the exact arithmetic; gemm_i8_ref is the
+// reference).
 // Host-compilable: includers need the CUDA runtime header only.
 //
 // Variants are rows of gemm_i8_variants() (tile, warps, pipeline stages, shared memory, K split); the caller

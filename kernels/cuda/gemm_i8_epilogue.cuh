@@ -30,7 +30,8 @@ __device__ __forceinline__ float gelu_table(float v) {
   const float t = __fmul_rn(fminf(fmaxf(v, -kGemmI8GeluClamp), kGemmI8GeluClamp), kGemmI8GeluInvStep);
   const float tm = __fadd_rn(t, 12582912.f);
   const float d = __fadd_rn(t, -__fadd_rn(tm, -12582912.f));
-  const float4 c = __ldg(&kGeluTable[static_cast<int>(__float_as_uint(tm) - 0x4B400000u) + kGemmI8GeluTableCenter]);
+  const int row = static_cast<int>(__float_as_uint(tm) - 0x4B400000u) + kGemmI8GeluTableCenter;
+  const float4 c = __ldg(&kGeluTable[row]);
   return __fmul_rn(v, __fmaf_rn(d, __fmaf_rn(d, __fmaf_rn(d, c.w, c.z), c.y), c.x));
 }
 

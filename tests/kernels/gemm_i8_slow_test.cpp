@@ -1,6 +1,6 @@
 // The INT8 epilogue's table GELU (kernels/cpu/gemm_i8_ref.h, gemm_i8_gelu_ref; the GPU epilogue runs the same
-// steps) against the exact erf GELU in float64 on every float32 v with |v| <= 12 (2.2e9 values, a few minutes
-// on one core): within 1e-6 absolute everywhere, the bound docs/kernels-gemm-i8.md states.
+// steps) against the exact erf GELU in float64 on every float32 v with |v| <= 12 (2.2e9 values, about 30 s on
+// one core): within 1e-6 absolute everywhere, the bound docs/kernels-gemm-i8.md states.
 #include <gtest/gtest.h>
 
 #include <cmath>
