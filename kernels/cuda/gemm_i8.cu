@@ -25,6 +25,8 @@
 // Rows 30-33, deep pipelines for fc2 at small batches, figured at batch 1 inside the graph (us, H200; row 15:
 // 11.0): 30 i8_32x64x128_w4_s6 and 31 its _k3 8.0 (the trace does not tell the two apart); 32
 // i8_64x64x128_w4_s5 and 33 its _k3: picked by start-up tuning at batch 2, no figure of their own yet.
+// Rows 34-35, 48-row tiles (i8_48x64x128_w4_s3, _w2_s3): at batch 8 on 132 SMs start-up tuning picks 34 for
+// proj and fc2 in 11 of 12 blocks, and ViT-B/16 INT8 runs 0.987 -> 0.955 ms (H200).
 #include "kernels/cuda/gemm_i8.h"
 
 #include "kernels/cuda/gemm_i8_kernel.cuh"
@@ -101,6 +103,11 @@ using T128x64x64s3b4 = GemmI8Traits<128, 64, 64, 2, 2, 3, 4>;
 // 32 x 64 at batch 1): more k-tiles in flight per block while the weights stream from DRAM.
 using T32x64x128s6 = GemmI8Traits<32, 64, 128, 2, 2, 6, 4>;
 using T64x64x128s5 = GemmI8Traits<64, 64, 128, 2, 2, 5, 4>;
+// 48-row tiles, warps side by side (warp tiles 48 x 16 or 48 x 32): M = 197 n (ViT at batch n) is 33 of them at
+// batch 8, so N / 64 column tiles give a multiple of 132 SMs' worth of tiles for every block GEMM (a 64-row tile
+// leaves 2 or 3 tiles per SM: the SMs with 3 set the time).
+using T48x64x128w4 = GemmI8Traits<48, 64, 128, 1, 4, 3, 4>;
+using T48x64x128w2 = GemmI8Traits<48, 64, 128, 1, 2, 3, 6>;
 
 template <class T>
 constexpr GemmI8Variant row(const char* name, int split_k = 1) {
@@ -125,6 +132,7 @@ constexpr GemmI8Variant kVariants[] = {
     row<T64x128x64s3b4>("i8_64x128x64_w4_s3_b4"),   row<T128x64x64s3b4>("i8_128x64x64_w4_s3_b4"),
     row<T32x64x128s6>("i8_32x64x128_w4_s6"),        row<T32x64x128s6>("i8_32x64x128_w4_s6_k3", 3),
     row<T64x64x128s5>("i8_64x64x128_w4_s5"),        row<T64x64x128s5>("i8_64x64x128_w4_s5_k3", 3),
+    row<T48x64x128w4>("i8_48x64x128_w4_s3"),        row<T48x64x128w2>("i8_48x64x128_w2_s3"),
 };
 constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,     launch<T64x128x64>,
                                    launch<T64x64x64>,     launch<T128x128x128>,   launch<T128x128x128w4>,
@@ -137,7 +145,7 @@ constexpr LaunchFn kLaunchers[] = {launch<T128x128x64>,   launch<T128x64x64>,   
                                    launch<T128x128x64w4>, launch<T64x128x64b4>, launch<T128x64x128s2>,
                                    launch<T128x64x64b4>,  launch<T64x128x64s3b4>, launch<T128x64x64s3b4>,
                                    launch<T32x64x128s6>,  launch<T32x64x128s6>,   launch<T64x64x128s5>,
-                                   launch<T64x64x128s5>};
+                                   launch<T64x64x128s5>,  launch<T48x64x128w4>,   launch<T48x64x128w2>};
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == sizeof(kLaunchers) / sizeof(kLaunchers[0]),
               "one launcher per row");
 
