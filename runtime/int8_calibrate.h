@@ -48,8 +48,9 @@ struct CalibOptions {
   double percentile = 99.99;  // kPercentile
   int threads = 1;            // the fp32 engine's (the statistics are single-threaded)
   bool ln_fold = false;       // RepQ-ViT channel factors for norm1 and norm2 (above)
-  // Each GEMM input's per-channel mean, for the load-time bias correction (above). On by default: it takes the
-  // systematic part of the weights' rounding error out of every GEMM (docs/int8.md "Bias correction", "Measured").
+  // Each GEMM input's per-channel mean, for the load-time bias correction (above). True unless asked otherwise
+  // because it takes the systematic part of the weights' rounding error out of every GEMM (docs/int8.md "Bias
+  // correction").
   bool bias_correction = true;
 };
 
